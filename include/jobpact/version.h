@@ -1,0 +1,10 @@
+// File: jobpact/version.h
+#ifndef JOBPACT_VERSION_H_
+#define JOBPACT_VERSION_H_
+
+#define JOBPACT_VERSION_MAJOR 0
+#define JOBPACT_VERSION_MINOR 1
+#define JOBPACT_VERSION_PATCH 0
+#define JOBPACT_VERSION_STRING "0.1.0"
+
+#endif  // JOBPACT_VERSION_H_
