@@ -1,0 +1,275 @@
+// File: jobpact/job_runner.h
+//
+// JobRunner enforces the execution contract (SPEC 2-8) on every job: it
+// validates the envelope, applies TTL and deadlines, the attempt budget,
+// dedup, the lock, idempotency, runs the handler under its timeout while
+// renewing the lease, classifies the outcome, makes exactly one transition,
+// and emits metrics and one structured log line per transition. All state
+// lives behind the four interfaces in JobRunnerOptions.
+//
+// Example (a service):
+//   jobpact::JobRunnerOptions opts;
+//   opts.queue = std::make_shared<jobpact::InMemoryQueueBackend>(clock);
+//   auto runner = jobpact::JobRunner::Create(opts).value();
+//   runner->Handle("invoice.generate", [](jobpact::JobContext& ctx) -> jobpact::Status {
+//     // ctx.payload() is the JSON payload; throw or return a Status to fail.
+//     return jobpact::Status::Ok();
+//   });
+//   jobpact::Envelope job;
+//   job.job_type = "invoice.generate";
+//   job.payload = R"({"order_id":"ord_987"})";
+//   job.idempotency_key = "invoice.generate:ord_987";
+//   auto id = runner->Enqueue(job);
+//   runner->Start();              // worker threads
+//   ...
+//   runner->Shutdown(jobpact::Seconds(30));
+//
+// In tests, skip Start() and drive the runner by hand with RunUntilIdle()
+// and a testing::ManualClock (see jobpact/testing/harness.h).
+#ifndef JOBPACT_JOB_RUNNER_H_
+#define JOBPACT_JOB_RUNNER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "jobpact/clock.h"
+#include "jobpact/export.h"
+#include "jobpact/failure.h"
+#include "jobpact/idempotency_store.h"
+#include "jobpact/job.h"
+#include "jobpact/lock_store.h"
+#include "jobpact/metrics_sink.h"
+#include "jobpact/queue_backend.h"
+#include "jobpact/random.h"
+#include "jobpact/result.h"
+#include "jobpact/retry_policy.h"
+#include "jobpact/status.h"
+
+namespace jobpact {
+
+enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kOff };
+
+// Passed to a hook when a worker is declared hung (SPEC 5).
+struct HungWorkerInfo {
+  std::string worker_id;
+  std::string job_id;
+  std::string job_type;
+  int attempt = 0;
+  TimePoint deadline;  // The execution deadline it overran.
+};
+
+struct JobRunnerOptions {
+  // --- Backends (shared_ptr: producers, runners and tests share them) ---
+  // Required.
+  std::shared_ptr<QueueBackend> queue;
+  // Null: an InMemoryLockStore / InMemoryIdempotencyStore on `clock`
+  // (single-process only).
+  std::shared_ptr<LockStore> locks;
+  std::shared_ptr<IdempotencyStore> idempotency;
+  // Null: NullMetricsSink.
+  std::shared_ptr<MetricsSink> metrics;
+  // Null: SystemClock::Default().
+  std::shared_ptr<Clock> clock;
+  // Null: MakeSeededRandomSource(random_seed).
+  std::shared_ptr<RandomSource> random;
+  std::uint64_t random_seed = 0x6a6f6270616374;  // "jobpact"
+
+  // Null: a registry with the SPEC 11 defaults.
+  std::shared_ptr<PolicyRegistry> policies;
+
+  // --- Workers ---
+  // Queues this runner takes from; empty: every queue.
+  std::vector<std::string> queues;
+  int workers = 2;
+  // Jobs leased per backend call.
+  int dequeue_batch = 16;
+  // Longest idle wait before polling the backend again (an Enqueue on this
+  // runner wakes idle workers at once).
+  Duration poll_interval = Millis(100);
+  // Identifies this runner in lease tokens, lock and claim owners.
+  // Empty: "<hostname>-<pid>-<n>".
+  std::string runner_id;
+
+  // --- Contract settings (SPEC 11 defaults) ---
+  ValidationOptions validation;
+  Duration dedup_window = std::chrono::minutes(5);
+  Duration idempotency_retention = std::chrono::hours(24);
+  // Lock busy: requeue after a jittered delay in [min, max], at most
+  // max_lock_waits times, no attempt spent.
+  Duration lock_busy_min_delay = Millis(100);
+  Duration lock_busy_max_delay = Millis(1000);
+  int max_lock_waits = 50;
+  // Crash recoveries (expired leases) before "lease_expired_repeatedly".
+  int max_lease_recoveries = 3;
+  // A handler running this long past its deadline marks its worker hung.
+  Duration hung_grace = Seconds(10);
+  // Replacement workers started for hung ones, at most, over the runner's life.
+  int max_replacement_workers = 4;
+  // Called (on the watchdog thread, no lock held) when a worker is declared
+  // hung; e.g. to fail fast so the supervisor restarts the process.
+  std::function<void(const HungWorkerInfo&)> on_hung_worker;
+  // How often the maintenance pass runs under Start(): lease recovery,
+  // retention purges, gauges.
+  Duration maintenance_interval = Seconds(1);
+  Duration dlq_retention = std::chrono::hours(24 * 14);
+  Duration final_status_retention = std::chrono::hours(24);
+
+  // --- Logs: one structured spdlog line per transition ---
+  // The spdlog logger used (created with a stderr sink if not registered).
+  std::string logger_name = "jobpact";
+  LogLevel log_level = LogLevel::kInfo;
+  // One JSON object per line instead of text.
+  bool json_logs = false;
+};
+
+// What a handler sees of its job. Valid only during the handler call.
+// Not thread-safe, except cancelled(), which may be polled from any thread.
+class JOBPACT_EXPORT JobContext {
+ public:
+  virtual ~JobContext();
+
+  virtual const Envelope& envelope() const = 0;
+  // The business payload (JSON text).
+  const std::string& payload() const { return envelope().payload; }
+  // 1 on the first attempt.
+  int attempt() const { return envelope().attempt; }
+  // The execution deadline of this attempt.
+  virtual TimePoint deadline() const = 0;
+  // True once the deadline has passed, the lease was lost, or the runner is
+  // shutting down. Long handlers poll it and return early.
+  virtual bool cancelled() const = 0;
+  // The lock's fencing token (0 without lock_key): pass it to the resource
+  // so it can refuse writes from a stale owner.
+  virtual std::uint64_t fencing_token() const = 0;
+  // The checkpoint stored by the last heartbeat of a previous attempt.
+  virtual const std::string& checkpoint() const = 0;
+
+  // Renews the lease (and lock and claim) now, storing `checkpoint` if not
+  // empty. kAborted if the lease was lost: stop, the job runs elsewhere.
+  virtual Status Heartbeat(std::string_view checkpoint = {}) = 0;
+
+  // The result stored with the idempotency record on success.
+  virtual void SetResult(std::string result) = 0;
+
+  // Transactional completion (see Completion::transactional_effect): on
+  // success, `effect` runs inside the backend transaction that marks the job
+  // succeeded, so an effect kept in the same store happens exactly once.
+  virtual void SetTransactionalEffect(std::function<Status(void* native)> effect) = 0;
+
+  // Ends the job without failure: `return ctx.Snooze(d);` reschedules it
+  // after `d` without spending an attempt; `return ctx.Discard("why");`
+  // moves it to discarded (e.g. superseded by a newer event).
+  virtual Status Snooze(Duration delay) = 0;
+  virtual Status Discard(std::string reason) = 0;
+
+  // Logs through the runner's logger with the job's fields attached.
+  virtual void Log(LogLevel level, std::string_view message) const = 0;
+};
+
+// A handler returns OK for success or a Status whose code is classified
+// (see failure.h); it may also throw. Runs on a worker thread (or the
+// RunUntilIdle caller), no jobpact lock held.
+using Handler = std::function<Status(JobContext&)>;
+
+struct HandlerOptions {
+  // Rules that classify this type's exceptions (first match wins).
+  Classifier classifier;
+  // Per-type policy override; requires a non-empty policy_reason.
+  std::optional<RetryPolicy> policy;
+  std::string policy_reason;
+};
+
+// Counters of what a runner has done, for status pages and tests.
+struct RunnerStats {
+  std::int64_t deliveries = 0;
+  int busy_workers = 0;
+  int hung_workers = 0;
+  int replacement_workers = 0;
+};
+
+class JOBPACT_EXPORT JobRunner {
+ public:
+  // kInvalidArgument naming the bad option (no queue backend, workers < 1,
+  // batch < 1, ...). Registers every handler declared with
+  // JOBPACT_REGISTER_HANDLER.
+  static Result<std::unique_ptr<JobRunner>> Create(JobRunnerOptions options);
+
+  JobRunner(const JobRunner&) = delete;
+  JobRunner& operator=(const JobRunner&) = delete;
+  // Calls Shutdown(0) if still running.
+  virtual ~JobRunner();
+
+  // Registers the handler of `job_type`. kAlreadyExists if one is
+  // registered; kInvalidArgument for a bad name, or a policy override
+  // without a reason. Thread-safe; handlers added after Start() apply to
+  // later deliveries.
+  virtual Status Handle(std::string_view job_type, Handler handler,
+                        HandlerOptions options = {}) = 0;
+
+  // Validates, prepares (job id, created_at, ttl -> expires_at, attempt 0)
+  // and stores a job. kInvalidArgument listing every problem of an invalid
+  // envelope (nothing stored: the caller still holds it). A duplicate within
+  // the dedup window returns the existing job with duplicate = true.
+  virtual Result<EnqueueResult> Enqueue(Envelope envelope) = 0;
+
+  // Enqueues a raw JSON envelope. An invalid one is dead-lettered whole
+  // with reason "invalid_envelope" and kInvalidArgument is returned, whose
+  // message lists every problem and names the DLQ entry.
+  virtual Result<EnqueueResult> EnqueueJson(std::string_view raw) = 0;
+
+  // Starts the worker threads, the watchdog and the maintenance pass.
+  // kFailedPrecondition if already started or shut down.
+  virtual Status Start() = 0;
+
+  // Graceful shutdown: stop taking work, let running jobs finish until
+  // now + grace, then give the leases of unfinished jobs back (they return
+  // to queued with no attempt spent; a late completion is refused by the
+  // fence). Joins every thread it can; a hung handler's thread is detached.
+  // Idempotent.
+  virtual Status Shutdown(Duration grace) = 0;
+
+  // Runs every job that is ready now on the calling thread, one at a time,
+  // until none is ready; also runs the maintenance pass first. Returns the
+  // number of deliveries processed. For tests: no threads, no sleeps.
+  // REQUIRES: Start() has not been called.
+  virtual Result<int> RunUntilIdle() = 0;
+
+  // One maintenance pass: recover expired leases (SPEC 5), purge expired
+  // DLQ entries and final statuses, refresh the depth and age gauges.
+  virtual Status RunMaintenance() = 0;
+
+  // SPEC 10 safe action: a paused job type is not run; its deliveries are
+  // requeued without spending an attempt until Resume.
+  virtual void Pause(std::string_view job_type) = 0;
+  virtual void Resume(std::string_view job_type) = 0;
+
+  virtual RunnerStats Stats() const = 0;
+  virtual PolicyRegistry& policies() = 0;
+  virtual const JobRunnerOptions& options() const = 0;
+
+ protected:
+  JobRunner() = default;
+};
+
+namespace internal {
+// Used by JOBPACT_REGISTER_HANDLER; returns true so it can initialise a static.
+JOBPACT_EXPORT bool RegisterStaticHandler(const char* job_type, Handler handler);
+}  // namespace internal
+
+}  // namespace jobpact
+
+// Static registration: defines a handler for `job_type` that every
+// JobRunner created afterwards registers.
+//
+//   JOBPACT_REGISTER_HANDLER("email.send", SendEmail);  // Status SendEmail(JobContext&)
+#define JOBPACT_REGISTER_HANDLER(job_type, fn)                                \
+  static const bool JOBPACT_CONCAT_(jobpact_static_handler_, __LINE__) =     \
+      ::jobpact::internal::RegisterStaticHandler(job_type, fn)
+
+#endif  // JOBPACT_JOB_RUNNER_H_

@@ -1,0 +1,86 @@
+// File: jobpact/metrics_sink.h
+//
+// MetricsSink receives the minimum metrics of SPEC 8 from the JobRunner:
+// counters, histograms (latency, duration, attempts) and gauges (depth,
+// oldest job age, busy and hung workers). Adapt it to Prometheus,
+// OpenTelemetry or StatsD by implementing three methods.
+//
+// Contract for every implementation: methods are called concurrently from
+// worker threads with no jobpact lock held, must be cheap, and must not
+// throw (they are noexcept; the runner still guards calls into user sinks
+// and reports a throwing sink once).
+#ifndef JOBPACT_METRICS_SINK_H_
+#define JOBPACT_METRICS_SINK_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "jobpact/export.h"
+
+namespace jobpact {
+
+// The labels of a metric. Empty means "not applicable".
+struct MetricLabels {
+  std::string_view job_type;
+  std::string_view queue;
+  std::string_view reason;         // Dead-lettered / discarded by reason.
+  std::string_view failure_class;  // Retries by failure class.
+};
+
+// Metric names (SPEC 8). Counters end in _total; histograms in seconds.
+namespace metric {
+inline constexpr std::string_view kEnqueued = "jobpact_jobs_enqueued_total";
+inline constexpr std::string_view kStarted = "jobpact_jobs_started_total";
+inline constexpr std::string_view kSucceeded = "jobpact_jobs_succeeded_total";
+inline constexpr std::string_view kFailed = "jobpact_jobs_failed_total";
+inline constexpr std::string_view kDeadLettered = "jobpact_jobs_dead_lettered_total";
+inline constexpr std::string_view kDiscarded = "jobpact_jobs_discarded_total";
+inline constexpr std::string_view kRetries = "jobpact_job_retries_total";
+inline constexpr std::string_view kTimeouts = "jobpact_job_timeouts_total";
+inline constexpr std::string_view kLockContention = "jobpact_lock_contention_total";
+inline constexpr std::string_view kDedupHits = "jobpact_dedup_hits_total";
+inline constexpr std::string_view kIdempotentSkips = "jobpact_idempotent_skips_total";
+inline constexpr std::string_view kLeaseRecoveries = "jobpact_lease_recoveries_total";
+inline constexpr std::string_view kStaleCompletions = "jobpact_stale_completions_total";
+inline constexpr std::string_view kAnomalies = "jobpact_unknown_errors_total";
+inline constexpr std::string_view kHungWorkers = "jobpact_hung_workers_total";
+// Histograms.
+inline constexpr std::string_view kQueueLatency = "jobpact_job_queue_latency_seconds";
+inline constexpr std::string_view kDuration = "jobpact_job_duration_seconds";
+inline constexpr std::string_view kAttempts = "jobpact_job_attempts";
+// Gauges.
+inline constexpr std::string_view kQueueDepth = "jobpact_queue_depth";
+inline constexpr std::string_view kOldestJobAge = "jobpact_queue_oldest_job_age_seconds";
+inline constexpr std::string_view kBusyWorkers = "jobpact_workers_busy";
+inline constexpr std::string_view kHungWorkersNow = "jobpact_workers_hung";
+}  // namespace metric
+
+class JOBPACT_EXPORT MetricsSink {
+ public:
+  MetricsSink() = default;
+  MetricsSink(const MetricsSink&) = delete;
+  MetricsSink& operator=(const MetricsSink&) = delete;
+  virtual ~MetricsSink();
+
+  // Adds `delta` to a counter.
+  virtual void Increment(std::string_view name, const MetricLabels& labels,
+                         std::int64_t delta) noexcept = 0;
+  // Records one observation in a histogram.
+  virtual void Observe(std::string_view name, const MetricLabels& labels,
+                       double value) noexcept = 0;
+  // Sets a gauge.
+  virtual void SetGauge(std::string_view name, const MetricLabels& labels,
+                        double value) noexcept = 0;
+};
+
+// Discards everything. Thread-safe.
+class JOBPACT_EXPORT NullMetricsSink final : public MetricsSink {
+ public:
+  void Increment(std::string_view, const MetricLabels&, std::int64_t) noexcept override {}
+  void Observe(std::string_view, const MetricLabels&, double) noexcept override {}
+  void SetGauge(std::string_view, const MetricLabels&, double) noexcept override {}
+};
+
+}  // namespace jobpact
+
+#endif  // JOBPACT_METRICS_SINK_H_

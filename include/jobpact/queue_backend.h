@@ -1,0 +1,285 @@
+// File: jobpact/queue_backend.h
+//
+// QueueBackend stores jobs: their records, status and bounded history,
+// scheduled and retrying jobs, delivery leases, and the dead-letter queue
+// (SPEC 2, 5, 7, 9). The JobRunner is its main caller; producers call
+// Enqueue; operators call the DLQ and stats methods.
+//
+// Contract for every implementation:
+//   - All methods may be called concurrently from many threads (and, for
+//     shared stores, many processes) with no external synchronization.
+//   - Methods must not throw. Failures are returned as Status: kUnavailable
+//     for a store that cannot be reached (retryable), kAborted for a stale
+//     lease, kNotFound for an unknown job, kFailedPrecondition for an illegal
+//     status transition, kInvalidArgument for bad input.
+//   - Every state change is one atomic operation on the store (one
+//     transaction, one Lua script): a crash leaves the job either before or
+//     after the change, never between.
+//   - Time comes from the Clock injected into the implementation, never from
+//     the caller's idea of "now", except where a method takes a TimePoint.
+//   - Every status change is checked against the SPEC 2 table
+//     (CheckTransition) and appended to the job's history with its time and
+//     reason; history keeps the most recent `kMaxHistory` entries.
+#ifndef JOBPACT_QUEUE_BACKEND_H_
+#define JOBPACT_QUEUE_BACKEND_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "jobpact/clock.h"
+#include "jobpact/export.h"
+#include "jobpact/failure.h"
+#include "jobpact/job.h"
+#include "jobpact/job_status.h"
+#include "jobpact/result.h"
+#include "jobpact/status.h"
+
+namespace jobpact {
+
+// History entries kept per job; older entries are dropped first.
+inline constexpr std::size_t kMaxHistory = 64;
+
+// Everything the backend knows about one job.
+struct JobRecord {
+  Envelope envelope;  // envelope.attempt = deliveries that spent an attempt.
+  JobStatus status = JobStatus::kQueued;
+  TimePoint enqueued_at;
+  // When the job may next be delivered (scheduled_at, or the retry time).
+  TimePoint ready_at;
+  TimePoint updated_at;
+  // Set when the job reaches a final status or the DLQ.
+  std::optional<TimePoint> finished_at;
+  // The current delivery number (lease epoch); grows with every delivery,
+  // including deliveries that do not spend an attempt.
+  std::int64_t epoch = 0;
+  // Crash recoveries: deliveries whose lease expired (SPEC 5), counted apart
+  // from failed attempts.
+  int lease_recoveries = 0;
+  // Lock-busy requeues so far (bounded by the runner's lock wait cap).
+  int lock_waits = 0;
+  // The previous retry delay, for decorrelated backoff.
+  Duration previous_delay{};
+  // The last heartbeat checkpoint; the next attempt can read it.
+  std::string checkpoint;
+  // The last classified failure, if any.
+  std::optional<Failure> last_failure;
+  // The final reason (e.g. "duplicate", "expired", "max_attempts_exceeded").
+  std::string reason;
+  // The result a handler stored on success (free text, often JSON).
+  std::string result;
+  std::vector<Transition> history;
+};
+
+// A delivery: the right, until `expires_at`, to finish one job.
+struct Lease {
+  std::string job_id;
+  // Unique per delivery; identifies the worker that holds the lease.
+  std::string token;
+  // The job's epoch at delivery. Any write with an older epoch is refused.
+  std::int64_t epoch = 0;
+  TimePoint expires_at;
+};
+
+struct Delivery {
+  JobRecord job;  // status is kRunning.
+  Lease lease;
+};
+
+struct EnqueueOptions {
+  // A job whose dedup_key matches one enqueued within this window, and which
+  // is not discarded, failed or dead-lettered, is a duplicate (SPEC 6, 11).
+  Duration dedup_window = std::chrono::minutes(5);
+};
+
+struct EnqueueResult {
+  std::string job_id;      // The new job, or the existing one for a duplicate.
+  bool duplicate = false;  // True: nothing was stored.
+  JobStatus status = JobStatus::kQueued;  // Of the returned job.
+};
+
+struct DequeueRequest {
+  // Queues to take from; empty means every queue.
+  std::vector<std::string> queues;
+  // Take at most this many jobs (batch dequeue). REQUIRES: >= 1.
+  int max_jobs = 1;
+  // Identifies the worker; kept in the lease token for diagnosis.
+  std::string worker_id;
+};
+
+// The one outcome of a delivery, written atomically by Complete().
+struct Completion {
+  // kSucceeded, kRetryScheduled, kQueued (requeue with no attempt spent),
+  // kFailed, kDeadLettered or kDiscarded.
+  JobStatus to = JobStatus::kSucceeded;
+  std::string reason;  // A reason:: name.
+  // For kRetryScheduled / kQueued: when the job becomes ready again.
+  std::optional<TimePoint> ready_at;
+  // False for lock-busy requeues and snoozes: the delivery's attempt is
+  // given back (envelope.attempt decremented).
+  bool spend_attempt = true;
+  // For kRetryScheduled: the delay chosen, kept for decorrelated backoff.
+  Duration delay{};
+  // For lock-busy requeues: counted in JobRecord::lock_waits.
+  bool lock_wait = false;
+  std::optional<Failure> failure;
+  std::string result;      // For kSucceeded.
+  std::string checkpoint;  // Kept as the job's checkpoint if not empty.
+  // Transactional completion: runs inside the backend's completion
+  // transaction, before it commits, so a business write kept in the same
+  // store commits if and only if the job completes. `native` is the
+  // backend's handle (sqlite3* for SQLite, PGconn* for PostgreSQL, nullptr
+  // in memory). A non-OK status aborts the whole completion. Backends that
+  // cannot run it return kUnimplemented.
+  std::function<Status(void* native)> transactional_effect;
+};
+
+// A dead-letter entry (SPEC 7).
+struct DlqEntry {
+  std::string job_id;
+  std::string job_type;
+  std::string payload;  // The payload, or the whole raw input for invalid envelopes.
+  // For an envelope that failed validation: the raw input as received.
+  std::string raw_envelope;
+  TimePoint created_at;
+  int attempts = 0;
+  std::string reason;  // e.g. "max_attempts_exceeded", "invalid_envelope".
+  std::optional<Failure> last_failure;
+  std::string trace_id;
+  TimePoint dead_lettered_at;
+  std::vector<Transition> history;
+  // Replay audit records, oldest first.
+  std::vector<std::string> audit;
+};
+
+struct DlqFilter {
+  std::optional<std::string> job_type;
+  std::optional<std::string> reason;
+  std::optional<FailureClass> failure_class;
+  std::optional<TimePoint> dead_lettered_after;   // Inclusive.
+  std::optional<TimePoint> dead_lettered_before;  // Exclusive.
+  // At most this many entries, oldest dead-lettered first.
+  std::size_t limit = 1000;
+};
+
+// An operator's replay or discard of one DLQ entry (SPEC 7). Who, when and
+// why are recorded in the entry's audit trail and the job's history.
+struct DlqAction {
+  std::string actor;   // Who: required.
+  std::string reason;  // Why: required.
+  // Replay only: start again from attempt 0 (otherwise the attempts already
+  // spent count against max_attempts, plus `extra_attempts`).
+  bool reset_attempts = true;
+  int extra_attempts = 0;
+  // Replay only: ready at this time (default: now).
+  std::optional<TimePoint> ready_at;
+};
+
+struct QueueStats {
+  struct PerQueue {
+    std::int64_t depth = 0;  // Ready plus scheduled, not running.
+    std::int64_t running = 0;
+    // Age of the oldest ready job (now - max(ready_at, enqueued_at)); zero
+    // when none is ready.
+    Duration oldest_ready_age{};
+  };
+  std::map<std::string, PerQueue> queues;
+  std::map<JobStatus, std::int64_t> by_status;
+  std::int64_t dead_letters = 0;
+};
+
+class JOBPACT_EXPORT QueueBackend {
+ public:
+  QueueBackend() = default;
+  QueueBackend(const QueueBackend&) = delete;
+  QueueBackend& operator=(const QueueBackend&) = delete;
+  virtual ~QueueBackend();
+
+  // A short name for logs ("in_memory", "sqlite").
+  virtual std::string_view Name() const = 0;
+
+  // Stores a new job in status queued, ready at envelope.scheduled_at (or
+  // now). REQUIRES: env was passed through PrepareForEnqueue and is valid.
+  // A dedup_key match within the window returns the existing job with
+  // duplicate = true and stores nothing. kAlreadyExists if job_id is taken.
+  virtual Result<EnqueueResult> Enqueue(const Envelope& env, const EnqueueOptions& options) = 0;
+
+  // Enqueue of many jobs in one atomic operation; results in input order.
+  // The default calls Enqueue per job (not atomic).
+  virtual Result<std::vector<EnqueueResult>> EnqueueBatch(const std::vector<Envelope>& envs,
+                                                          const EnqueueOptions& options);
+
+  // Stores input that failed validation straight in the DLQ, reason
+  // "invalid_envelope", keeping `raw` whole (SPEC 1: never dropped). The
+  // problems are kept as the last failure (class permanent, code
+  // "invalid_envelope", message listing them). Returns the DLQ entry's id
+  // (the input's job_id if it had a readable one, else a new id).
+  virtual Result<std::string> DeadLetterInvalid(std::string_view raw,
+                                                const std::vector<FieldError>& problems) = 0;
+
+  // Leases up to request.max_jobs ready jobs (status queued or
+  // retry_scheduled, ready_at <= now), highest priority first, then oldest
+  // ready_at, then job id. Each moves to running with epoch + 1,
+  // envelope.attempt + 1, a new lease token, and lease expiry
+  // now + envelope.visibility_timeout. Never returns the same delivery twice.
+  // Empty when nothing is ready.
+  virtual Result<std::vector<Delivery>> Dequeue(const DequeueRequest& request) = 0;
+
+  // Extends a live lease to now + extension and, if not empty, stores the
+  // checkpoint (heartbeat). kAborted if the lease is stale (epoch or token
+  // differs) or the job is no longer running; kNotFound for an unknown job.
+  virtual Result<Lease> Renew(const Lease& lease, Duration extension,
+                              std::string_view checkpoint) = 0;
+
+  // Writes the outcome of a delivery in one atomic step. kAborted if the
+  // lease is stale (fenced completion: a worker that lost its lease never
+  // overwrites its successor's outcome) -- an expired but not yet recovered
+  // lease is still accepted. kFailedPrecondition for an illegal transition.
+  virtual Status Complete(const Lease& lease, const Completion& completion) = 0;
+
+  // Finds running jobs whose lease has expired and, in one atomic step per
+  // job, moves each back to queued (reason "lease_expired", ready now,
+  // lease_recoveries + 1), or, if lease_recoveries would exceed
+  // `max_recoveries`, to dead_lettered ("lease_expired_repeatedly").
+  // Returns how many jobs were recovered or dead-lettered.
+  virtual Result<int> RecoverExpiredLeases(int max_recoveries) = 0;
+
+  // The job's record. kNotFound if unknown (or purged).
+  virtual Result<JobRecord> Get(std::string_view job_id) = 0;
+
+  // Another job than `self_job_id` with this dedup key that is running, or
+  // succeeded at or after `since` (SPEC 3 step 4). Empty if none.
+  virtual Result<std::optional<std::string>> FindDuplicate(std::string_view dedup_key,
+                                                           std::string_view self_job_id,
+                                                           TimePoint since) = 0;
+
+  // --- Dead-letter queue (SPEC 7) ---
+
+  virtual Result<std::vector<DlqEntry>> ListDeadLetters(const DlqFilter& filter) = 0;
+  // kNotFound if the job is not in the DLQ.
+  virtual Result<DlqEntry> GetDeadLetter(std::string_view job_id) = 0;
+  // dead_lettered -> queued (reason "replay"), with the audit record.
+  // kInvalidArgument without actor or reason; kNotFound if not in the DLQ;
+  // kFailedPrecondition for an invalid envelope (it cannot run; fix and
+  // re-enqueue it instead).
+  virtual Status Replay(std::string_view job_id, const DlqAction& action) = 0;
+  // dead_lettered -> discarded (reason "operator_discard"), with the audit
+  // record. Same errors as Replay.
+  virtual Status Discard(std::string_view job_id, const DlqAction& action) = 0;
+  // Deletes DLQ entries dead-lettered before `older_than`. Returns how many.
+  virtual Result<int> PurgeDeadLetters(TimePoint older_than) = 0;
+
+  // Deletes jobs in a final status whose finished_at is before `older_than`
+  // (status retention, SPEC 2). Returns how many.
+  virtual Result<int> PurgeFinished(TimePoint older_than) = 0;
+
+  virtual Result<QueueStats> Stats() = 0;
+};
+
+}  // namespace jobpact
+
+#endif  // JOBPACT_QUEUE_BACKEND_H_
