@@ -1,0 +1,37 @@
+// Out-of-line pieces of the backend interfaces: their virtual destructors
+// (one home for each vtable) and the defaults of non-pure methods.
+#include <new>
+#include <utility>
+#include <vector>
+
+#include "jobpact/idempotency_store.h"
+#include "jobpact/lock_store.h"
+#include "jobpact/metrics_sink.h"
+#include "jobpact/queue_backend.h"
+
+namespace jobpact {
+
+QueueBackend::~QueueBackend() = default;
+LockStore::~LockStore() = default;
+IdempotencyStore::~IdempotencyStore() = default;
+MetricsSink::~MetricsSink() = default;
+
+Result<std::vector<EnqueueResult>> QueueBackend::EnqueueBatch(const std::vector<Envelope>& envs,
+                                                              const EnqueueOptions& options) {
+  // Not atomic: a failure leaves the jobs before it stored. Backends that can
+  // do better (one transaction) override this.
+  try {
+    std::vector<EnqueueResult> results;
+    results.reserve(envs.size());
+    for (const Envelope& env : envs) {
+      Result<EnqueueResult> r = Enqueue(env, options);
+      if (!r.ok()) return r.status();
+      results.push_back(std::move(*r));
+    }
+    return results;
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted("EnqueueBatch: out of memory");
+  }
+}
+
+}  // namespace jobpact

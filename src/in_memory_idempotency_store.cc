@@ -1,0 +1,215 @@
+// InMemoryIdempotencyStore: records in a hash table keyed by string_views
+// into each record's own key, so lookups by string_view never allocate.
+#include "jobpact/in_memory/idempotency_store.h"
+
+#include <algorithm>
+#include <exception>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+namespace jobpact {
+namespace {
+
+using State = IdempotencyRecord::State;
+
+Status CheckArgs(std::string_view key, std::string_view owner, Duration ttl) {
+  if (key.empty()) return Status::InvalidArgument("idempotency key is empty");
+  if (owner.empty()) return Status::InvalidArgument("idempotency owner is empty");
+  if (ttl <= Duration::zero()) return Status::InvalidArgument("ttl must be > 0");
+  return Status::Ok();
+}
+
+template <typename F>
+auto Guarded(std::string_view op, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted(std::string(op) + ": out of memory");
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string(op) + ": " + e.what());
+  } catch (...) {
+    return Status::Internal(std::string(op) + ": unknown exception");
+  }
+}
+
+}  // namespace
+
+class InMemoryIdempotencyStore::Impl {
+ public:
+  explicit Impl(std::shared_ptr<Clock> clock)
+      : clock_(clock ? std::move(clock) : SystemClock::Default()) {}
+
+  Result<ClaimOutcome> Claim(std::string_view key, std::string_view owner, Duration ttl) {
+    JOBPACT_RETURN_IF_ERROR(CheckArgs(key, owner, ttl));
+    ClaimOutcome out;
+    std::lock_guard<std::mutex> lock(mu_);
+    const TimePoint now = clock_->Now();
+    MaybeSweep(now);
+    auto it = records_.find(key);
+    if (it != records_.end() && now < it->second->expires_at) {
+      IdempotencyRecord& r = *it->second;
+      if (r.state == State::kCompleted) {
+        out.kind = ClaimOutcome::Kind::kCompleted;
+      } else if (r.owner != owner) {
+        out.kind = ClaimOutcome::Kind::kInProgress;
+      } else {
+        r.expires_at = now + ttl;  // The owner's own claim: extended.
+        out.kind = ClaimOutcome::Kind::kClaimed;
+      }
+      out.record = r;
+      return out;
+    }
+    // Missing or expired: a fresh claim.
+    IdempotencyRecord* r;
+    if (it != records_.end()) {
+      r = it->second.get();
+      r->result.clear();
+    } else {
+      auto fresh = std::make_unique<IdempotencyRecord>();
+      fresh->key = std::string(key);
+      r = fresh.get();
+      std::string_view k = r->key;
+      records_.emplace(k, std::move(fresh));
+    }
+    r->state = State::kInProgress;
+    r->owner = std::string(owner);
+    r->expires_at = now + ttl;
+    out.kind = ClaimOutcome::Kind::kClaimed;
+    out.record = *r;
+    return out;
+  }
+
+  Status Complete(std::string_view key, std::string_view owner, std::string_view result,
+                  Duration retention) {
+    JOBPACT_RETURN_IF_ERROR(CheckArgs(key, owner, retention));
+    std::lock_guard<std::mutex> lock(mu_);
+    const TimePoint now = clock_->Now();
+    IdempotencyRecord* r = LiveClaimOf(key, owner, now);
+    if (r == nullptr) return NotHeld(key, owner);
+    r->state = State::kCompleted;
+    r->result = std::string(result);
+    r->expires_at = now + retention;
+    return Status::Ok();
+  }
+
+  Status Release(std::string_view key, std::string_view owner) {
+    if (key.empty() || owner.empty()) return Status::InvalidArgument("key/owner is empty");
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(key);
+    if (it != records_.end() && it->second->state == State::kCompleted &&
+        clock_->Now() < it->second->expires_at) {
+      return Status::Aborted("idempotency key " + std::string(key) +
+                             " is completed; completed records are never released");
+    }
+    // An expired claim of the owner's own may still be dropped.
+    if (it == records_.end() || it->second->state != State::kInProgress ||
+        it->second->owner != owner) {
+      return NotHeld(key, owner);
+    }
+    records_.erase(it);
+    return Status::Ok();
+  }
+
+  Status Extend(std::string_view key, std::string_view owner, Duration ttl) {
+    JOBPACT_RETURN_IF_ERROR(CheckArgs(key, owner, ttl));
+    std::lock_guard<std::mutex> lock(mu_);
+    const TimePoint now = clock_->Now();
+    IdempotencyRecord* r = LiveClaimOf(key, owner, now);
+    if (r == nullptr) return NotHeld(key, owner);
+    r->expires_at = now + ttl;
+    return Status::Ok();
+  }
+
+  Result<std::optional<IdempotencyRecord>> Get(std::string_view key) {
+    std::optional<IdempotencyRecord> out;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find(key);
+    if (it != records_.end() && clock_->Now() < it->second->expires_at) out = *it->second;
+    return out;
+  }
+
+  Result<int> PurgeExpired() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return Sweep(clock_->Now());
+  }
+
+  std::size_t Size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return records_.size();
+  }
+
+ private:
+  IdempotencyRecord* LiveClaimOf(std::string_view key, std::string_view owner, TimePoint now) {
+    auto it = records_.find(key);
+    if (it == records_.end()) return nullptr;
+    IdempotencyRecord* r = it->second.get();
+    if (r->state != State::kInProgress || r->owner != owner || now >= r->expires_at) return nullptr;
+    return r;
+  }
+
+  static Status NotHeld(std::string_view key, std::string_view owner) {
+    return Status::Aborted(std::string(owner) + " does not hold a live claim on " +
+                           std::string(key));
+  }
+
+  int Sweep(TimePoint now) {
+    int purged = 0;
+    for (auto it = records_.begin(); it != records_.end();) {
+      if (now >= it->second->expires_at) {
+        it = records_.erase(it);
+        ++purged;
+      } else {
+        ++it;
+      }
+    }
+    return purged;
+  }
+
+  // Sweeps once per (table size) claims: amortized O(1), so memory stays
+  // bounded by the live records even if nobody calls PurgeExpired.
+  void MaybeSweep(TimePoint now) {
+    if (++ops_since_sweep_ < std::max<std::size_t>(1024, records_.size())) return;
+    ops_since_sweep_ = 0;
+    Sweep(now);
+  }
+
+  // Immutable after construction.
+  const std::shared_ptr<Clock> clock_;
+
+  mutable std::mutex mu_;
+  // Guarded by mu_.
+  std::unordered_map<std::string_view, std::unique_ptr<IdempotencyRecord>> records_;
+  std::size_t ops_since_sweep_ = 0;
+};
+
+InMemoryIdempotencyStore::InMemoryIdempotencyStore(std::shared_ptr<Clock> clock)
+    : impl_(std::make_unique<Impl>(std::move(clock))) {}
+InMemoryIdempotencyStore::~InMemoryIdempotencyStore() = default;
+
+Result<ClaimOutcome> InMemoryIdempotencyStore::Claim(std::string_view key, std::string_view owner,
+                                                     Duration claim_ttl) {
+  return Guarded("Claim", [&] { return impl_->Claim(key, owner, claim_ttl); });
+}
+Status InMemoryIdempotencyStore::Complete(std::string_view key, std::string_view owner,
+                                          std::string_view result, Duration retention) {
+  return Guarded("Complete", [&] { return impl_->Complete(key, owner, result, retention); });
+}
+Status InMemoryIdempotencyStore::Release(std::string_view key, std::string_view owner) {
+  return Guarded("Release", [&] { return impl_->Release(key, owner); });
+}
+Status InMemoryIdempotencyStore::Extend(std::string_view key, std::string_view owner,
+                                        Duration claim_ttl) {
+  return Guarded("Extend", [&] { return impl_->Extend(key, owner, claim_ttl); });
+}
+Result<std::optional<IdempotencyRecord>> InMemoryIdempotencyStore::Get(std::string_view key) {
+  return Guarded("Get", [&] { return impl_->Get(key); });
+}
+Result<int> InMemoryIdempotencyStore::PurgeExpired() {
+  return Guarded("PurgeExpired", [&] { return impl_->PurgeExpired(); });
+}
+std::size_t InMemoryIdempotencyStore::Size() const { return impl_->Size(); }
+
+}  // namespace jobpact

@@ -1,0 +1,177 @@
+// InMemoryLockStore: locks in a hash table keyed by string_views into each
+// entry's own key, so lookups by string_view never allocate.
+#include "jobpact/in_memory/lock_store.h"
+
+#include <algorithm>
+#include <exception>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "jobpact/job.h"
+
+namespace jobpact {
+namespace {
+
+struct LockEntry {
+  std::string key;
+  std::string owner;
+  std::uint64_t token = 0;
+  TimePoint expires_at;
+};
+
+LockLease ToLease(const LockEntry& e) { return LockLease{e.key, e.owner, e.token, e.expires_at}; }
+
+Status CheckArgs(std::string_view key, std::string_view owner, Duration ttl) {
+  if (key.empty()) return Status::InvalidArgument("lock key is empty");
+  if (owner.empty()) return Status::InvalidArgument("lock owner is empty");
+  if (ttl <= Duration::zero()) return Status::InvalidArgument("lock ttl must be > 0");
+  return Status::Ok();
+}
+
+template <typename F>
+auto Guarded(std::string_view op, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted(std::string(op) + ": out of memory");
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string(op) + ": " + e.what());
+  } catch (...) {
+    return Status::Internal(std::string(op) + ": unknown exception");
+  }
+}
+
+}  // namespace
+
+class InMemoryLockStore::Impl {
+ public:
+  explicit Impl(std::shared_ptr<Clock> clock)
+      : clock_(clock ? std::move(clock) : SystemClock::Default()) {}
+
+  Result<LockLease> Acquire(std::string_view key, std::string_view owner, Duration ttl) {
+    JOBPACT_RETURN_IF_ERROR(CheckArgs(key, owner, ttl));
+    std::lock_guard<std::mutex> lock(mu_);
+    const TimePoint now = clock_->Now();
+    MaybeSweep(now);
+    auto it = locks_.find(key);
+    if (it != locks_.end()) {
+      LockEntry& e = *it->second;
+      if (now < e.expires_at) {
+        if (e.owner != owner) {
+          return Status::Aborted("lock " + e.key + " is held by " + e.owner + " until " +
+                                 FormatRfc3339(e.expires_at));
+        }
+        e.expires_at = now + ttl;  // Re-entrant for its owner: same token.
+        return ToLease(e);
+      }
+      // Expired: free. A new acquisition, even by the same owner, gets a new
+      // token, since someone may have written in between with a newer one.
+      e.owner = std::string(owner);
+      e.token = ++last_token_;
+      e.expires_at = now + ttl;
+      return ToLease(e);
+    }
+    auto e = std::make_unique<LockEntry>();
+    e->key = std::string(key);
+    e->owner = std::string(owner);
+    e->token = ++last_token_;
+    e->expires_at = now + ttl;
+    LockLease lease = ToLease(*e);
+    std::string_view k = e->key;
+    locks_.emplace(k, std::move(e));
+    return lease;
+  }
+
+  Result<LockLease> Renew(std::string_view key, std::string_view owner, Duration ttl) {
+    JOBPACT_RETURN_IF_ERROR(CheckArgs(key, owner, ttl));
+    std::lock_guard<std::mutex> lock(mu_);
+    const TimePoint now = clock_->Now();
+    auto it = locks_.find(key);
+    // An expired lock is lost even if nobody has taken it yet: the owner's
+    // writes may already have been fenced off by a newer token elsewhere,
+    // and a remote store (Redis) would have dropped the key anyway.
+    if (it == locks_.end() || it->second->owner != owner || now >= it->second->expires_at) {
+      return Status::Aborted("lock " + std::string(key) + " is no longer held by " +
+                             std::string(owner));
+    }
+    it->second->expires_at = now + ttl;
+    return ToLease(*it->second);
+  }
+
+  Status Release(std::string_view key, std::string_view owner) {
+    if (key.empty() || owner.empty()) return Status::InvalidArgument("lock key/owner is empty");
+    std::lock_guard<std::mutex> lock(mu_);
+    const TimePoint now = clock_->Now();
+    auto it = locks_.find(key);
+    if (it == locks_.end()) return Status::NotFound("lock " + std::string(key) + " is not held");
+    if (now >= it->second->expires_at) {
+      locks_.erase(it);
+      return Status::NotFound("lock " + std::string(key) + " had expired");
+    }
+    if (it->second->owner != owner) {
+      return Status::Aborted("lock " + std::string(key) + " is held by " + it->second->owner);
+    }
+    locks_.erase(it);
+    return Status::Ok();
+  }
+
+  Result<std::optional<LockLease>> Inspect(std::string_view key) {
+    std::optional<LockLease> out;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = locks_.find(key);
+    if (it != locks_.end() && clock_->Now() < it->second->expires_at) out = ToLease(*it->second);
+    return out;
+  }
+
+  std::size_t HeldCount() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    const TimePoint now = clock_->Now();
+    return static_cast<std::size_t>(std::count_if(
+        locks_.begin(), locks_.end(), [now](const auto& kv) { return now < kv.second->expires_at; }));
+  }
+
+ private:
+  // Drops expired entries once per (table size) acquisitions: amortized
+  // O(1), and memory stays bounded by the locks actually held.
+  void MaybeSweep(TimePoint now) {
+    if (++ops_since_sweep_ < std::max<std::size_t>(1024, locks_.size())) return;
+    ops_since_sweep_ = 0;
+    for (auto it = locks_.begin(); it != locks_.end();) {
+      it = now >= it->second->expires_at ? locks_.erase(it) : std::next(it);
+    }
+  }
+
+  // Immutable after construction.
+  const std::shared_ptr<Clock> clock_;
+
+  mutable std::mutex mu_;
+  // Guarded by mu_.
+  std::unordered_map<std::string_view, std::unique_ptr<LockEntry>> locks_;
+  std::uint64_t last_token_ = 0;
+  std::size_t ops_since_sweep_ = 0;
+};
+
+InMemoryLockStore::InMemoryLockStore(std::shared_ptr<Clock> clock)
+    : impl_(std::make_unique<Impl>(std::move(clock))) {}
+InMemoryLockStore::~InMemoryLockStore() = default;
+
+Result<LockLease> InMemoryLockStore::Acquire(std::string_view key, std::string_view owner,
+                                             Duration ttl) {
+  return Guarded("Acquire", [&] { return impl_->Acquire(key, owner, ttl); });
+}
+Result<LockLease> InMemoryLockStore::Renew(std::string_view key, std::string_view owner,
+                                           Duration ttl) {
+  return Guarded("Renew", [&] { return impl_->Renew(key, owner, ttl); });
+}
+Status InMemoryLockStore::Release(std::string_view key, std::string_view owner) {
+  return Guarded("Release", [&] { return impl_->Release(key, owner); });
+}
+Result<std::optional<LockLease>> InMemoryLockStore::Inspect(std::string_view key) {
+  return Guarded("Inspect", [&] { return impl_->Inspect(key); });
+}
+std::size_t InMemoryLockStore::HeldCount() const { return impl_->HeldCount(); }
+
+}  // namespace jobpact

@@ -1,0 +1,347 @@
+// InMemoryMetricsSink (see jobpact/in_memory/metrics_sink.h for the design).
+#include "jobpact/in_memory/metrics_sink.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+
+namespace jobpact {
+namespace {
+
+// A series' identity as views; in a table the views point into the
+// series' own strings, in a lookup into the caller's.
+struct SeriesKey {
+  std::string_view name;
+  std::string_view job_type;
+  std::string_view queue;
+  std::string_view reason;
+  std::string_view failure_class;
+
+  static SeriesKey Of(std::string_view name, const MetricLabels& l) {
+    return SeriesKey{name, l.job_type, l.queue, l.reason, l.failure_class};
+  }
+  auto Tie() const { return std::tie(name, job_type, queue, reason, failure_class); }
+  bool operator==(const SeriesKey& o) const { return Tie() == o.Tie(); }
+  bool operator<(const SeriesKey& o) const { return Tie() < o.Tie(); }
+};
+
+struct SeriesKeyHash {
+  std::size_t operator()(const SeriesKey& k) const noexcept {
+    std::hash<std::string_view> h;
+    std::size_t seed = h(k.name);
+    for (std::string_view part : {k.job_type, k.queue, k.reason, k.failure_class}) {
+      seed ^= h(part) + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2);
+    }
+    return seed;
+  }
+};
+
+// The owned copy of a series' name and labels.
+struct SeriesId {
+  std::string name, job_type, queue, reason, failure_class;
+
+  explicit SeriesId(const SeriesKey& k)
+      : name(k.name),
+        job_type(k.job_type),
+        queue(k.queue),
+        reason(k.reason),
+        failure_class(k.failure_class) {}
+  SeriesKey Key() const { return SeriesKey{name, job_type, queue, reason, failure_class}; }
+};
+
+struct HistogramData {
+  std::int64_t count = 0;
+  double sum = 0;
+  double min = std::numeric_limits<double>::infinity();
+  double max = -std::numeric_limits<double>::infinity();
+  std::array<std::int64_t, HistogramSnapshot::kBuckets> counts{};
+  std::array<double, HistogramSnapshot::kBuckets> sums{};
+
+  void Add(double v) {
+    ++count;
+    sum += v;
+    min = std::min(min, v);
+    max = std::max(max, v);
+    int b = HistogramSnapshot::BucketOf(v);
+    ++counts[b];
+    sums[b] += v;
+  }
+
+  void AddTo(HistogramSnapshot& s) const {
+    if (count == 0) return;
+    if (s.bucket_counts.empty()) {
+      s.bucket_counts.assign(HistogramSnapshot::kBuckets, 0);
+      s.bucket_sums.assign(HistogramSnapshot::kBuckets, 0.0);
+      s.min = min;
+      s.max = max;
+    } else {
+      s.min = std::min(s.min, min);
+      s.max = std::max(s.max, max);
+    }
+    s.count += count;
+    s.sum += sum;
+    for (int i = 0; i < HistogramSnapshot::kBuckets; ++i) {
+      s.bucket_counts[i] += counts[i];
+      s.bucket_sums[i] += sums[i];
+    }
+  }
+};
+
+template <typename V>
+struct Series {
+  explicit Series(const SeriesKey& k) : id(k) {}
+  SeriesId id;
+  V value{};
+};
+
+template <typename V>
+using SeriesTable =
+    std::unordered_map<SeriesKey, std::unique_ptr<Series<V>>, SeriesKeyHash>;
+
+// Finds the series for `key`, creating it on first sight (the only
+// allocation on this path).
+template <typename V>
+V& FindOrAdd(SeriesTable<V>& table, const SeriesKey& key) {
+  auto it = table.find(key);
+  if (it == table.end()) {
+    auto s = std::make_unique<Series<V>>(key);
+    SeriesKey owned = s->id.Key();
+    it = table.emplace(owned, std::move(s)).first;
+  }
+  return it->second->value;
+}
+
+constexpr int kStripes = 8;
+
+// Each thread sticks to one stripe, handed out round-robin, so that a few
+// worker threads almost never share a lock.
+int MyStripe() {
+  static std::atomic<unsigned> next{0};
+  thread_local int stripe = static_cast<int>(next.fetch_add(1, std::memory_order_relaxed) % kStripes);
+  return stripe;
+}
+
+}  // namespace
+
+// --- HistogramSnapshot ---
+
+int HistogramSnapshot::BucketOf(double value) {
+  // NaN, zero, negatives and tiny values: bucket 0.
+  if (!(value >= std::ldexp(1.0, kMinExponent - 1))) return 0;
+  if (std::isinf(value)) return kBuckets - 1;
+  int exponent = 0;
+  double mantissa = std::frexp(value, &exponent);  // value = mantissa * 2^exponent, mantissa in [0.5, 1).
+  if (exponent >= kMaxExponent) return kBuckets - 1;
+  int sub = static_cast<int>((mantissa - 0.5) * 2 * kSubBuckets);
+  sub = std::min(sub, kSubBuckets - 1);
+  return 1 + (exponent - kMinExponent) * kSubBuckets + sub;
+}
+
+double HistogramSnapshot::Percentile(double q) const {
+  if (count == 0 || bucket_counts.empty()) return 0;
+  if (!(q > 0)) return min;
+  if (q >= 1) return max;
+  // Nearest rank: the smallest observation with at least q * count at or below it.
+  auto rank = static_cast<std::int64_t>(std::ceil(q * static_cast<double>(count)));
+  rank = std::max<std::int64_t>(rank, 1);
+  std::int64_t seen = 0;
+  for (int i = 0; i < kBuckets; ++i) {
+    seen += bucket_counts[i];
+    if (seen >= rank) {
+      double mean = bucket_sums[i] / static_cast<double>(bucket_counts[i]);
+      return std::clamp(mean, min, max);
+    }
+  }
+  return max;
+}
+
+void HistogramSnapshot::Merge(const HistogramSnapshot& other) {
+  if (other.count == 0) return;
+  if (count == 0 || bucket_counts.empty()) {
+    *this = other;
+    return;
+  }
+  count += other.count;
+  sum += other.sum;
+  min = std::min(min, other.min);
+  max = std::max(max, other.max);
+  for (int i = 0; i < kBuckets; ++i) {
+    bucket_counts[i] += other.bucket_counts[i];
+    bucket_sums[i] += other.bucket_sums[i];
+  }
+}
+
+// --- InMemoryMetricsSink ---
+
+class InMemoryMetricsSink::Impl {
+ public:
+  struct alignas(64) Stripe {
+    std::mutex mu;
+    // Guarded by mu.
+    SeriesTable<std::int64_t> counters;
+    SeriesTable<HistogramData> histograms;
+  };
+
+  std::array<Stripe, kStripes> stripes;
+
+  std::mutex gauges_mu;
+  // Guarded by gauges_mu.
+  SeriesTable<double> gauges;
+
+  // Calls `f(series)` for every counter / histogram series of every stripe,
+  // each stripe under its lock.
+  template <typename F>
+  void ForEachCounter(F&& f) {
+    for (Stripe& s : stripes) {
+      std::lock_guard<std::mutex> lock(s.mu);
+      for (const auto& [key, series] : s.counters) f(key, series->value);
+    }
+  }
+  template <typename F>
+  void ForEachHistogram(F&& f) {
+    for (Stripe& s : stripes) {
+      std::lock_guard<std::mutex> lock(s.mu);
+      for (const auto& [key, series] : s.histograms) f(key, series->value);
+    }
+  }
+};
+
+InMemoryMetricsSink::InMemoryMetricsSink() : impl_(std::make_unique<Impl>()) {}
+InMemoryMetricsSink::~InMemoryMetricsSink() = default;
+
+void InMemoryMetricsSink::Increment(std::string_view name, const MetricLabels& labels,
+                                    std::int64_t delta) noexcept {
+  Impl::Stripe& s = impl_->stripes[MyStripe()];
+  try {
+    std::lock_guard<std::mutex> lock(s.mu);
+    FindOrAdd(s.counters, SeriesKey::Of(name, labels)) += delta;
+  } catch (...) {
+    // Out of memory for a new series: the sample is dropped (noexcept).
+  }
+}
+
+void InMemoryMetricsSink::Observe(std::string_view name, const MetricLabels& labels,
+                                  double value) noexcept {
+  Impl::Stripe& s = impl_->stripes[MyStripe()];
+  try {
+    std::lock_guard<std::mutex> lock(s.mu);
+    FindOrAdd(s.histograms, SeriesKey::Of(name, labels)).Add(value);
+  } catch (...) {
+  }
+}
+
+void InMemoryMetricsSink::SetGauge(std::string_view name, const MetricLabels& labels,
+                                   double value) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(impl_->gauges_mu);
+    FindOrAdd(impl_->gauges, SeriesKey::Of(name, labels)) = value;
+  } catch (...) {
+  }
+}
+
+std::int64_t InMemoryMetricsSink::Counter(std::string_view name, const MetricLabels& labels) const {
+  const SeriesKey key = SeriesKey::Of(name, labels);
+  std::int64_t total = 0;
+  for (Impl::Stripe& s : impl_->stripes) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.counters.find(key);
+    if (it != s.counters.end()) total += it->second->value;
+  }
+  return total;
+}
+
+std::int64_t InMemoryMetricsSink::CounterTotal(std::string_view name,
+                                               std::string_view job_type) const {
+  std::int64_t total = 0;
+  impl_->ForEachCounter([&](const SeriesKey& key, std::int64_t v) {
+    if (key.name == name && (job_type.empty() || key.job_type == job_type)) total += v;
+  });
+  return total;
+}
+
+HistogramSnapshot InMemoryMetricsSink::Histogram(std::string_view name,
+                                                 std::string_view job_type) const {
+  HistogramSnapshot snap;
+  impl_->ForEachHistogram([&](const SeriesKey& key, const HistogramData& h) {
+    if (key.name == name && (job_type.empty() || key.job_type == job_type)) h.AddTo(snap);
+  });
+  return snap;
+}
+
+HistogramSnapshot InMemoryMetricsSink::HistogramExact(std::string_view name,
+                                                      const MetricLabels& labels) const {
+  const SeriesKey key = SeriesKey::Of(name, labels);
+  HistogramSnapshot snap;
+  for (Impl::Stripe& s : impl_->stripes) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.histograms.find(key);
+    if (it != s.histograms.end()) it->second->value.AddTo(snap);
+  }
+  return snap;
+}
+
+std::optional<double> InMemoryMetricsSink::Gauge(std::string_view name,
+                                                 const MetricLabels& labels) const {
+  std::lock_guard<std::mutex> lock(impl_->gauges_mu);
+  auto it = impl_->gauges.find(SeriesKey::Of(name, labels));
+  if (it == impl_->gauges.end()) return std::nullopt;
+  return it->second->value;
+}
+
+std::vector<CounterSeries> InMemoryMetricsSink::Counters() const {
+  // Merge the stripes, then sort by name and labels.
+  std::map<SeriesKey, std::int64_t> merged;
+  std::vector<std::unique_ptr<SeriesId>> keep;  // Owns the strings `merged` views.
+  impl_->ForEachCounter([&](const SeriesKey& key, std::int64_t v) {
+    auto it = merged.find(key);
+    if (it == merged.end()) {
+      keep.push_back(std::make_unique<SeriesId>(key));
+      it = merged.emplace(keep.back()->Key(), 0).first;
+    }
+    it->second += v;
+  });
+  std::vector<CounterSeries> out;
+  out.reserve(merged.size());
+  for (const auto& [k, v] : merged) {
+    out.push_back(CounterSeries{std::string(k.name), std::string(k.job_type), std::string(k.queue),
+                                std::string(k.reason), std::string(k.failure_class), v});
+  }
+  return out;
+}
+
+std::vector<GaugeSeries> InMemoryMetricsSink::Gauges() const {
+  std::vector<GaugeSeries> out;
+  {
+    std::lock_guard<std::mutex> lock(impl_->gauges_mu);
+    out.reserve(impl_->gauges.size());
+    for (const auto& [k, s] : impl_->gauges) {
+      out.push_back(GaugeSeries{std::string(k.name), std::string(k.job_type), std::string(k.queue),
+                                std::string(k.reason), std::string(k.failure_class), s->value});
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const GaugeSeries& a, const GaugeSeries& b) {
+    return std::tie(a.name, a.job_type, a.queue, a.reason, a.failure_class) <
+           std::tie(b.name, b.job_type, b.queue, b.reason, b.failure_class);
+  });
+  return out;
+}
+
+void InMemoryMetricsSink::Reset() {
+  for (Impl::Stripe& s : impl_->stripes) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.counters.clear();
+    s.histograms.clear();
+  }
+  std::lock_guard<std::mutex> lock(impl_->gauges_mu);
+  impl_->gauges.clear();
+}
+
+}  // namespace jobpact

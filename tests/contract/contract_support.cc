@@ -1,0 +1,100 @@
+// Fixture helpers shared by the contract suites.
+#include "tests/contract/backend_contract.h"
+
+#include <utility>
+
+namespace jobpact {
+namespace contract {
+
+void BackendContractTest::SetUp() {
+  // A fixed, round start time so failures are easy to read.
+  clock_ = std::make_shared<jobpact::testing::ManualClock>();
+  ASSERT_TRUE(GetParam().make) << "factory " << GetParam().name << " has no make()";
+  set_ = GetParam().make(clock_);
+  queue_ = set_.queue.get();
+  locks_ = set_.locks.get();
+  idem_ = set_.idempotency.get();
+  if (!queue_ && !locks_ && !idem_) GTEST_SKIP() << GetParam().name << ": backend unavailable";
+}
+
+void QueueBackendContract::SetUp() {
+  BackendContractTest::SetUp();
+  if (!IsSkipped() && queue_ == nullptr) GTEST_SKIP() << "no QueueBackend";
+}
+void DeadLetterContract::SetUp() {
+  BackendContractTest::SetUp();
+  if (!IsSkipped() && queue_ == nullptr) GTEST_SKIP() << "no QueueBackend";
+}
+void LockStoreContract::SetUp() {
+  BackendContractTest::SetUp();
+  if (!IsSkipped() && locks_ == nullptr) GTEST_SKIP() << "no LockStore";
+}
+void IdempotencyStoreContract::SetUp() {
+  BackendContractTest::SetUp();
+  if (!IsSkipped() && idem_ == nullptr) GTEST_SKIP() << "no IdempotencyStore";
+}
+
+Envelope BackendContractTest::MakeJob(std::string id, std::string type, int priority,
+                                      std::string queue) const {
+  Envelope env;
+  env.job_id = std::move(id);
+  env.job_type = std::move(type);
+  env.payload = R"({"n":1})";
+  env.created_at = clock_->Now();
+  env.trace_id = "trc_" + env.job_id;
+  env.timeout = Seconds(30);
+  env.visibility_timeout = Seconds(45);
+  env.priority = priority;
+  env.queue = std::move(queue);
+  return env;
+}
+
+std::string BackendContractTest::Put(const Envelope& env) {
+  Result<EnqueueResult> r = queue_->Enqueue(env, EnqueueOptions{});
+  EXPECT_TRUE(r.ok()) << "Enqueue(" << env.job_id << "): " << r.status();
+  if (!r.ok()) return {};
+  EXPECT_FALSE(r->duplicate) << env.job_id;
+  return r->job_id;
+}
+
+std::vector<Delivery> BackendContractTest::Take(int max_jobs, std::vector<std::string> queues,
+                                                std::string worker) {
+  DequeueRequest req;
+  req.max_jobs = max_jobs;
+  req.queues = std::move(queues);
+  req.worker_id = std::move(worker);
+  Result<std::vector<Delivery>> r = queue_->Dequeue(req);
+  EXPECT_TRUE(r.ok()) << "Dequeue: " << r.status();
+  if (!r.ok()) return {};
+  return std::move(*r);
+}
+
+Delivery BackendContractTest::TakeOne(const std::string& job_id, std::string worker,
+                                      std::vector<std::string> queues) {
+  std::vector<Delivery> got = Take(1, std::move(queues), std::move(worker));
+  EXPECT_EQ(got.size(), 1u) << "expected to deliver " << job_id;
+  if (got.empty()) return {};
+  EXPECT_EQ(got[0].job.envelope.job_id, job_id);
+  return std::move(got[0]);
+}
+
+JobRecord BackendContractTest::MustGet(const std::string& job_id) {
+  Result<JobRecord> r = queue_->Get(job_id);
+  EXPECT_TRUE(r.ok()) << "Get(" << job_id << "): " << r.status();
+  if (!r.ok()) return {};
+  return std::move(*r);
+}
+
+void BackendContractTest::PutInDlq(const Envelope& env, std::string why, Failure failure) {
+  Put(env);
+  Delivery d = TakeOne(env.job_id);
+  Completion c;
+  c.to = JobStatus::kDeadLettered;
+  c.reason = std::move(why);
+  c.failure = std::move(failure);
+  Status s = queue_->Complete(d.lease, c);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+}  // namespace contract
+}  // namespace jobpact

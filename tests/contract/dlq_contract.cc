@@ -1,0 +1,307 @@
+// QueueBackend contract, dead-letter queue (SPEC 7): invalid envelopes kept
+// whole, listing and filtering, inspection, controlled replay with an audit
+// record, discard, purge.
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/contract/backend_contract.h"
+
+namespace jobpact {
+namespace contract {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+DlqAction Action(std::string actor, std::string why) {
+  DlqAction a;
+  a.actor = std::move(actor);
+  a.reason = std::move(why);
+  return a;
+}
+
+const Failure kTransient{FailureClass::kTransient, "http_503", "upstream unavailable"};
+const Failure kPermanent{FailureClass::kPermanent, "not_found", "order does not exist"};
+
+std::vector<std::string> Ids(const std::vector<DlqEntry>& es) {
+  std::vector<std::string> ids;
+  for (const DlqEntry& e : es) ids.push_back(e.job_id);
+  return ids;
+}
+
+TEST_P(DeadLetterContract, InvalidEnvelopeIsKeptWholeWithItsProblems) {
+  const std::string raw =
+      R"({"job_id":"job_bad_1","job_type":"invoice.generate","trace_id":"trc_9","timeout_seconds":-3})";
+  std::vector<FieldError> problems = {{"timeout_seconds", "must be > 0, got -3"},
+                                      {"payload", "is required"}};
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::string id, queue_->DeadLetterInvalid(raw, problems));
+  EXPECT_EQ(id, "job_bad_1");
+  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e, queue_->GetDeadLetter(id));
+  EXPECT_EQ(e.job_id, "job_bad_1");
+  EXPECT_EQ(e.job_type, "invoice.generate");
+  EXPECT_EQ(e.trace_id, "trc_9");
+  EXPECT_EQ(e.reason, reason::kInvalidEnvelope);
+  EXPECT_EQ(e.raw_envelope, raw);
+  EXPECT_EQ(e.payload, raw);
+  EXPECT_EQ(e.dead_lettered_at, Now());
+  EXPECT_EQ(e.attempts, 0);
+  ASSERT_TRUE(e.last_failure.has_value());
+  EXPECT_EQ(e.last_failure->failure_class, FailureClass::kPermanent);
+  EXPECT_EQ(e.last_failure->code, "invalid_envelope");
+  EXPECT_THAT(e.last_failure->message, HasSubstr("timeout_seconds"));
+  EXPECT_THAT(e.last_failure->message, HasSubstr("must be > 0, got -3"));
+  EXPECT_THAT(e.last_failure->message, HasSubstr("payload"));
+  ASSERT_FALSE(e.history.empty());
+  EXPECT_EQ(e.history.back().to, JobStatus::kDeadLettered);
+  EXPECT_EQ(e.history.back().reason, reason::kInvalidEnvelope);
+  JobRecord rec = MustGet(id);
+  EXPECT_EQ(rec.status, JobStatus::kDeadLettered);
+  EXPECT_EQ(rec.reason, reason::kInvalidEnvelope);
+  EXPECT_THAT(Take(10), IsEmpty());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, queue_->Stats());
+  EXPECT_EQ(st.dead_letters, 1);
+}
+
+TEST_P(DeadLetterContract, UnreadableInputGetsANewIdAndIsStillKept) {
+  const std::string garbage = "not json at all {{{ \"job_id\": 42";
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::string id1,
+                               queue_->DeadLetterInvalid(garbage, {{"", "malformed JSON"}}));
+  EXPECT_FALSE(id1.empty());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e, queue_->GetDeadLetter(id1));
+  EXPECT_EQ(e.raw_envelope, garbage);
+  // A readable id that another job already has is not reused.
+  Put(MakeJob("job_taken"));
+  const std::string clash = R"({"job_id":"job_taken","max_attempts":0})";
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::string id2,
+                               queue_->DeadLetterInvalid(clash, {{"max_attempts", "must be >= 1"}}));
+  EXPECT_NE(id2, "job_taken");
+  EXPECT_NE(id2, id1);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e2, queue_->GetDeadLetter(id2));
+  EXPECT_EQ(e2.raw_envelope, clash);
+  EXPECT_EQ(MustGet("job_taken").status, JobStatus::kQueued);
+}
+
+TEST_P(DeadLetterContract, InvalidEnvelopeCannotBeReplayed) {
+  JOBPACT_ASSERT_OK_AND_ASSIGN(
+      std::string id, queue_->DeadLetterInvalid(R"({"job_id":"job_bad"})", {{"job_type", "is required"}}));
+  JOBPACT_EXPECT_CODE(queue_->Replay(id, Action("alice", "try it")), kFailedPrecondition);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e, queue_->GetDeadLetter(id));
+  EXPECT_EQ(e.reason, reason::kInvalidEnvelope);  // Still there.
+}
+
+TEST_P(DeadLetterContract, ListFiltersByTypeReasonClassAndTime) {
+  const TimePoint t0 = Now();
+  PutInDlq(MakeJob("job_1", "type.a"), "max_attempts_exceeded", kTransient);
+  Advance(std::chrono::minutes(1));
+  PutInDlq(MakeJob("job_2", "type.b"), "permanent_error", kPermanent);
+  Advance(std::chrono::minutes(1));
+  PutInDlq(MakeJob("job_3", "type.a"), "permanent_error", kPermanent);
+  Advance(std::chrono::minutes(1));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(
+      std::string inv,
+      queue_->DeadLetterInvalid(R"({"job_id":"job_4","job_type":"type.c"})", {{"payload", "required"}}));
+  ASSERT_EQ(inv, "job_4");
+
+  auto list = [this](DlqFilter f) {
+    Result<std::vector<DlqEntry>> r = queue_->ListDeadLetters(f);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? Ids(*r) : std::vector<std::string>{};
+  };
+  EXPECT_THAT(list({}), ElementsAre("job_1", "job_2", "job_3", "job_4"));
+  DlqFilter by_type;
+  by_type.job_type = "type.a";
+  EXPECT_THAT(list(by_type), ElementsAre("job_1", "job_3"));
+  DlqFilter by_reason;
+  by_reason.reason = "permanent_error";
+  EXPECT_THAT(list(by_reason), ElementsAre("job_2", "job_3"));
+  DlqFilter invalid;
+  invalid.reason = std::string(reason::kInvalidEnvelope);
+  EXPECT_THAT(list(invalid), ElementsAre("job_4"));
+  DlqFilter permanent;
+  permanent.failure_class = FailureClass::kPermanent;
+  EXPECT_THAT(list(permanent), ElementsAre("job_2", "job_3", "job_4"));
+  DlqFilter transient;
+  transient.failure_class = FailureClass::kTransient;
+  EXPECT_THAT(list(transient), ElementsAre("job_1"));
+  DlqFilter after;
+  after.dead_lettered_after = t0 + std::chrono::minutes(1);  // Inclusive.
+  EXPECT_THAT(list(after), ElementsAre("job_2", "job_3", "job_4"));
+  DlqFilter before;
+  before.dead_lettered_before = t0 + std::chrono::minutes(2);  // Exclusive.
+  EXPECT_THAT(list(before), ElementsAre("job_1", "job_2"));
+  DlqFilter window;
+  window.dead_lettered_after = t0 + std::chrono::minutes(1);
+  window.dead_lettered_before = t0 + std::chrono::minutes(3);
+  EXPECT_THAT(list(window), ElementsAre("job_2", "job_3"));
+  DlqFilter limited;
+  limited.limit = 2;
+  EXPECT_THAT(list(limited), ElementsAre("job_1", "job_2"));
+  DlqFilter combined;
+  combined.job_type = "type.a";
+  combined.failure_class = FailureClass::kPermanent;
+  EXPECT_THAT(list(combined), ElementsAre("job_3"));
+  DlqFilter nothing;
+  nothing.job_type = "type.zzz";
+  EXPECT_THAT(list(nothing), IsEmpty());
+}
+
+TEST_P(DeadLetterContract, ListedEntriesCarryTheirDetails) {
+  PutInDlq(MakeJob("job_1", "type.a"), "max_attempts_exceeded", kTransient);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<DlqEntry> es, queue_->ListDeadLetters({}));
+  ASSERT_EQ(es.size(), 1u);
+  EXPECT_EQ(es[0].job_type, "type.a");
+  EXPECT_EQ(es[0].payload, R"({"n":1})");
+  EXPECT_EQ(es[0].attempts, 1);
+  EXPECT_EQ(es[0].reason, "max_attempts_exceeded");
+  ASSERT_TRUE(es[0].last_failure.has_value());
+  EXPECT_EQ(es[0].last_failure->code, "http_503");
+  EXPECT_EQ(es[0].trace_id, "trc_job_1");
+  EXPECT_EQ(es[0].history.size(), 3u);
+}
+
+TEST_P(DeadLetterContract, GetDeadLetterOfAJobNotInTheDlqIsNotFound) {
+  Put(MakeJob("job_1"));
+  JOBPACT_EXPECT_CODE(queue_->GetDeadLetter("job_1").status(), kNotFound);
+  JOBPACT_EXPECT_CODE(queue_->GetDeadLetter("job_missing").status(), kNotFound);
+}
+
+TEST_P(DeadLetterContract, ReplayRequeuesTheJobWithAnAuditRecord) {
+  PutInDlq(MakeJob("job_1"), "max_attempts_exceeded", kTransient);
+  Advance(std::chrono::minutes(10));
+  JOBPACT_ASSERT_OK(queue_->Replay("job_1", Action("alice", "INC-42: upstream fixed")));
+  JobRecord rec = MustGet("job_1");
+  EXPECT_EQ(rec.status, JobStatus::kQueued);
+  EXPECT_EQ(rec.envelope.attempt, 0);  // reset_attempts defaults to true.
+  EXPECT_EQ(rec.reason, reason::kReplay);
+  EXPECT_EQ(rec.ready_at, Now());
+  EXPECT_FALSE(rec.finished_at.has_value());
+  EXPECT_EQ(rec.history.back().from, JobStatus::kDeadLettered);
+  EXPECT_EQ(rec.history.back().to, JobStatus::kQueued);
+  EXPECT_EQ(rec.history.back().at, Now());
+  EXPECT_EQ(rec.history.back().reason, reason::kReplay);
+  // It left the DLQ.
+  JOBPACT_EXPECT_CODE(queue_->GetDeadLetter("job_1").status(), kNotFound);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<DlqEntry> left, queue_->ListDeadLetters({}));
+  EXPECT_THAT(left, IsEmpty());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, queue_->Stats());
+  EXPECT_EQ(st.dead_letters, 0);
+  // It runs again from attempt 1, as a new delivery.
+  Delivery d = TakeOne("job_1");
+  EXPECT_EQ(d.job.envelope.attempt, 1);
+  EXPECT_EQ(d.job.epoch, 2);
+  // Back in the DLQ, the entry shows who replayed it, when and why.
+  Completion again;
+  again.to = JobStatus::kDeadLettered;
+  again.reason = "permanent_error";
+  again.failure = kPermanent;
+  JOBPACT_ASSERT_OK(queue_->Complete(d.lease, again));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e, queue_->GetDeadLetter("job_1"));
+  ASSERT_EQ(e.audit.size(), 1u);
+  EXPECT_THAT(e.audit[0], HasSubstr("alice"));
+  EXPECT_THAT(e.audit[0], HasSubstr("INC-42: upstream fixed"));
+  EXPECT_EQ(e.reason, "permanent_error");
+  JOBPACT_ASSERT_OK(queue_->Replay("job_1", Action("bob", "second try")));
+  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_1").lease, again));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e2, queue_->GetDeadLetter("job_1"));
+  ASSERT_EQ(e2.audit.size(), 2u);
+  EXPECT_THAT(e2.audit[1], HasSubstr("bob"));
+}
+
+TEST_P(DeadLetterContract, ReplayWithoutResetKeepsAttemptsAndAddsExtra) {
+  Envelope env = MakeJob("job_1");
+  env.max_attempts = 2;
+  Put(env);
+  Delivery d1 = TakeOne("job_1");
+  Completion retry;
+  retry.to = JobStatus::kRetryScheduled;
+  retry.reason = "transient_error";
+  JOBPACT_ASSERT_OK(queue_->Complete(d1.lease, retry));
+  Delivery d2 = TakeOne("job_1");
+  Completion dlq;
+  dlq.to = JobStatus::kDeadLettered;
+  dlq.reason = "max_attempts_exceeded";
+  JOBPACT_ASSERT_OK(queue_->Complete(d2.lease, dlq));
+  DlqAction a = Action("alice", "one more try");
+  a.reset_attempts = false;
+  a.extra_attempts = 3;
+  JOBPACT_ASSERT_OK(queue_->Replay("job_1", a));
+  JobRecord rec = MustGet("job_1");
+  EXPECT_EQ(rec.envelope.attempt, 2);
+  EXPECT_EQ(rec.envelope.max_attempts, 5);
+  EXPECT_EQ(TakeOne("job_1").job.envelope.attempt, 3);
+}
+
+TEST_P(DeadLetterContract, ReplayAtALaterTime) {
+  PutInDlq(MakeJob("job_1"), "max_attempts_exceeded", kTransient);
+  DlqAction a = Action("alice", "after the maintenance window");
+  a.ready_at = Now() + std::chrono::minutes(30);
+  JOBPACT_ASSERT_OK(queue_->Replay("job_1", a));
+  EXPECT_EQ(MustGet("job_1").ready_at, Now() + std::chrono::minutes(30));
+  EXPECT_THAT(Take(10), IsEmpty());
+  Advance(std::chrono::minutes(30));
+  TakeOne("job_1");
+}
+
+TEST_P(DeadLetterContract, ReplayAndDiscardCheckTheirInput) {
+  PutInDlq(MakeJob("job_1"), "max_attempts_exceeded", kTransient);
+  Put(MakeJob("job_queued"));
+  for (bool replay : {true, false}) {
+    auto act = [&](std::string_view id, const DlqAction& a) {
+      return replay ? queue_->Replay(id, a) : queue_->Discard(id, a);
+    };
+    SCOPED_TRACE(replay ? "Replay" : "Discard");
+    JOBPACT_EXPECT_CODE(act("job_1", Action("", "why")), kInvalidArgument);
+    JOBPACT_EXPECT_CODE(act("job_1", Action("alice", "")), kInvalidArgument);
+    JOBPACT_EXPECT_CODE(act("job_missing", Action("alice", "why")), kNotFound);
+    JOBPACT_EXPECT_CODE(act("job_queued", Action("alice", "why")), kNotFound);
+    EXPECT_EQ(MustGet("job_1").status, JobStatus::kDeadLettered);
+    EXPECT_EQ(MustGet("job_queued").status, JobStatus::kQueued);
+  }
+}
+
+TEST_P(DeadLetterContract, DiscardEndsTheJobWithAnAuditRecord) {
+  PutInDlq(MakeJob("job_1"), "permanent_error", kPermanent);
+  Advance(std::chrono::minutes(5));
+  JOBPACT_ASSERT_OK(queue_->Discard("job_1", Action("bob", "superseded by job_2")));
+  JobRecord rec = MustGet("job_1");
+  EXPECT_EQ(rec.status, JobStatus::kDiscarded);
+  EXPECT_EQ(rec.reason, reason::kOperatorDiscard);
+  EXPECT_EQ(rec.finished_at, Now());
+  EXPECT_EQ(rec.history.back().from, JobStatus::kDeadLettered);
+  EXPECT_EQ(rec.history.back().to, JobStatus::kDiscarded);
+  EXPECT_EQ(rec.history.back().reason, reason::kOperatorDiscard);
+  JOBPACT_EXPECT_CODE(queue_->GetDeadLetter("job_1").status(), kNotFound);
+  JOBPACT_EXPECT_CODE(queue_->Discard("job_1", Action("bob", "again")), kNotFound);
+  JOBPACT_EXPECT_CODE(queue_->Replay("job_1", Action("bob", "undo")), kNotFound);
+  // Now a final status: removed by the status retention, not the DLQ's.
+  JOBPACT_ASSERT_OK_AND_ASSIGN(int n, queue_->PurgeFinished(Now() + Seconds(1)));
+  EXPECT_EQ(n, 1);
+  JOBPACT_EXPECT_CODE(queue_->Get("job_1").status(), kNotFound);
+}
+
+TEST_P(DeadLetterContract, PurgeDeletesOnlyEntriesOlderThanTheCutoff) {
+  const TimePoint t0 = Now();
+  PutInDlq(MakeJob("job_old"), "permanent_error", kPermanent);
+  Advance(std::chrono::hours(1));
+  PutInDlq(MakeJob("job_new"), "permanent_error", kPermanent);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(int first, queue_->PurgeDeadLetters(t0 + std::chrono::minutes(30)));
+  EXPECT_EQ(first, 1);
+  JOBPACT_EXPECT_CODE(queue_->GetDeadLetter("job_old").status(), kNotFound);
+  JOBPACT_EXPECT_CODE(queue_->Get("job_old").status(), kNotFound);
+  JOBPACT_ASSERT_OK(queue_->GetDeadLetter("job_new").status());
+  // The cutoff is exclusive: an entry dead-lettered exactly then stays.
+  JOBPACT_ASSERT_OK_AND_ASSIGN(int none, queue_->PurgeDeadLetters(Now()));
+  EXPECT_EQ(none, 0);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(int second, queue_->PurgeDeadLetters(Now() + Seconds(1)));
+  EXPECT_EQ(second, 1);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, queue_->Stats());
+  EXPECT_EQ(st.dead_letters, 0);
+}
+
+}  // namespace
+}  // namespace contract
+}  // namespace jobpact

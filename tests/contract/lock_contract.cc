@@ -1,0 +1,130 @@
+// LockStore contract (SPEC 6): TTL, owner-only renew/release, contention,
+// strictly increasing fencing tokens.
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/contract/backend_contract.h"
+
+namespace jobpact {
+namespace contract {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST_P(LockStoreContract, AcquireGivesALeaseUntilNowPlusTtl) {
+  JOBPACT_ASSERT_OK_AND_ASSIGN(LockLease l, locks_->Acquire("order:1", "w1", Seconds(30)));
+  EXPECT_EQ(l.key, "order:1");
+  EXPECT_EQ(l.owner, "w1");
+  EXPECT_GT(l.fencing_token, 0u);
+  EXPECT_EQ(l.expires_at, Now() + Seconds(30));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<LockLease> seen, locks_->Inspect("order:1"));
+  ASSERT_TRUE(seen.has_value());
+  EXPECT_EQ(seen->owner, "w1");
+  EXPECT_EQ(seen->fencing_token, l.fencing_token);
+  EXPECT_EQ(seen->expires_at, l.expires_at);
+}
+
+TEST_P(LockStoreContract, HeldLockIsAbortedForOthersAndNamesTheHolder) {
+  JOBPACT_ASSERT_OK(locks_->Acquire("order:1", "w1", Seconds(30)).status());
+  Result<LockLease> other = locks_->Acquire("order:1", "w2", Seconds(30));
+  EXPECT_EQ(other.status().code(), StatusCode::kAborted) << other.status();
+  EXPECT_THAT(other.status().message(), HasSubstr("w1"));
+  // Other keys are independent.
+  JOBPACT_EXPECT_OK(locks_->Acquire("order:2", "w2", Seconds(30)).status());
+}
+
+TEST_P(LockStoreContract, ReacquireBySameOwnerExtendsAndKeepsToken) {
+  JOBPACT_ASSERT_OK_AND_ASSIGN(LockLease first, locks_->Acquire("k", "w1", Seconds(30)));
+  Advance(Seconds(10));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(LockLease again, locks_->Acquire("k", "w1", Seconds(30)));
+  EXPECT_EQ(again.fencing_token, first.fencing_token);
+  EXPECT_EQ(again.expires_at, Now() + Seconds(30));
+}
+
+TEST_P(LockStoreContract, ExpiredLockIsFreeWithANewerToken) {
+  JOBPACT_ASSERT_OK_AND_ASSIGN(LockLease first, locks_->Acquire("k", "w1", Seconds(30)));
+  Advance(Seconds(29));
+  JOBPACT_EXPECT_CODE(locks_->Acquire("k", "w2", Seconds(30)).status(), kAborted);
+  Advance(Seconds(1));  // now == expires_at: expired.
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<LockLease> none, locks_->Inspect("k"));
+  EXPECT_FALSE(none.has_value());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(LockLease second, locks_->Acquire("k", "w2", Seconds(30)));
+  EXPECT_GT(second.fencing_token, first.fencing_token);
+  // The first owner lost it: renew and release are refused.
+  JOBPACT_EXPECT_CODE(locks_->Renew("k", "w1", Seconds(30)).status(), kAborted);
+  JOBPACT_EXPECT_CODE(locks_->Release("k", "w1"), kAborted);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<LockLease> holder, locks_->Inspect("k"));
+  ASSERT_TRUE(holder.has_value());
+  EXPECT_EQ(holder->owner, "w2");
+}
+
+TEST_P(LockStoreContract, SameOwnerAfterExpiryGetsANewToken) {
+  JOBPACT_ASSERT_OK_AND_ASSIGN(LockLease first, locks_->Acquire("k", "w1", Seconds(5)));
+  Advance(Seconds(5));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(LockLease second, locks_->Acquire("k", "w1", Seconds(5)));
+  EXPECT_GT(second.fencing_token, first.fencing_token);
+}
+
+TEST_P(LockStoreContract, RenewExtendsForTheOwnerOnly) {
+  JOBPACT_ASSERT_OK_AND_ASSIGN(LockLease l, locks_->Acquire("k", "w1", Seconds(30)));
+  Advance(Seconds(20));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(LockLease renewed, locks_->Renew("k", "w1", Seconds(30)));
+  EXPECT_EQ(renewed.expires_at, Now() + Seconds(30));
+  EXPECT_EQ(renewed.fencing_token, l.fencing_token);
+  JOBPACT_EXPECT_CODE(locks_->Renew("k", "w2", Seconds(30)).status(), kAborted);
+  Advance(Seconds(20));  // Past the original expiry, within the renewed one.
+  JOBPACT_EXPECT_CODE(locks_->Acquire("k", "w2", Seconds(30)).status(), kAborted);
+  JOBPACT_EXPECT_CODE(locks_->Renew("never-held", "w1", Seconds(30)).status(), kAborted);
+}
+
+TEST_P(LockStoreContract, ExpiredLockCannotBeRenewed) {
+  JOBPACT_ASSERT_OK(locks_->Acquire("k", "w1", Seconds(5)).status());
+  Advance(Seconds(6));
+  JOBPACT_EXPECT_CODE(locks_->Renew("k", "w1", Seconds(5)).status(), kAborted);
+}
+
+TEST_P(LockStoreContract, ReleaseIsOwnerOnly) {
+  JOBPACT_ASSERT_OK(locks_->Acquire("k", "w1", Seconds(30)).status());
+  JOBPACT_EXPECT_CODE(locks_->Release("k", "w2"), kAborted);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<LockLease> still, locks_->Inspect("k"));
+  EXPECT_TRUE(still.has_value());
+  JOBPACT_EXPECT_OK(locks_->Release("k", "w1"));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<LockLease> gone, locks_->Inspect("k"));
+  EXPECT_FALSE(gone.has_value());
+  JOBPACT_EXPECT_CODE(locks_->Release("k", "w1"), kNotFound);
+  JOBPACT_EXPECT_OK(locks_->Acquire("k", "w2", Seconds(30)).status());
+}
+
+TEST_P(LockStoreContract, ReleaseOfAnExpiredLockIsNotFound) {
+  JOBPACT_ASSERT_OK(locks_->Acquire("k", "w1", Seconds(5)).status());
+  Advance(Seconds(5));
+  JOBPACT_EXPECT_CODE(locks_->Release("k", "w1"), kNotFound);
+  JOBPACT_EXPECT_CODE(locks_->Release("never-held", "w1"), kNotFound);
+}
+
+TEST_P(LockStoreContract, FencingTokensStrictlyIncreaseAcrossKeysAndAcquisitions) {
+  std::uint64_t last = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (const char* key : {"a", "b", "c"}) {
+      JOBPACT_ASSERT_OK_AND_ASSIGN(LockLease l,
+                                   locks_->Acquire(key, "w" + std::to_string(round), Seconds(5)));
+      EXPECT_GT(l.fencing_token, last) << key << " round " << round;
+      last = l.fencing_token;
+    }
+    JOBPACT_ASSERT_OK(locks_->Release("a", "w" + std::to_string(round)));  // Released...
+    Advance(Seconds(5));                                                   // ...or expired.
+  }
+}
+
+TEST_P(LockStoreContract, InvalidArgumentsAreRefused) {
+  JOBPACT_EXPECT_CODE(locks_->Acquire("", "w1", Seconds(5)).status(), kInvalidArgument);
+  JOBPACT_EXPECT_CODE(locks_->Acquire("k", "", Seconds(5)).status(), kInvalidArgument);
+  JOBPACT_EXPECT_CODE(locks_->Acquire("k", "w1", Duration::zero()).status(), kInvalidArgument);
+  JOBPACT_EXPECT_CODE(locks_->Acquire("k", "w1", -Seconds(1)).status(), kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace contract
+}  // namespace jobpact
