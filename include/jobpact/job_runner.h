@@ -124,7 +124,9 @@ struct JobRunnerOptions {
   // The spdlog logger used (created with a stderr sink if not registered).
   std::string logger_name = "jobpact";
   LogLevel log_level = LogLevel::kInfo;
-  // One JSON object per line instead of text.
+  // One JSON object per line instead of logfmt-style text. The object
+  // carries its own "ts" (from `clock`) and "level", and the logger's pattern
+  // is set to "%v" so that each line is exactly that object.
   bool json_logs = false;
 };
 
@@ -141,8 +143,9 @@ class JOBPACT_EXPORT JobContext {
   int attempt() const { return envelope().attempt; }
   // The execution deadline of this attempt.
   virtual TimePoint deadline() const = 0;
-  // True once the deadline has passed, the lease was lost, or the runner is
-  // shutting down. Long handlers poll it and return early.
+  // True once the deadline has passed, the lease (or lock, or idempotency
+  // claim) was lost, or a shutdown's grace period ended and the lease was
+  // given back. Long handlers poll it and return early.
   virtual bool cancelled() const = 0;
   // The lock's fencing token (0 without lock_key): pass it to the resource
   // so it can refuse writes from a stale owner.
@@ -164,7 +167,10 @@ class JOBPACT_EXPORT JobContext {
 
   // Ends the job without failure: `return ctx.Snooze(d);` reschedules it
   // after `d` without spending an attempt; `return ctx.Discard("why");`
-  // moves it to discarded (e.g. superseded by a newer event).
+  // moves it to discarded with reason "why" (e.g. superseded by a newer
+  // event). The last request made during the call decides the outcome,
+  // whatever the handler returns, unless it throws. Snooze: kInvalidArgument
+  // for a negative delay (and nothing is requested).
   virtual Status Snooze(Duration delay) = 0;
   virtual Status Discard(std::string reason) = 0;
 
@@ -173,8 +179,11 @@ class JOBPACT_EXPORT JobContext {
 };
 
 // A handler returns OK for success or a Status whose code is classified
-// (see failure.h); it may also throw. Runs on a worker thread (or the
-// RunUntilIdle caller), no jobpact lock held.
+// (see failure.h); it may also throw: every exception, of any type, is caught
+// at one boundary and classified by the type's Classifier. A failure that
+// comes after the execution deadline is a transient "timeout"; a success
+// after the deadline stands (the effect is done; retrying would repeat it).
+// Runs on a worker thread (or the RunUntilIdle caller), no jobpact lock held.
 using Handler = std::function<Status(JobContext&)>;
 
 struct HandlerOptions {
@@ -237,7 +246,8 @@ class JOBPACT_EXPORT JobRunner {
   // Runs every job that is ready now on the calling thread, one at a time,
   // until none is ready; also runs the maintenance pass first. Returns the
   // number of deliveries processed. For tests: no threads, no sleeps.
-  // REQUIRES: Start() has not been called.
+  // Reentrant: a handler may call it to play a second worker taking over
+  // while the first is still running. kFailedPrecondition after Start().
   virtual Result<int> RunUntilIdle() = 0;
 
   // One maintenance pass: recover expired leases (SPEC 5), purge expired

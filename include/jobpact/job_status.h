@@ -89,6 +89,9 @@ inline constexpr std::string_view kReplay = "replay";
 inline constexpr std::string_view kOperatorDiscard = "operator_discard";
 inline constexpr std::string_view kRetryBudgetExhausted = "retry_budget_exhausted";
 inline constexpr std::string_view kShutdown = "shutdown";
+// A delivery of a paused job type, requeued without spending an attempt
+// (JobRunner::Pause, SPEC 10).
+inline constexpr std::string_view kPaused = "paused";
 }  // namespace reason
 
 }  // namespace jobpact

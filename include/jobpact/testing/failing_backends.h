@@ -1,0 +1,152 @@
+// File: jobpact/testing/failing_backends.h
+//
+// Fault injection for tests (after leveldb's ErrorEnv): FailingQueueBackend
+// wraps any QueueBackend and, on command, makes chosen calls fail, reports a
+// failure after the change was made, runs a hook just before a call, or
+// hands out the same delivery twice. Everything not commanded passes
+// through unchanged.
+//
+// The incidents it reproduces:
+//   - "the store is down":                FailNext(kDequeue, Unavailable, 3)
+//   - "crash between the side effect and the ack":
+//                                         FailNext(kComplete, Unavailable)
+//     (the handler ran, the idempotency result was recorded, the job stays
+//     running until its lease expires and is delivered again)
+//   - "the ack was written but the reply was lost":
+//                                         FailNextAfterApplying(kComplete, Unavailable)
+//   - "the worker stalls right before its ack" (lease expires meanwhile):
+//                                         BeforeNext(kComplete, [&] { clock.Advance(...); })
+//   - "the broker delivers a message twice": DeliverTwice()
+//   - a lost lease: InMemoryQueueBackend::ForceExpireLease(job_id), or
+//     advance the ManualClock past the visibility timeout.
+//
+// Example:
+//   auto faulty = std::make_shared<jobpact::testing::FailingQueueBackend>(queue);
+//   faulty->FailNext(jobpact::testing::QueueMethod::kComplete,
+//                    jobpact::Status::Unavailable("connection reset"));
+//
+// Part of the core target so that users' own tests can use it. Thread-safe.
+#ifndef JOBPACT_TESTING_FAILING_BACKENDS_H_
+#define JOBPACT_TESTING_FAILING_BACKENDS_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "jobpact/export.h"
+#include "jobpact/queue_backend.h"
+
+namespace jobpact {
+namespace testing {
+
+// The QueueBackend methods that can be commanded.
+enum class QueueMethod {
+  kEnqueue,
+  kEnqueueBatch,
+  kDeadLetterInvalid,
+  kDequeue,
+  kRenew,
+  kComplete,
+  kRecoverExpiredLeases,
+  kGet,
+  kFindDuplicate,
+  kListDeadLetters,
+  kGetDeadLetter,
+  kReplay,
+  kDiscard,
+  kPurgeDeadLetters,
+  kPurgeFinished,
+  kStats,
+};
+// "Enqueue", "Complete", ...
+JOBPACT_EXPORT std::string_view QueueMethodName(QueueMethod m);
+
+class JOBPACT_EXPORT FailingQueueBackend final : public QueueBackend {
+ public:
+  // REQUIRES: base != nullptr.
+  explicit FailingQueueBackend(std::shared_ptr<QueueBackend> base);
+  ~FailingQueueBackend() override;
+
+  // The next `times` calls of `method` return `status` without reaching the
+  // wrapped backend (nothing changes). REQUIRES: !status.ok().
+  void FailNext(QueueMethod method, Status status, int times = 1);
+  // The next `times` calls of `method` reach the wrapped backend (the change
+  // is made) and then report `status` to the caller.
+  void FailNextAfterApplying(QueueMethod method, Status status, int times = 1);
+  // Runs `hook` once, on the calling thread with no lock held, just before
+  // the next call of `method` goes on (to advance a clock, run a second
+  // worker, ...). Hooks and faults queue up in the order given.
+  void BeforeNext(QueueMethod method, std::function<void()> hook);
+  // The next `times` Dequeue calls that return jobs return each delivery
+  // twice, as a broker with at-least-once delivery may: the same lease is
+  // handed out to two consumers.
+  void DeliverTwice(int times = 1);
+  // Drops every pending command.
+  void Clear();
+
+  // Calls of `method` so far, including failed ones.
+  int Calls(QueueMethod method) const;
+  // Ids of the jobs stored through this wrapper (Enqueue, EnqueueBatch,
+  // duplicates excluded), in order.
+  std::vector<std::string> EnqueuedJobIds() const;
+
+  QueueBackend& base() { return *base_; }
+
+  // QueueBackend.
+  std::string_view Name() const override { return base_->Name(); }
+  Result<EnqueueResult> Enqueue(const Envelope& env, const EnqueueOptions& options) override;
+  Result<std::vector<EnqueueResult>> EnqueueBatch(const std::vector<Envelope>& envs,
+                                                  const EnqueueOptions& options) override;
+  Result<std::string> DeadLetterInvalid(std::string_view raw,
+                                        const std::vector<FieldError>& problems) override;
+  Result<std::vector<Delivery>> Dequeue(const DequeueRequest& request) override;
+  Result<Lease> Renew(const Lease& lease, Duration extension, std::string_view checkpoint) override;
+  Status Complete(const Lease& lease, const Completion& completion) override;
+  Result<int> RecoverExpiredLeases(int max_recoveries) override;
+  Result<JobRecord> Get(std::string_view job_id) override;
+  Result<std::optional<std::string>> FindDuplicate(std::string_view dedup_key,
+                                                   std::string_view self_job_id,
+                                                   TimePoint since) override;
+  Result<std::vector<DlqEntry>> ListDeadLetters(const DlqFilter& filter) override;
+  Result<DlqEntry> GetDeadLetter(std::string_view job_id) override;
+  Status Replay(std::string_view job_id, const DlqAction& action) override;
+  Status Discard(std::string_view job_id, const DlqAction& action) override;
+  Result<int> PurgeDeadLetters(TimePoint older_than) override;
+  Result<int> PurgeFinished(TimePoint older_than) override;
+  Result<QueueStats> Stats() override;
+
+ private:
+  struct Command {
+    enum class Kind { kFailBefore, kFailAfter, kHook };
+    Kind kind = Kind::kFailBefore;
+    Status status;
+    std::function<void()> hook;
+  };
+  // What to do with one call, taken from the pending commands.
+  struct Plan {
+    std::vector<std::function<void()>> hooks;
+    bool fail_before = false;
+    bool fail_after = false;
+    Status status;
+  };
+  Plan Take(QueueMethod method);
+  template <typename R, typename F>
+  R Call(QueueMethod method, F&& f);
+  void RecordEnqueued(const std::string& job_id);
+
+  const std::shared_ptr<QueueBackend> base_;
+  mutable std::mutex mu_;
+  std::map<QueueMethod, std::vector<Command>> commands_;  // Guarded by mu_.
+  std::map<QueueMethod, int> calls_;                      // Guarded by mu_.
+  int deliver_twice_ = 0;                                 // Guarded by mu_.
+  std::vector<std::string> enqueued_;                     // Guarded by mu_.
+};
+
+}  // namespace testing
+}  // namespace jobpact
+
+#endif  // JOBPACT_TESTING_FAILING_BACKENDS_H_

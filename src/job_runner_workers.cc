@@ -1,0 +1,469 @@
+// The JobRunner's threads: workers, the watchdog (lease renewal and hung
+// handlers, SPEC 5), maintenance, graceful shutdown, and the thread-less
+// RunUntilIdle() for tests.
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/internal/runner_core.h"
+
+namespace jobpact {
+namespace internal {
+namespace {
+
+// How often the watchdog looks at running jobs. Renewals are due every third
+// of a visibility timeout (>= 5 s with the default validation buffer) and
+// hung detection has a grace of seconds, so a quarter second of lateness is
+// immaterial, while a fixed tick keeps the hot path free of notifications.
+constexpr Duration kWatchdogTick = std::chrono::milliseconds(250);
+
+}  // namespace
+
+RunnerStats RunnerCore::Stats() const {
+  RunnerStats s;
+  s.deliveries = deliveries_.load(std::memory_order_relaxed);
+  s.busy_workers = busy_workers_.load(std::memory_order_relaxed);
+  s.hung_workers = hung_workers_.load(std::memory_order_relaxed);
+  s.replacement_workers = replacement_workers_.load(std::memory_order_relaxed);
+  return s;
+}
+
+void RunnerCore::SetWorkerGauges() {
+  options_.metrics->SetGauge(metric::kBusyWorkers, MetricLabels{},
+                             busy_workers_.load(std::memory_order_relaxed));
+  options_.metrics->SetGauge(metric::kHungWorkersNow, MetricLabels{},
+                             hung_workers_.load(std::memory_order_relaxed));
+}
+
+Status RunnerCore::RunMaintenance() {
+  const TimePoint now = clock().Now();
+  Status first;
+  auto note = [&](std::string_view what, const Status& s) {
+    if (s.ok()) return;
+    logger_.Log(LogLevel::kError, "maintenance_failed", nullptr,
+                {{"step", what}, {"error", s.ToString()}});
+    if (first.ok()) first = Status(s.code(), std::string(what) + ": " + s.message());
+  };
+
+  // Crash recovery first, so that recovered jobs are visible to the very
+  // next Dequeue.
+  Result<int> recovered = options_.queue->RecoverExpiredLeases(options_.max_lease_recoveries);
+  if (recovered.ok()) {
+    if (*recovered > 0) {
+      options_.metrics->Increment(metric::kLeaseRecoveries, MetricLabels{}, *recovered);
+      logger_.Log(LogLevel::kWarn, "leases_recovered", nullptr,
+                  {{"count", static_cast<std::int64_t>(*recovered)}});
+    }
+  } else {
+    note("recover expired leases", recovered.status());
+  }
+  Result<int> purged_dlq = options_.queue->PurgeDeadLetters(now - options_.dlq_retention);
+  if (!purged_dlq.ok()) note("purge dead letters", purged_dlq.status());
+  Result<int> purged = options_.queue->PurgeFinished(now - options_.final_status_retention);
+  if (!purged.ok()) note("purge finished jobs", purged.status());
+  Result<int> purged_keys = options_.idempotency->PurgeExpired();
+  if (!purged_keys.ok()) note("purge idempotency records", purged_keys.status());
+
+  Result<QueueStats> stats = options_.queue->Stats();
+  if (stats.ok()) {
+    for (const auto& [queue, q] : stats->queues) {
+      MetricLabels labels{{}, queue, {}, {}};
+      options_.metrics->SetGauge(metric::kQueueDepth, labels, static_cast<double>(q.depth));
+      options_.metrics->SetGauge(metric::kOldestJobAge, labels, ToSeconds(q.oldest_ready_age));
+    }
+  } else {
+    note("stats", stats.status());
+  }
+  SetWorkerGauges();
+  return first;
+}
+
+Result<int> RunnerCore::RunUntilIdle() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (state_ != State::kCreated) {
+      return Status::FailedPrecondition(
+          "RunUntilIdle: the runner was started or shut down; it runs jobs on its own threads");
+    }
+  }
+  RunMaintenance().IgnoreError();  // Logged inside; a failing purge must not stop the run.
+  HandlerCache cache;
+  DequeueRequest request;
+  request.queues = options_.queues;
+  request.max_jobs = options_.dequeue_batch;
+  request.worker_id = options_.runner_id + "/caller";
+  int processed = 0;
+  while (true) {
+    Result<std::vector<Delivery>> batch = options_.queue->Dequeue(request);
+    if (!batch.ok()) {
+      logger_.Log(LogLevel::kError, "dequeue_failed", nullptr,
+                  {{"error", batch.status().ToString()}});
+      return batch.status();
+    }
+    if (batch->empty()) break;
+    for (Delivery& d : *batch) {
+      ++processed;
+      // Earlier jobs of the batch may have taken time (a ManualClock moved
+      // by a handler): renew or skip a lease that is due.
+      if (!EnsureLease(d)) continue;
+      ProcessDelivery(d, nullptr, cache);
+    }
+  }
+  return processed;
+}
+
+// --- Workers ----------------------------------------------------------------------
+
+Status RunnerCore::Start() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (state_ != State::kCreated) {
+    return Status::FailedPrecondition("Start: the runner was already started or shut down");
+  }
+  state_ = State::kRunning;
+  for (int i = 0; i < options_.workers; ++i) SpawnWorkerLocked(false);
+  auto self = shared_from_this();
+  watchdog_ = std::thread([self] { self->WatchdogLoop(); });
+  maintenance_ = std::thread([self] { self->MaintenanceLoop(); });
+  logger_.Log(LogLevel::kInfo, "runner_started", nullptr,
+              {{"runner_id", options_.runner_id},
+               {"workers", options_.workers},
+               {"queue_backend", options_.queue->Name()}});
+  return Status::Ok();
+}
+
+void RunnerCore::SpawnWorkerLocked(bool replacement) {
+  auto slot = std::make_shared<WorkerSlot>(
+      worker_prefix_ + std::to_string(next_worker_index_++), replacement);
+  live_workers_.fetch_add(1);
+  // The thread holds the core: a hung handler's detached thread may return
+  // after the JobRunner is destroyed.
+  auto self = shared_from_this();
+  slot->thread = std::thread([self, slot] { self->WorkerLoop(slot); });
+  slots_.push_back(std::move(slot));
+}
+
+void RunnerCore::IdleWait(std::uint64_t seen_enqueues) {
+  std::unique_lock<std::mutex> l(work_mu_);
+  idle_workers_.fetch_add(1, std::memory_order_seq_cst);
+  const TimePoint until = clock().Now() + options_.poll_interval;
+  while (!stopping_.load() && enqueue_seq_.load(std::memory_order_seq_cst) == seen_enqueues &&
+         clock().Now() < until) {
+    clock().WaitUntil(l, work_cv_, until);
+  }
+  idle_workers_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
+  HandlerCache cache;
+  DequeueRequest request;
+  request.queues = options_.queues;
+  request.max_jobs = options_.dequeue_batch;
+  request.worker_id = slot->id;
+  while (!stopping_.load(std::memory_order_acquire)) {
+    const std::uint64_t seen = enqueue_seq_.load(std::memory_order_seq_cst);
+    Result<std::vector<Delivery>> batch = options_.queue->Dequeue(request);
+    if (!batch.ok()) {
+      logger_.Log(LogLevel::kError, "dequeue_failed", nullptr,
+                  {{"worker_id", slot->id}, {"error", batch.status().ToString()}});
+      // Back off for a poll interval; an Enqueue does not help here.
+      IdleWait(~std::uint64_t{0});
+      continue;
+    }
+    if (batch->empty()) {
+      IdleWait(seen);
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> l(slot->mu);
+      slot->batch = std::move(*batch);
+      slot->next = 0;
+      slot->batch_lease_expires.clear();
+      for (const Delivery& d : slot->batch) slot->batch_lease_expires.push_back(d.lease.expires_at);
+    }
+    busy_workers_.fetch_add(1, std::memory_order_relaxed);
+    while (true) {
+      Delivery d;
+      // Stop taking work: the rest of the batch goes back at once so other
+      // runners can take it. Taken under the slot lock (next = size), so
+      // Shutdown() never gives the same leases back twice.
+      std::vector<std::pair<Lease, Envelope>> rest;
+      {
+        std::lock_guard<std::mutex> l(slot->mu);
+        // A hung worker's remaining batch is not renewed any more (see
+        // WatchSlot): those leases expire and are recovered like the rest of
+        // a lost worker's work.
+        if (slot->next >= slot->batch.size() || slot->hung) break;
+        if (stopping_.load(std::memory_order_acquire)) {
+          for (std::size_t i = slot->next; i < slot->batch.size(); ++i) {
+            rest.emplace_back(slot->batch[i].lease, slot->batch[i].job.envelope);
+          }
+          slot->next = slot->batch.size();
+        } else {
+          d = std::move(slot->batch[slot->next]);
+          d.lease.expires_at = slot->batch_lease_expires[slot->next];
+          ++slot->next;
+        }
+      }
+      if (!rest.empty()) {
+        for (auto& [lease, env] : rest) GiveBack(lease, env, reason::kShutdown);
+        break;
+      }
+      if (!EnsureLease(d)) continue;
+      ProcessDelivery(d, slot.get(), cache);
+    }
+    {
+      std::lock_guard<std::mutex> l(slot->mu);
+      slot->batch.clear();
+      slot->batch_lease_expires.clear();
+      slot->next = 0;
+    }
+    busy_workers_.fetch_sub(1, std::memory_order_relaxed);
+    bool hung;
+    {
+      std::lock_guard<std::mutex> l(slot->mu);
+      hung = slot->hung;
+    }
+    if (hung) {
+      // A replacement took this worker's place; its late outcome was
+      // written (or fenced) above. The thread ends here.
+      logger_.Log(LogLevel::kWarn, "hung_worker_returned", nullptr, {{"worker_id", slot->id}});
+      break;
+    }
+  }
+  live_workers_.fetch_sub(1);
+  {
+    std::lock_guard<std::mutex> l(exit_mu_);
+    slot->exited.store(true, std::memory_order_release);
+    exit_cv_.notify_all();
+  }
+}
+
+// --- Watchdog ------------------------------------------------------------------------
+
+void RunnerCore::WatchSlot(const std::shared_ptr<WorkerSlot>& slot, TimePoint now,
+                           std::vector<HungWorkerInfo>* hung) {
+  // The slot lock is held across the renewals: a worker that finishes its
+  // job waits for an in-flight renewal instead of racing it, so a lease is
+  // never renewed after its outcome is written.
+  std::lock_guard<std::mutex> l(slot->mu);
+  if (slot->hung || slot->given_back) return;
+  if (slot->running) {
+    RunningJob& job = slot->job;
+    const Envelope& env = job.delivery->job.envelope;
+    if (now >= job.deadline + options_.hung_grace) {
+      // SPEC 5: a hung handler. Stop renewing (its lease expires and the job
+      // is delivered again; a late completion is fenced), cancel it, and let
+      // the caller start a replacement and call the hook.
+      slot->hung = true;
+      job.renewing = false;
+      job.cancel->lost.store(true, std::memory_order_release);
+      hung->push_back(HungWorkerInfo{slot->id, env.job_id, env.job_type, env.attempt, job.deadline});
+      return;
+    }
+    if (job.renewing && now >= job.next_renew) {
+      Status s = RenewDelivery(*job.delivery, job.lock_held, job.claim_held, {});
+      if (s.ok()) {
+        job.next_renew = now + env.visibility_timeout / 3;
+      } else if (s.code() == StatusCode::kAborted) {
+        job.renewing = false;
+        job.cancel->lost.store(true, std::memory_order_release);
+        logger_.Log(LogLevel::kWarn, "lease_lost", &env, {{"error", s.ToString()}});
+      } else {
+        logger_.Log(LogLevel::kError, "lease_renewal_failed", &env, {{"error", s.ToString()}});
+      }
+    }
+  }
+  // Jobs waiting behind the running one keep their leases too.
+  for (std::size_t i = slot->next; i < slot->batch.size(); ++i) {
+    const Delivery& d = slot->batch[i];
+    const Duration vis = d.job.envelope.visibility_timeout;
+    if (slot->batch_lease_expires[i] - now > vis - vis / 3) continue;
+    Result<Lease> renewed = options_.queue->Renew(d.lease, vis, {});
+    if (renewed.ok()) slot->batch_lease_expires[i] = renewed->expires_at;
+    // On failure EnsureLease() decides at start.
+  }
+}
+
+void RunnerCore::WatchdogLoop() {
+  while (!stop_background_.load(std::memory_order_acquire)) {
+    const TimePoint now = clock().Now();
+    std::vector<std::shared_ptr<WorkerSlot>> slots;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      slots = slots_;
+    }
+    std::vector<HungWorkerInfo> hung;
+    for (const auto& slot : slots) {
+      if (!slot->exited.load(std::memory_order_acquire)) WatchSlot(slot, now, &hung);
+    }
+    for (const HungWorkerInfo& info : hung) {
+      hung_workers_.fetch_add(1);
+      options_.metrics->Increment(metric::kHungWorkers,
+                                  MetricLabels{info.job_type, {}, {}, {}}, 1);
+      bool replaced = false;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        if (state_ == State::kRunning &&
+            replacement_workers_.load() < options_.max_replacement_workers) {
+          replacement_workers_.fetch_add(1);
+          SpawnWorkerLocked(true);
+          replaced = true;
+        }
+      }
+      logger_.Log(LogLevel::kError, "worker_hung", nullptr,
+                  {{"worker_id", info.worker_id},
+                   {"job_id", info.job_id},
+                   {"job_type", info.job_type},
+                   {"attempt", info.attempt},
+                   {"deadline", FormatRfc3339(info.deadline)},
+                   {"replacement_started", replaced ? "true" : "false"}});
+      SetWorkerGauges();
+      if (options_.on_hung_worker) {
+        try {
+          options_.on_hung_worker(info);
+        } catch (...) {
+          logger_.Log(LogLevel::kError, "hung_worker_hook_threw", nullptr,
+                      {{"worker_id", info.worker_id}});
+        }
+      }
+    }
+    std::unique_lock<std::mutex> l(background_mu_);
+    const TimePoint until = clock().Now() + kWatchdogTick;
+    while (!stop_background_.load(std::memory_order_acquire) && clock().Now() < until) {
+      clock().WaitUntil(l, background_cv_, until);
+    }
+  }
+}
+
+void RunnerCore::MaintenanceLoop() {
+  while (!stop_background_.load(std::memory_order_acquire)) {
+    RunMaintenance().IgnoreError();  // Logged inside.
+    std::unique_lock<std::mutex> l(background_mu_);
+    const TimePoint until = clock().Now() + options_.maintenance_interval;
+    while (!stop_background_.load(std::memory_order_acquire) && clock().Now() < until) {
+      clock().WaitUntil(l, background_cv_, until);
+    }
+  }
+}
+
+// --- Shutdown ------------------------------------------------------------------------
+
+Status RunnerCore::Shutdown(Duration grace) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (state_ == State::kStopped || state_ == State::kStopping) return Status::Ok();
+    if (state_ == State::kCreated) {
+      state_ = State::kStopped;
+      return Status::Ok();
+    }
+    state_ = State::kStopping;
+  }
+  logger_.Log(LogLevel::kInfo, "runner_stopping", nullptr,
+              {{"runner_id", options_.runner_id}, {"grace_ms", static_cast<std::int64_t>(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(grace).count())}});
+  // 1. Stop taking work; idle workers wake and exit, busy ones give the rest
+  // of their batch back at the next job boundary.
+  stopping_.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> l(work_mu_);
+    work_cv_.notify_all();
+  }
+  std::vector<std::shared_ptr<WorkerSlot>> slots;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    slots = slots_;
+  }
+  // 2. Let running jobs finish until now + grace. Hung workers are not
+  // waited for: they are past their deadline by a grace period already.
+  auto all_done = [&] {
+    for (const auto& slot : slots) {
+      if (slot->exited.load(std::memory_order_acquire)) continue;
+      std::lock_guard<std::mutex> l(slot->mu);
+      if (!slot->hung) return false;
+    }
+    return true;
+  };
+  const TimePoint until = clock().Now() + grace;
+  {
+    std::unique_lock<std::mutex> l(exit_mu_);
+    while (!all_done() && clock().Now() < until) clock().WaitUntil(l, exit_cv_, until);
+  }
+  // 3. The watchdog renewed leases during the grace period; stop it and
+  // maintenance now.
+  stop_background_.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> l(background_mu_);
+    background_cv_.notify_all();
+  }
+  std::thread watchdog, maintenance;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    watchdog = std::move(watchdog_);
+    maintenance = std::move(maintenance_);
+    slots = slots_;  // Includes replacements started meanwhile.
+  }
+  if (watchdog.joinable()) watchdog.join();
+  if (maintenance.joinable()) maintenance.join();
+  // 4. Give back the leases of what is still running (or waiting in a
+  // batch): running -> queued, no attempt spent. The handler is told it is
+  // cancelled; its late outcome is not written. Its lock and idempotency
+  // claim are left to expire with their TTL rather than released, because
+  // the handler may still be writing.
+  for (const auto& slot : slots) {
+    std::vector<std::pair<Lease, Envelope>> leases;
+    {
+      std::lock_guard<std::mutex> l(slot->mu);
+      if (slot->running && !slot->given_back) {
+        slot->given_back = true;
+        slot->job.cancel->shutdown.store(true, std::memory_order_release);
+        leases.emplace_back(slot->job.delivery->lease, slot->job.delivery->job.envelope);
+      }
+      for (std::size_t i = slot->next; i < slot->batch.size(); ++i) {
+        leases.emplace_back(slot->batch[i].lease, slot->batch[i].job.envelope);
+      }
+      slot->next = slot->batch.size();
+    }
+    for (auto& [lease, env] : leases) GiveBack(lease, env, reason::kShutdown);
+  }
+  // 5. Join what finished; detach what is still inside a handler (it holds
+  // the core alive and exits when the handler returns).
+  int detached = 0;
+  for (const auto& slot : slots) {
+    std::thread t;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      t = std::move(slot->thread);
+    }
+    if (!t.joinable()) continue;
+    bool exited;
+    {
+      std::unique_lock<std::mutex> l(exit_mu_);
+      exited = slot->exited.load(std::memory_order_acquire);
+    }
+    bool in_handler;
+    {
+      std::lock_guard<std::mutex> l(slot->mu);
+      in_handler = slot->running;
+    }
+    if (exited || !in_handler) {
+      // A worker outside a handler exits promptly (stopping_ is set).
+      t.join();
+    } else {
+      t.detach();
+      ++detached;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    state_ = State::kStopped;
+  }
+  SetWorkerGauges();
+  logger_.Log(LogLevel::kInfo, "runner_stopped", nullptr,
+              {{"runner_id", options_.runner_id},
+               {"detached_workers", static_cast<std::int64_t>(detached)}});
+  return Status::Ok();
+}
+
+}  // namespace internal
+}  // namespace jobpact

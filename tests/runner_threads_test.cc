@@ -1,0 +1,300 @@
+// The JobRunner's threads: the worker pool, the watchdog (hung handlers,
+// SPEC 5) and graceful shutdown. Time is a ManualClock moved by the test;
+// real time is only used for bounded waits on other threads (generous
+// safety timeouts, never a timing assertion).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "jobpact/job_runner.h"
+#include "jobpact/testing/harness.h"
+#include "jobpact/testing/matchers.h"
+
+namespace jobpact {
+namespace {
+
+using testing::Harness;
+using testing::IsOk;
+
+constexpr auto kSafetyTimeout = std::chrono::seconds(60);
+
+// Polls `done` until it holds or the safety timeout passes (then false).
+// `step` runs between polls (e.g. to advance the ManualClock).
+bool WaitFor(const std::function<bool()>& done, const std::function<void()>& step = nullptr) {
+  const auto give_up = std::chrono::steady_clock::now() + kSafetyTimeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    if (step) step();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// A handler that blocks (in real time) until released, as a stuck call into
+// a dependency would.
+struct Gate {
+  std::atomic<bool> open{false};
+  std::atomic<int> entered{0};
+  void Block() {
+    entered.fetch_add(1);
+    WaitFor([&] { return open.load(); });
+  }
+};
+
+Envelope MakeJob(std::string type) {
+  Envelope e;
+  e.job_type = std::move(type);
+  return e;
+}
+
+TEST(RunnerThreadsTest, WorkerPoolDrainsABacklog) {
+  Harness h([](JobRunnerOptions& o) {
+    o.workers = 2;
+    o.dequeue_batch = 4;
+  });
+  std::atomic<int> calls{0};
+  ASSERT_THAT(h.Handle("t", [&](JobContext&) { calls.fetch_add(1); return Status::Ok(); }), IsOk());
+  ASSERT_THAT(h.runner().Start(), IsOk());
+  EXPECT_THAT(h.runner().Start(), testing::StatusIs(StatusCode::kFailedPrecondition));
+  EXPECT_THAT(h.runner().RunUntilIdle(), testing::StatusIs(StatusCode::kFailedPrecondition));
+  constexpr int kJobs = 200;
+  for (int i = 0; i < kJobs; ++i) ASSERT_THAT(h.Enqueue(MakeJob("t")), IsOk());
+  EXPECT_TRUE(WaitFor(
+      [&] { return h.metrics().CounterTotal(metric::kSucceeded, "t") == kJobs; }));
+  EXPECT_EQ(calls.load(), kJobs);
+  EXPECT_THAT(h.runner().Shutdown(Seconds(5)), IsOk());
+  EXPECT_EQ(h.runner().Stats().deliveries, kJobs);
+}
+
+TEST(RunnerThreadsTest, WatchdogRenewsTheLeaseOfALongRunningJob) {
+  Harness h([](JobRunnerOptions& o) {
+    o.workers = 1;
+    o.hung_grace = std::chrono::hours(1);  // Long, not hung.
+  });
+  Gate gate;
+  ASSERT_THAT(h.Handle("long", [&](JobContext&) { gate.Block(); return Status::Ok(); }), IsOk());
+  ASSERT_THAT(h.runner().Start(), IsOk());
+  const std::string id = h.Enqueue(MakeJob("long"))->job_id;  // Lease 45 s.
+  ASSERT_TRUE(WaitFor([&] { return gate.entered.load() == 1; }));
+  // Move 200 s forward, one second at a time, never faster than the
+  // watchdog renews (every 15 s): the k-th renewal happens at >= 15k s and
+  // holds the lease to >= 15k + 45 s, so with k >= t/15 - 1 renewals at time
+  // t the lease outlives the next step however slowly the watchdog runs.
+  const TimePoint start = h.clock().Now();
+  auto step = [&] {
+    const auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(h.clock().Now() - start);
+    const int needed = static_cast<int>(elapsed.count() / 15) - 1;
+    if (h.faults().Calls(testing::QueueMethod::kRenew) >= needed) h.clock().Advance(Seconds(1));
+  };
+  ASSERT_TRUE(WaitFor([&] { return h.clock().Now() - start >= Seconds(200); }, step));
+  EXPECT_GE(h.faults().Calls(testing::QueueMethod::kRenew), 12);
+  ASSERT_THAT(h.runner().RunMaintenance(), IsOk());
+  EXPECT_EQ(h.StatusOf(id), JobStatus::kRunning);
+  gate.open = true;
+  ASSERT_TRUE(WaitFor([&] { return h.StatusOf(id) == JobStatus::kSucceeded; }));
+  EXPECT_EQ(h.Job(id).lease_recoveries, 0);
+  EXPECT_EQ(h.metrics().CounterTotal(metric::kStaleCompletions), 0);
+  EXPECT_THAT(h.runner().Shutdown(Seconds(1)), IsOk());
+}
+
+// SPEC 5: a handler that overruns its deadline by hung_grace marks its
+// worker hung: the lease is no longer renewed, the job is delivered again to
+// a replacement worker, the hook is called, and the hung worker's late
+// completion is fenced.
+TEST(RunnerThreadsTest, HungHandlerIsReplacedAndItsJobRedelivered) {
+  std::atomic<int> hook_calls{0};
+  std::string hooked_job;
+  std::mutex hooked_mu;
+  Harness h([&](JobRunnerOptions& o) {
+    o.workers = 1;
+    o.max_replacement_workers = 1;
+    o.hung_grace = Seconds(10);
+    o.on_hung_worker = [&](const HungWorkerInfo& info) {
+      std::lock_guard<std::mutex> l(hooked_mu);
+      hooked_job = info.job_id;
+      hook_calls.fetch_add(1);
+    };
+  });
+  Gate gate;
+  std::atomic<int> second_attempt_ran{0};
+  ASSERT_THAT(h.Handle("stuck",
+                       [&](JobContext& ctx) {
+                         if (ctx.attempt() == 1) {
+                           gate.Block();  // Ignores cancellation: a stuck call.
+                         } else {
+                           second_attempt_ran.fetch_add(1);
+                         }
+                         return Status::Ok();
+                       }),
+              IsOk());
+  ASSERT_THAT(h.runner().Start(), IsOk());
+  Envelope e = MakeJob("stuck");
+  e.timeout = Seconds(5);
+  e.visibility_timeout = Seconds(15);
+  const std::string id = h.Enqueue(e)->job_id;
+  ASSERT_TRUE(WaitFor([&] { return gate.entered.load() == 1; }));
+
+  // Past deadline (5 s) + grace (10 s): the watchdog declares the worker hung.
+  ASSERT_TRUE(WaitFor([&] { return hook_calls.load() == 1; },
+                      [&] { h.clock().Advance(Millis(500)); }));
+  {
+    std::lock_guard<std::mutex> l(hooked_mu);
+    EXPECT_EQ(hooked_job, id);
+  }
+  EXPECT_EQ(h.metrics().CounterTotal(metric::kHungWorkers, "stuck"), 1);
+  EXPECT_EQ(h.runner().Stats().hung_workers, 1);
+  EXPECT_EQ(h.runner().Stats().replacement_workers, 1);
+
+  // The lease expires unrenewed; maintenance recovers it; the replacement
+  // worker runs attempt 2.
+  ASSERT_TRUE(WaitFor([&] { return h.StatusOf(id) == JobStatus::kSucceeded; },
+                      [&] { h.clock().Advance(Millis(500)); }));
+  EXPECT_EQ(second_attempt_ran.load(), 1);
+  JobRecord r = h.Job(id);
+  EXPECT_EQ(r.envelope.attempt, 2);
+  EXPECT_EQ(r.lease_recoveries, 1);
+
+  // The hung handler finally returns: its completion is refused.
+  gate.open = true;
+  ASSERT_TRUE(WaitFor(
+      [&] { return h.metrics().CounterTotal(metric::kStaleCompletions, "stuck") == 1; }));
+  EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
+  EXPECT_EQ(h.Job(id).envelope.attempt, 2);
+  EXPECT_THAT(h.runner().Shutdown(Seconds(1)), IsOk());
+}
+
+// Two workers, two duplicates of one effect running at the same time.
+TEST(RunnerThreadsTest, TwoConcurrentDuplicatesOnTwoWorkersRunTheEffectOnce) {
+  Harness h([](JobRunnerOptions& o) {
+    o.workers = 2;
+    o.dequeue_batch = 1;
+  });
+  std::atomic<int> effects{0};
+  std::atomic<int> entered{0};
+  std::vector<std::string> ids;
+  ASSERT_THAT(h.Handle("payout",
+                       [&](JobContext&) {
+                         if (entered.fetch_add(1) == 0) {
+                           // Hold the claim until the duplicate has been
+                           // turned away by it.
+                           WaitFor([&] {
+                             for (const auto& id : ids) {
+                               JobRecord r = h.Job(id);
+                               if (r.reason == reason::kIdempotencyInProgress) return true;
+                             }
+                             return false;
+                           });
+                         }
+                         effects.fetch_add(1);
+                         return Status::Ok();
+                       }),
+              IsOk());
+  Envelope e = MakeJob("payout");
+  e.idempotency_key = "payout:acct_1";
+  ids.push_back(h.Enqueue(e)->job_id);
+  ids.push_back(h.Enqueue(e)->job_id);
+  ASSERT_THAT(h.runner().Start(), IsOk());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return h.StatusOf(ids[0]) == JobStatus::kSucceeded &&
+               h.StatusOf(ids[1]) == JobStatus::kSucceeded;
+      },
+      [&] { h.clock().Advance(Millis(100)); }));
+  EXPECT_EQ(effects.load(), 1);
+  EXPECT_EQ(h.metrics().CounterTotal(metric::kIdempotentSkips, "payout"), 1);
+  EXPECT_THAT(h.runner().Shutdown(Seconds(1)), IsOk());
+}
+
+// Graceful shutdown: a running job that finishes within the grace period
+// completes normally.
+TEST(RunnerThreadsTest, GracefulShutdownLetsARunningJobFinish) {
+  Harness h([](JobRunnerOptions& o) { o.workers = 1; });
+  Gate gate;
+  ASSERT_THAT(h.Handle("t", [&](JobContext&) { gate.Block(); return Status::Ok(); }), IsOk());
+  ASSERT_THAT(h.runner().Start(), IsOk());
+  const std::string id = h.Enqueue(MakeJob("t"))->job_id;
+  ASSERT_TRUE(WaitFor([&] { return gate.entered.load() == 1; }));
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    EXPECT_THAT(h.runner().Shutdown(Seconds(30)), IsOk());
+    stopped = true;
+  });
+  // Shutdown waits for the job (the clock does not move).
+  gate.open = true;
+  stopper.join();
+  EXPECT_TRUE(stopped.load());
+  EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
+  // No new work is taken after shutdown.
+  const std::string later = h.Enqueue(MakeJob("t"))->job_id;
+  EXPECT_EQ(h.StatusOf(later), JobStatus::kQueued);
+}
+
+// Graceful shutdown: a job still running when the grace period ends is
+// given back (queued, no attempt spent) and runs again later; the late
+// outcome of the abandoned handler is not written.
+TEST(RunnerThreadsTest, GracefulShutdownGivesBackAnUnfinishedJob) {
+  Harness h([](JobRunnerOptions& o) { o.workers = 1; });
+  Gate gate;
+  std::atomic<int> calls{0};
+  std::atomic<bool> saw_cancel{false};
+  ASSERT_THAT(h.Handle("t",
+                       [&](JobContext& ctx) {
+                         if (calls.fetch_add(1) == 0) {
+                           gate.Block();
+                           saw_cancel = ctx.cancelled();
+                         }
+                         return Status::Ok();
+                       }),
+              IsOk());
+  // Both jobs are leased in one batch: the second waits behind the first.
+  const std::string id = h.Enqueue(MakeJob("t"))->job_id;
+  const std::string waiting = h.Enqueue(MakeJob("t"))->job_id;
+  ASSERT_THAT(h.runner().Start(), IsOk());
+  ASSERT_TRUE(WaitFor([&] { return gate.entered.load() == 1; }));
+  EXPECT_EQ(h.StatusOf(waiting), JobStatus::kRunning);
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    EXPECT_THAT(h.runner().Shutdown(Seconds(5)), IsOk());
+    stopped = true;
+  });
+  ASSERT_TRUE(WaitFor([&] { return stopped.load(); }, [&] { h.clock().Advance(Seconds(1)); }));
+  stopper.join();
+  for (const std::string& job : {id, waiting}) {
+    JobRecord r = h.Job(job);
+    EXPECT_EQ(r.status, JobStatus::kQueued);
+    EXPECT_EQ(r.reason, reason::kShutdown);
+    EXPECT_EQ(r.envelope.attempt, 0);
+  }
+
+  // The abandoned handler returns; its outcome is dropped.
+  gate.open = true;
+  ASSERT_TRUE(
+      WaitFor([&] { return h.metrics().CounterTotal(metric::kStaleCompletions, "t") == 1; }));
+  EXPECT_TRUE(saw_cancel.load());
+  EXPECT_EQ(h.StatusOf(id), JobStatus::kQueued);
+
+  // Another runner on the same queue runs it again.
+  JobRunnerOptions o;
+  o.queue = h.faults_ptr();
+  o.clock = h.clock_ptr();
+  o.log_level = LogLevel::kWarn;
+  auto second = JobRunner::Create(o);
+  ASSERT_THAT(second, IsOk());
+  ASSERT_THAT((*second)->Handle("t", [&](JobContext&) { calls.fetch_add(1); return Status::Ok(); }),
+              IsOk());
+  auto n = (*second)->RunUntilIdle();
+  ASSERT_THAT(n, IsOk());
+  EXPECT_EQ(*n, 2);
+  EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
+  EXPECT_EQ(h.Job(id).envelope.attempt, 1);
+  EXPECT_EQ(h.StatusOf(waiting), JobStatus::kSucceeded);
+}
+
+}  // namespace
+}  // namespace jobpact
