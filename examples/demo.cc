@@ -1,0 +1,368 @@
+// The jobpact demo: a realistic workload on one execution contract.
+//
+// Four job types share one runner, one retry policy model and one DLQ:
+//   invoice.generate  idempotency key per order (duplicates skip the effect)
+//                     and a lock per customer (contention is requeued free)
+//   email.send        a TTL: emails that waited too long are discarded
+//   upstream.fetch    a flaky dependency: transient errors, retried with
+//                     backoff and jitter, some exhaust their attempts
+//   report.render     poison payloads: permanent errors go straight to the
+//                     DLQ, unexpected exceptions get the smaller budget
+// plus a malformed envelope, which is dead-lettered whole, never dropped.
+//
+// It runs on real threads and the real clock with the in-memory backends,
+// prints a live progress line, then a summary built from the metrics sink and
+// the DLQ: per status and job type, retries by class, the DLQ with reasons,
+// and queue latency and handler duration percentiles.
+//
+// Usage: demo [--jobs N] [--workers N] [--seed N]
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "jobpact/failure.h"
+#include "jobpact/in_memory.h"
+#include "jobpact/job_runner.h"
+
+namespace {
+
+using jobpact::Duration;
+using jobpact::JobContext;
+using jobpact::Status;
+
+struct DemoOptions {
+  int jobs = 400;  // Per job type, roughly.
+  int workers = 4;
+  unsigned seed = 2026;
+};
+
+DemoOptions ParseArgs(int argc, char** argv) {
+  DemoOptions o;
+  for (int i = 1; i < argc; ++i) {
+    auto value = [&](const char* flag) -> const char* {
+      if (std::strcmp(argv[i], flag) != 0) return nullptr;
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", flag);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (const char* v = value("--jobs")) {
+      o.jobs = std::max(10, std::atoi(v));
+    } else if (const char* w = value("--workers")) {
+      o.workers = std::max(1, std::atoi(w));
+    } else if (const char* s = value("--seed")) {
+      o.seed = static_cast<unsigned>(std::strtoul(s, nullptr, 10));
+    } else {
+      std::fprintf(stderr, "usage: demo [--jobs N] [--workers N] [--seed N]\n");
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+// A stand-in for a business side effect that must happen once per order.
+class InvoiceLedger {
+ public:
+  void Issue(const std::string& order) {
+    std::lock_guard<std::mutex> l(mu_);
+    ++issued_[order];
+  }
+  int DuplicateEffects() const {
+    std::lock_guard<std::mutex> l(mu_);
+    int dups = 0;
+    for (const auto& [order, n] : issued_) dups += n - 1;
+    return dups;
+  }
+  std::size_t Orders() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return issued_.size();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, int> issued_;
+};
+
+// Extracts "key":"value" from a flat JSON payload; enough for the demo.
+std::string Field(const std::string& json, const std::string& key) {
+  const std::string needle = "\"" + key + "\":\"";
+  std::size_t at = json.find(needle);
+  if (at == std::string::npos) return "";
+  at += needle.size();
+  return json.substr(at, json.find('"', at) - at);
+}
+
+void Work(std::chrono::microseconds d) { std::this_thread::sleep_for(d); }
+
+std::string Pad(const std::string& s, std::size_t width) {
+  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const DemoOptions opt = ParseArgs(argc, argv);
+  auto clock = jobpact::SystemClock::Default();
+  auto queue = std::make_shared<jobpact::InMemoryQueueBackend>(clock);
+  auto metrics = std::make_shared<jobpact::InMemoryMetricsSink>();
+
+  jobpact::JobRunnerOptions ro;
+  ro.queue = queue;
+  ro.locks = std::make_shared<jobpact::InMemoryLockStore>(clock);
+  ro.idempotency = std::make_shared<jobpact::InMemoryIdempotencyStore>(clock);
+  ro.metrics = metrics;
+  ro.clock = clock;
+  ro.workers = opt.workers;
+  ro.random_seed = opt.seed;
+  ro.log_level = jobpact::LogLevel::kOff;  // The summary tells the story.
+  // The demo compresses time: lock waits are short so contention resolves
+  // within the run.
+  ro.lock_busy_min_delay = jobpact::Millis(5);
+  ro.lock_busy_max_delay = jobpact::Millis(30);
+  ro.maintenance_interval = jobpact::Millis(200);
+  auto created = jobpact::JobRunner::Create(ro);
+  if (!created.ok()) {
+    std::fprintf(stderr, "cannot create runner: %s\n", created.status().ToString().c_str());
+    return 1;
+  }
+  std::unique_ptr<jobpact::JobRunner> runner = std::move(created).value();
+
+  // A retry policy override, with the reason the contract requires.
+  jobpact::RetryPolicy fast = runner->policies().Default();
+  fast.backoff.base_delay = jobpact::Millis(20);
+  fast.backoff.max_delay = jobpact::Millis(400);
+  const char* kFastReason = "demo: time compressed 50x so retries finish within the run";
+
+  InvoiceLedger ledger;
+  std::atomic<std::uint64_t> flaky_state{opt.seed};
+
+  jobpact::Status s = runner->Handle(
+      "invoice.generate",
+      [&](JobContext& ctx) -> Status {
+        Work(std::chrono::microseconds(300));
+        ledger.Issue(Field(ctx.payload(), "order_id"));
+        ctx.SetResult(R"({"invoice":"inv_)" + Field(ctx.payload(), "order_id") + "\"}");
+        return Status::Ok();
+      },
+      {jobpact::Classifier{}, fast, kFastReason});
+  if (s.ok()) {
+    s = runner->Handle("email.send", [](JobContext&) -> Status {
+      Work(std::chrono::microseconds(200));
+      return Status::Ok();
+    });
+  }
+  if (s.ok()) {
+    s = runner->Handle(
+        "upstream.fetch",
+        [&](JobContext&) -> Status {
+          Work(std::chrono::microseconds(500));
+          // A deterministic coin: 45% of calls fail like a 503 would.
+          std::uint64_t x = flaky_state.fetch_add(0x9E3779B97F4A7C15ULL) * 0xBF58476D1CE4E5B9ULL;
+          if ((x >> 33) % 100 < 45) throw jobpact::TransientError("upstream answered 503", "http_503");
+          return Status::Ok();
+        },
+        {jobpact::Classifier{}, fast, kFastReason});
+  }
+  if (s.ok()) {
+    jobpact::HandlerOptions report_options{jobpact::Classifier{}, fast, kFastReason};
+    s = runner->Handle(
+        "report.render",
+        [](JobContext& ctx) -> Status {
+          const std::string kind = Field(ctx.payload(), "kind");
+          if (kind == "missing_template") {
+            throw jobpact::PermanentError("template 'q3-summary' does not exist", "no_template");
+          }
+          if (kind == "corrupt") throw std::logic_error("renderer invariant broken: page < 0");
+          Work(std::chrono::microseconds(800));
+          return Status::Ok();
+        },
+        report_options);
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "cannot register handlers: %s\n", s.ToString().c_str());
+    return 1;
+  }
+
+  std::printf("jobpact demo: %d workers, in-memory backends, about %d jobs\n", opt.workers,
+              opt.jobs * 4);
+  std::printf("policies (per-type overrides carry their reason):\n%s\n",
+              runner->policies().ToTable().c_str());
+
+  // --- Produce ---
+  std::mt19937 rng(opt.seed);
+  int enqueued = 0, duplicates_at_enqueue = 0, rejected = 0;
+  auto enqueue = [&](jobpact::Envelope e) {
+    auto r = runner->Enqueue(std::move(e));
+    if (!r.ok()) {
+      ++rejected;
+    } else if (r->duplicate) {
+      ++duplicates_at_enqueue;
+    } else {
+      ++enqueued;
+    }
+  };
+  for (int i = 0; i < opt.jobs; ++i) {
+    // Invoices: 1 order in 5 is submitted twice (a retried HTTP request) with
+    // the same idempotency key; customers share locks.
+    const std::string order = "ord_" + std::to_string(i);
+    const int copies = (i % 5 == 0) ? 2 : 1;
+    for (int c = 0; c < copies; ++c) {
+      jobpact::Envelope inv;
+      inv.job_type = "invoice.generate";
+      inv.payload = R"({"order_id":")" + order + R"(","customer_id":"cus_)" +
+                    std::to_string(i % 4) + "\"}";
+      inv.idempotency_key = "invoice.generate:" + order;
+      inv.lock_key = "customer:cus_" + std::to_string(i % 4);
+      inv.trace_id = "trc_" + std::to_string(rng());
+      enqueue(inv);
+    }
+    // Emails: a TTL of 1.5 s; one in 8 is scheduled 2 s out, so it expires.
+    jobpact::Envelope mail;
+    mail.job_type = "email.send";
+    mail.payload = R"({"to":"user)" + std::to_string(i) + R"(@example.com"})";
+    mail.ttl = jobpact::Millis(1500);
+    if (i % 8 == 0) mail.scheduled_at = clock->Now() + jobpact::Millis(2000);
+    mail.dedup_key = "email.send:welcome:" + std::to_string(i % (opt.jobs - opt.jobs / 10));
+    enqueue(mail);
+    // Upstream calls: flaky.
+    jobpact::Envelope fetch;
+    fetch.job_type = "upstream.fetch";
+    fetch.payload = R"({"url":"https://upstream.internal/items/)" + std::to_string(i) + "\"}";
+    enqueue(fetch);
+    // Reports: 1 in 20 has a poison payload, 1 in 40 trips a bug.
+    jobpact::Envelope report;
+    report.job_type = "report.render";
+    const char* kind = i % 20 == 0 ? "missing_template" : (i % 40 == 1 ? "corrupt" : "ok");
+    report.payload = std::string(R"({"kind":")") + kind + "\"}";
+    enqueue(report);
+  }
+  // A producer with a bug: the envelope is malformed. It is kept whole in
+  // the DLQ, not dropped.
+  auto bad = runner->EnqueueJson(
+      R"({"job_type":"invoice.generate","payload":{"order_id":"ord_x"},"timeout_seconds":-1})");
+  std::printf("malformed envelope: %s\n\n", bad.status().ToString().c_str());
+
+  // --- Run, with a live progress line ---
+  const bool tty = isatty(STDOUT_FILENO) != 0;
+  const auto started = std::chrono::steady_clock::now();
+  jobpact::Status start_status = runner->Start();
+  if (!start_status.ok()) {
+    std::fprintf(stderr, "cannot start: %s\n", start_status.ToString().c_str());
+    return 1;
+  }
+  auto count = [](const jobpact::QueueStats& st, jobpact::JobStatus js) -> std::int64_t {
+    auto it = st.by_status.find(js);
+    return it == st.by_status.end() ? 0 : it->second;
+  };
+  int ticks = 0;
+  while (true) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    auto st = queue->Stats();
+    if (!st.ok()) break;
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const std::int64_t pending = count(*st, jobpact::JobStatus::kQueued) +
+                                 count(*st, jobpact::JobStatus::kRunning) +
+                                 count(*st, jobpact::JobStatus::kRetryScheduled);
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "[%5.2fs] queued %4lld  running %2lld  retrying %4lld  succeeded %5lld  "
+                  "dead-lettered %3lld  discarded %3lld",
+                  secs, static_cast<long long>(count(*st, jobpact::JobStatus::kQueued)),
+                  static_cast<long long>(count(*st, jobpact::JobStatus::kRunning)),
+                  static_cast<long long>(count(*st, jobpact::JobStatus::kRetryScheduled)),
+                  static_cast<long long>(count(*st, jobpact::JobStatus::kSucceeded)),
+                  static_cast<long long>(st->dead_letters),
+                  static_cast<long long>(count(*st, jobpact::JobStatus::kDiscarded)));
+    if (tty) {
+      std::printf("\r%s", line);
+    } else if (ticks % 4 == 0 || pending == 0) {
+      std::printf("%s\n", line);
+    }
+    std::fflush(stdout);
+    ++ticks;
+    if (pending == 0 || secs > 60) break;
+  }
+  if (tty) std::printf("\n");
+  jobpact::Status shut = runner->Shutdown(jobpact::Seconds(5));
+  if (!shut.ok()) std::printf("shutdown: %s\n", shut.ToString().c_str());
+
+  // --- Summary ---
+  const std::vector<std::string> types = {"invoice.generate", "email.send", "upstream.fetch",
+                                          "report.render"};
+  namespace m = jobpact::metric;
+  std::printf("\n== Outcomes per job type\n");
+  std::printf("%s %9s %9s %9s %13s %9s\n", Pad("job type", 18).c_str(), "enqueued", "succeeded",
+              "failed", "dead-lettered", "discarded");
+  for (const std::string& t : types) {
+    std::printf("%s %9lld %9lld %9lld %13lld %9lld\n", Pad(t, 18).c_str(),
+                static_cast<long long>(metrics->CounterTotal(m::kEnqueued, t)),
+                static_cast<long long>(metrics->CounterTotal(m::kSucceeded, t)),
+                static_cast<long long>(metrics->CounterTotal(m::kFailed, t)),
+                static_cast<long long>(metrics->CounterTotal(m::kDeadLettered, t)),
+                static_cast<long long>(metrics->CounterTotal(m::kDiscarded, t)));
+  }
+  std::printf("producer side: %d stored, %d duplicates returned the existing job, %d rejected\n",
+              enqueued, duplicates_at_enqueue, rejected);
+
+  std::printf("\n== Contract at work\n");
+  std::map<std::string, std::int64_t> retries_by_class;
+  std::map<std::string, std::int64_t> discards_by_reason;
+  for (const jobpact::CounterSeries& c : metrics->Counters()) {
+    if (c.name == m::kRetries) retries_by_class[c.failure_class] += c.value;
+    if (c.name == m::kDiscarded) discards_by_reason[c.reason] += c.value;
+  }
+  for (const auto& [cls, n] : retries_by_class) {
+    std::printf("retries (%s): %lld\n", cls.c_str(), static_cast<long long>(n));
+  }
+  for (const auto& [why, n] : discards_by_reason) {
+    std::printf("discarded (%s): %lld\n", why.c_str(), static_cast<long long>(n));
+  }
+  std::printf("lock contention (requeued, no attempt spent): %lld\n",
+              static_cast<long long>(metrics->CounterTotal(m::kLockContention)));
+  std::printf("idempotent skips: %lld   dedup hits: %lld\n",
+              static_cast<long long>(metrics->CounterTotal(m::kIdempotentSkips)),
+              static_cast<long long>(metrics->CounterTotal(m::kDedupHits)));
+  std::printf("invoices issued: %zu orders, duplicate effects: %d\n", ledger.Orders(),
+              ledger.DuplicateEffects());
+
+  std::printf("\n== Dead-letter queue (quarantine, replayable)\n");
+  auto dlq = queue->ListDeadLetters({});
+  if (dlq.ok()) {
+    std::map<std::string, std::pair<int, std::string>> by_reason;
+    for (const jobpact::DlqEntry& e : *dlq) {
+      auto& slot = by_reason[e.job_type + " / " + e.reason];
+      ++slot.first;
+      if (slot.second.empty() && e.last_failure) {
+        slot.second = std::string(jobpact::FailureClassName(e.last_failure->failure_class)) +
+                      " " + e.last_failure->code + ": " + e.last_failure->message;
+      }
+    }
+    for (const auto& [key, v] : by_reason) {
+      std::printf("%3d  %s\n     e.g. %s\n", v.first, key.c_str(),
+                  v.second.substr(0, 110).c_str());
+    }
+  }
+
+  std::printf("\n== Latency (ms)        queue p50   queue p99   run p50   run p99\n");
+  for (const std::string& t : types) {
+    jobpact::HistogramSnapshot q = metrics->Histogram(m::kQueueLatency, t);
+    jobpact::HistogramSnapshot d = metrics->Histogram(m::kDuration, t);
+    std::printf("%s %11.2f %11.2f %9.2f %9.2f\n", Pad(t, 22).c_str(), q.Percentile(0.5) * 1e3,
+                q.Percentile(0.99) * 1e3, d.Percentile(0.5) * 1e3, d.Percentile(0.99) * 1e3);
+  }
+  return ledger.DuplicateEffects() == 0 ? 0 : 3;
+}
