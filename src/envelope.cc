@@ -306,7 +306,9 @@ void ValidateInto(const Envelope& env, const ValidationOptions& options, bool ch
   if (env.attempt < 0) {
     out->push_back({"attempt", fmt::format("must be >= 0, got {}", env.attempt)});
   }
-  if (env.max_attempts < 1) {
+  // 0 means "not given" in the struct (the job type's policy decides); a
+  // value given in JSON is checked by ParseEnvelope, which refuses 0 too.
+  if (env.max_attempts < 0) {
     out->push_back({"max_attempts", fmt::format("must be >= 1, got {}", env.max_attempts)});
   }
   CheckKey("trace_id", env.trace_id, options, out);
@@ -540,6 +542,9 @@ void ParseInto(std::string_view text, const ValidationOptions& options, Envelope
   r.String("idempotency_key", &env->idempotency_key);
   r.Int("attempt", &env->attempt);
   r.Int("max_attempts", &env->max_attempts);
+  if (doc.contains("max_attempts") && doc["max_attempts"].is_number() && env->max_attempts == 0) {
+    r.Error("max_attempts", "must be >= 1, got 0");
+  }
   r.Time("scheduled_at", &env->scheduled_at);
   r.Time("created_at", &env->created_at);
   r.String("trace_id", &env->trace_id);
@@ -626,7 +631,7 @@ std::string SerializeEnvelope(const Envelope& env) {
   }
   if (!env.idempotency_key.empty()) j["idempotency_key"] = env.idempotency_key;
   j["attempt"] = env.attempt;
-  j["max_attempts"] = env.max_attempts;
+  if (env.max_attempts > 0) j["max_attempts"] = env.max_attempts;
   if (env.scheduled_at) j["scheduled_at"] = FormatRfc3339(*env.scheduled_at);
   if (env.created_at) j["created_at"] = FormatRfc3339(*env.created_at);
   if (!env.trace_id.empty()) j["trace_id"] = env.trace_id;

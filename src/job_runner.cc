@@ -312,6 +312,9 @@ Result<EnqueueResult> RunnerCore::Enqueue(Envelope env) {
   if (!problems.empty()) {
     return Status::InvalidArgument("invalid envelope: " + JoinProblems(problems));
   }
+  // The job type's policy decides the budget unless the producer gave one;
+  // storing it makes the record (and the DLQ entry) say what applied.
+  if (env.max_attempts == 0) env.max_attempts = options_.policies->For(env.job_type).max_attempts;
   PrepareForEnqueue(env, clock().Now());
   EnqueueOptions eo;
   eo.dedup_window = options_.dedup_window;
@@ -472,7 +475,10 @@ void RunnerCore::ProcessDelivery(Delivery& d, WorkerSlot* slot, HandlerCache& ca
   // 3. Attempt budget (a job can get here through lease recoveries). This
   // delivery runs nothing, so it does not count: the record keeps
   // attempt == max_attempts.
-  if (env.attempt > env.max_attempts) {
+  // A job stored without going through Enqueue may not carry a budget.
+  const int max_attempts =
+      env.max_attempts > 0 ? env.max_attempts : options_.policies->For(env.job_type).max_attempts;
+  if (env.attempt > max_attempts) {
     Completion c;
     c.to = JobStatus::kDeadLettered;
     c.reason = std::string(reason::kMaxAttemptsExceeded);
@@ -634,7 +640,7 @@ void RunnerCore::ProcessDelivery(Delivery& d, WorkerSlot* slot, HandlerCache& ca
                   {{"error_code", failure.code}, {"error_message", failure.message}});
     }
     RetryPolicy policy = options_.policies->For(env.job_type);
-    policy.max_attempts = env.max_attempts;
+    if (env.max_attempts > 0) policy.max_attempts = env.max_attempts;
     if (env.retry_policy.has_value()) policy.backoff = *env.retry_policy;
     const double sample = options_.random->NextUnit();
     RetryDecision decision =

@@ -276,7 +276,7 @@ TEST(MatchersTest, AssertTheSpecificError) {
   EXPECT_THAT(h.Handle("report.build", ok_handler), StatusIs(StatusCode::kAlreadyExists));
   jobpact::Envelope env;
   env.job_type = "report.build";
-  env.max_attempts = 0;
+  env.max_attempts = -1;
   EXPECT_THAT(h.Enqueue(env), StatusIs(StatusCode::kInvalidArgument, HasSubstr("max_attempts")));
   EXPECT_THAT(h.queue().GetDeadLetter("job_nope"), StatusIs(StatusCode::kNotFound));
 }

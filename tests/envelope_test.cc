@@ -316,7 +316,7 @@ TEST(ParseEnvelopeTest, OnlyJobTypeAndPayloadAreRequired) {
   Result<Envelope> env = ParseEnvelope(R"({"job_type":"a","payload":[1,2]})");
   ASSERT_TRUE(env.ok()) << env.status();
   EXPECT_EQ(env->payload, "[1,2]");
-  EXPECT_EQ(env->max_attempts, 5);
+  EXPECT_EQ(env->max_attempts, 0);  // Not given: the job type's policy decides.
   EXPECT_EQ(env->timeout, Seconds(30));
   EXPECT_EQ(env->visibility_timeout, Seconds(45));
   EXPECT_FALSE(env->retry_policy.has_value());
@@ -943,6 +943,23 @@ TEST(Rfc3339Test, MillisecondTimesRoundTripExactly) {
     ASSERT_TRUE(back.ok()) << FormatRfc3339(t) << ": " << back.status();
     ASSERT_EQ(*back, t) << FormatRfc3339(t);
   }
+}
+
+}  // namespace
+}  // namespace jobpact
+
+namespace jobpact {
+namespace {
+
+TEST(ParseEnvelopeTest, GivenMaxAttemptsOfZeroIsRefusedButAbsenceIsNot) {
+  std::vector<FieldError> errors;
+  EXPECT_FALSE(ParseEnvelope(R"({"job_type":"a","payload":{},"max_attempts":0})", {}, &errors).ok());
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].field, "max_attempts");
+  Result<Envelope> absent = ParseEnvelope(R"({"job_type":"a","payload":{}})");
+  ASSERT_TRUE(absent.ok()) << absent.status();
+  // Not given stays not given through a round trip.
+  EXPECT_EQ(SerializeEnvelope(*absent).find("max_attempts"), std::string::npos);
 }
 
 }  // namespace

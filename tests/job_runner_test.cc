@@ -358,7 +358,7 @@ TEST(JobRunnerTest, RetryThatWouldEndPastTheTotalDeadlineIsDeadLettered) {
 TEST(JobRunnerTest, EnqueueRefusesAnInvalidEnvelopeListingEveryProblem) {
   Harness h;
   Envelope e = MakeJob("ok.type");
-  e.max_attempts = 0;
+  e.max_attempts = -1;
   e.timeout = Seconds(-1);
   auto r = h.Enqueue(e);
   EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument, HasSubstr("max_attempts")));

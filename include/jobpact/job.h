@@ -45,7 +45,10 @@ struct Envelope {
   // Managed by the system: 0 while never delivered, then the number of the
   // current or last delivery. A producer's value is never trusted.
   int attempt = 0;
-  int max_attempts = 5;
+  // Attempts in all, the first included. 0: not given, so the job type's
+  // retry policy decides (JobRunner::Enqueue fills it in); in JSON, a given
+  // value must be >= 1.
+  int max_attempts = 0;
   // Not before this time. Unset: as soon as possible.
   std::optional<TimePoint> scheduled_at;
   // Set at enqueue if unset.
@@ -85,7 +88,8 @@ struct ValidationOptions {
 };
 
 // Checks every rule and returns every problem (empty: valid). Rules: job_type
-// present; names in the safe set and bounded; max_attempts >= 1; timeouts > 0;
+// present; names in the safe set and bounded; max_attempts >= 1 (or 0:
+// not given); timeouts > 0;
 // visibility_timeout > timeout + buffer; payload valid JSON within bounds;
 // backoff valid; priority within [-1000, 1000]. Never throws.
 JOBPACT_EXPORT std::vector<FieldError> ValidateEnvelope(const Envelope& env,

@@ -1,0 +1,69 @@
+// The retry budget a job gets: the job type's policy unless the producer
+// gave max_attempts in the envelope.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "jobpact/testing/harness.h"
+#include "jobpact/testing/matchers.h"
+
+namespace jobpact {
+namespace {
+
+using testing::Harness;
+
+class RunnerPolicyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RetryPolicy slow = h_.runner().policies().Default();
+    slow.max_attempts = 8;
+    HandlerOptions o;
+    o.policy = slow;
+    o.policy_reason = "slow warehouse: month-end queries queue for minutes";
+    ASSERT_TRUE(h_.Handle("report.build",
+                          [this](JobContext&) -> Status {
+                            ++calls_;
+                            return Status::Unavailable("warehouse busy");
+                          },
+                          o)
+                    .ok());
+  }
+  Harness h_;
+  int calls_ = 0;
+};
+
+TEST_F(RunnerPolicyTest, PerTypeOverrideDecidesTheBudgetWhenTheEnvelopeGivesNone) {
+  Result<EnqueueResult> r = h_.Enqueue("report.build");
+  ASSERT_TRUE(r.ok()) << r.status();
+  h_.RunUntilSettled();
+  EXPECT_EQ(calls_, 8);
+  JobRecord rec = h_.Job(r->job_id);
+  EXPECT_EQ(rec.status, JobStatus::kDeadLettered);
+  EXPECT_EQ(rec.reason, reason::kMaxAttemptsExceeded);
+  EXPECT_EQ(rec.envelope.max_attempts, 8);  // Stored, so the record says what applied.
+}
+
+TEST_F(RunnerPolicyTest, EnvelopeMaxAttemptsWinsOverThePolicy) {
+  Envelope e;
+  e.job_type = "report.build";
+  e.max_attempts = 2;
+  Result<EnqueueResult> r = h_.Enqueue(e);
+  ASSERT_TRUE(r.ok()) << r.status();
+  h_.RunUntilSettled();
+  EXPECT_EQ(calls_, 2);
+  EXPECT_EQ(h_.Job(r->job_id).status, JobStatus::kDeadLettered);
+}
+
+TEST(RunnerDefaultPolicyTest, DefaultBudgetIsFiveAttempts) {
+  Harness h;
+  int calls = 0;
+  ASSERT_TRUE(h.Handle("t", [&](JobContext&) -> Status {
+                 ++calls;
+                 return Status::Unavailable("down");
+               }).ok());
+  ASSERT_TRUE(h.Enqueue("t").ok());
+  h.RunUntilSettled();
+  EXPECT_EQ(calls, 5);
+}
+
+}  // namespace
+}  // namespace jobpact
