@@ -1,0 +1,256 @@
+// SQLite backend throughput (issue 4 targets), on a fresh database file per
+// benchmark run (WAL, synchronous=NORMAL: the defaults).
+//
+//   BM_SqliteEnqueueSingle       one Enqueue (one transaction) per job
+//   BM_SqliteEnqueueBatch100     EnqueueBatch of 100 jobs in one transaction
+//   BM_SqliteProcess/B           2 threads: Dequeue(max_jobs = B) + Complete per
+//                                job, straight on the QueueBackend
+//   BM_SqliteRunnerContractOff/N/B  JobRunner, 2 workers, dequeue batch B, plain jobs
+//   BM_SqliteRunnerFullContract/N/B the same with dedup_key + lock_key +
+//                                idempotency_key, the LockStore and the
+//                                IdempotencyStore on the same SQLite file
+//
+// items_per_second is jobs/s (wall clock); cpu_us_per_job is the process's
+// CPU time per job, all threads. "Process" figures are the drain rate of a
+// pre-filled backlog, from the first dequeue to the last completion.
+//
+// Run: build-sqlite/bench/sqlite_bench --benchmark_counters_tabular=true
+#include <benchmark/benchmark.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "jobpact/job.h"
+#include "jobpact/job_runner.h"
+#include "jobpact/sqlite/sqlite_backend.h"
+
+namespace jobpact {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+double SecondsSince(SteadyClock::time_point t0) {
+  return std::chrono::duration<double>(SteadyClock::now() - t0).count();
+}
+
+// CPU time (user + system) of the whole process, all threads: with the
+// machine shared, wall-clock rates undercount what the code can do, and
+// cpu_us_per_job says what one job costs.
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+// A fresh database in a new temporary directory, removed afterwards.
+class BenchDb {
+ public:
+  BenchDb() {
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "jobpact_sqlite_bench_XXXXXX").string();
+    if (mkdtemp(tmpl.data()) != nullptr) dir_ = tmpl;
+    auto b = sqlite::SqliteBackend::Open(dir_ + "/jobs.db", {}, SystemClock::Default());
+    if (b.ok()) backend_ = *b;
+  }
+  ~BenchDb() {
+    backend_.reset();
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+  sqlite::SqliteBackend* get() const { return backend_.get(); }
+
+ private:
+  std::string dir_;
+  std::shared_ptr<sqlite::SqliteBackend> backend_;
+};
+
+Envelope MakeEnvelope(std::int64_t i, bool full_contract) {
+  Envelope e;
+  e.job_type = "bench.noop";
+  e.payload = "{\"order_id\":\"ord_" + std::to_string(i) + "\"}";
+  if (full_contract) {
+    const std::string id = std::to_string(i);
+    e.idempotency_key = "bench.noop:ord_" + id;
+    e.dedup_key = "bench.noop:ord_" + id;
+    e.lock_key = "order:ord_" + id;
+  }
+  PrepareForEnqueue(e, SystemClock::Default()->Now());
+  return e;
+}
+
+bool Fill(sqlite::SqliteBackend& backend, std::int64_t jobs, bool full_contract) {
+  std::vector<Envelope> batch;
+  for (std::int64_t i = 0; i < jobs; ++i) {
+    batch.push_back(MakeEnvelope(i, full_contract));
+    if (batch.size() == 500 || i + 1 == jobs) {
+      if (!backend.queue()->EnqueueBatch(batch, {}).ok()) return false;
+      batch.clear();
+    }
+  }
+  return true;
+}
+
+void BM_SqliteEnqueueSingle(benchmark::State& state) {
+  BenchDb db;
+  if (db.get() == nullptr) return state.SkipWithError("open failed");
+  std::int64_t i = 0;
+  for (auto _ : state) {
+    if (!db.get()->queue()->Enqueue(MakeEnvelope(i++, false), {}).ok()) {
+      return state.SkipWithError("Enqueue failed");
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_SqliteEnqueueSingle)->Iterations(20000)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+void BM_SqliteEnqueueBatch100(benchmark::State& state) {
+  BenchDb db;
+  if (db.get() == nullptr) return state.SkipWithError("open failed");
+  std::int64_t i = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::vector<Envelope> batch;
+    for (int k = 0; k < 100; ++k) batch.push_back(MakeEnvelope(i++, false));
+    state.ResumeTiming();
+    if (!db.get()->queue()->EnqueueBatch(batch, {}).ok()) {
+      return state.SkipWithError("EnqueueBatch failed");
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * 100);
+}
+BENCHMARK(BM_SqliteEnqueueBatch100)->Iterations(500)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// Two threads drain a backlog straight through the QueueBackend.
+void BM_SqliteProcess(benchmark::State& state) {
+  const int batch = static_cast<int>(state.range(0));
+  constexpr std::int64_t kJobs = 50000;
+  double cpu = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    BenchDb db;
+    if (db.get() == nullptr || !Fill(*db.get(), kJobs, false)) {
+      return state.SkipWithError("setup failed");
+    }
+    std::atomic<bool> failed{false};
+    auto queue = db.get()->queue();
+    state.ResumeTiming();
+    const auto t0 = SteadyClock::now();
+    const double cpu0 = ProcessCpuSeconds();
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 2; ++t) {
+      threads.emplace_back([&, t] {
+        DequeueRequest req;
+        req.max_jobs = batch;
+        req.worker_id = "bench/w" + std::to_string(t);
+        Completion done;
+        done.reason = "succeeded";
+        while (!failed) {
+          auto got = queue->Dequeue(req);
+          if (!got.ok()) {
+            failed = true;
+            return;
+          }
+          if (got->empty()) return;
+          for (const Delivery& d : *got) {
+            if (!queue->Complete(d.lease, done).ok()) failed = true;
+          }
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    state.SetIterationTime(SecondsSince(t0));
+    cpu += ProcessCpuSeconds() - cpu0;
+    if (failed) return state.SkipWithError("Dequeue/Complete failed");
+  }
+  state.SetItemsProcessed(state.iterations() * kJobs);
+  state.counters["cpu_us_per_job"] = cpu * 1e6 / static_cast<double>(state.iterations() * kJobs);
+}
+BENCHMARK(BM_SqliteProcess)
+    ->Arg(1)
+    ->Arg(16)
+    ->Arg(64)
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+// The JobRunner (2 workers) drains a backlog on the SQLite stores.
+void RunnerDrain(benchmark::State& state, bool full_contract) {
+  const std::int64_t jobs = state.range(0);
+  double cpu = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    BenchDb db;
+    if (db.get() == nullptr || !Fill(*db.get(), jobs, full_contract)) {
+      return state.SkipWithError("setup failed");
+    }
+    JobRunnerOptions o;
+    o.queue = db.get()->queue();
+    if (full_contract) {
+      o.locks = db.get()->locks();
+      o.idempotency = db.get()->idempotency();
+    }
+    o.workers = 2;
+    o.dequeue_batch = static_cast<int>(state.range(1));
+    o.log_level = LogLevel::kWarn;
+    o.logger_name = "jobpact.bench";
+    auto runner = JobRunner::Create(o);
+    if (!runner.ok()) return state.SkipWithError("JobRunner::Create failed");
+    std::atomic<std::int64_t> done{0};
+    std::mutex mu;
+    std::condition_variable cv;
+    Status handled = (*runner)->Handle("bench.noop", [&](JobContext&) {
+      if (done.fetch_add(1) + 1 == jobs) {
+        std::lock_guard<std::mutex> l(mu);
+        cv.notify_all();
+      }
+      return Status::Ok();
+    });
+    if (!handled.ok()) return state.SkipWithError("Handle failed");
+    state.ResumeTiming();
+    const auto t0 = SteadyClock::now();
+    const double cpu0 = ProcessCpuSeconds();
+    (*runner)->Start().IgnoreError();
+    {
+      std::unique_lock<std::mutex> l(mu);
+      cv.wait(l, [&] { return done.load() >= jobs; });
+    }
+    (*runner)->Shutdown(Seconds(30)).IgnoreError();  // Waits for the last acks.
+    state.SetIterationTime(SecondsSince(t0));
+    cpu += ProcessCpuSeconds() - cpu0;
+    auto stats = db.get()->queue()->Stats();
+    if (!stats.ok() || stats->by_status[JobStatus::kSucceeded] != jobs) {
+      return state.SkipWithError("not every job succeeded");
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * jobs);
+  state.counters["cpu_us_per_job"] = cpu * 1e6 / static_cast<double>(state.iterations() * jobs);
+}
+
+void BM_SqliteRunnerContractOff(benchmark::State& state) { RunnerDrain(state, false); }
+void BM_SqliteRunnerFullContract(benchmark::State& state) { RunnerDrain(state, true); }
+BENCHMARK(BM_SqliteRunnerContractOff)
+    ->Args({50000, 16})
+    ->Args({50000, 64})
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SqliteRunnerFullContract)
+    ->Args({20000, 16})
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace jobpact
+
+BENCHMARK_MAIN();

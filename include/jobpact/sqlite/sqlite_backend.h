@@ -1,0 +1,194 @@
+// File: jobpact/sqlite/sqlite_backend.h
+//
+// The durable embedded backend: QueueBackend, LockStore and IdempotencyStore
+// kept in ONE SQLite database file, for one host (SPEC 9). Several worker
+// processes on that host may open the same file; each opens its own
+// connections, and every state change is one SQLite transaction, so a
+// process killed at any moment (kill -9) leaves every job either before or
+// after the change, never between.
+//
+// What only this backend offers:
+//   - Transactional enqueue: EnqueueInTransaction() writes a job through the
+//     CALLER's connection, inside the caller's open transaction on the same
+//     file, so the job exists if and only if the caller's business write
+//     commits.
+//   - Transactional completion: QueueBackend::Complete() runs
+//     Completion::transactional_effect(sqlite3*) inside the transaction that
+//     marks the job finished, before it commits. An effect kept in the same
+//     database therefore happens exactly once: the completion is fenced by
+//     the lease epoch inside that transaction, so of all deliveries of a job
+//     at most one commits, and a delivery killed before its commit leaves
+//     nothing behind.
+//
+// Durability (see docs/backends.md): WAL journal mode; synchronous=NORMAL by
+// default. In WAL mode a commit is in the WAL file (in the OS page cache)
+// when COMMIT returns, so it survives the death of the process at any
+// moment; only an OS crash or power loss can lose the most recent commits
+// (never corrupting the file). Choose Synchronous::kFull to survive power
+// loss too, at the cost of one fsync per commit.
+//
+// Concurrency: the object keeps a small pool of connections (one per
+// concurrently calling thread, up to SqliteOptions::max_connections).
+// Writes use BEGIN IMMEDIATE; threads of one process serialize their writes
+// on an in-process mutex (a cheap hand-off) and processes serialize on
+// SQLite's file lock, waiting up to SqliteOptions::busy_timeout (then
+// kUnavailable, retryable). Reads run concurrently with writes (WAL).
+//
+// Contract: methods never throw; errors are Status values. Time comes only
+// from the injected Clock (lease expiry, dedup windows, TTLs); the busy wait
+// for another process's file lock is the one real-time wait, since another
+// process's lock does not follow a test clock.
+//
+// Example:
+//   auto backend = jobpact::sqlite::SqliteBackend::Open("/var/lib/app/jobs.db", {},
+//                                                       jobpact::SystemClock::Default());
+//   if (!backend.ok()) return backend.status();
+//   jobpact::JobRunnerOptions opts;
+//   opts.queue = (*backend)->queue();
+//   opts.locks = (*backend)->locks();
+//   opts.idempotency = (*backend)->idempotency();
+//
+//   // Transactional enqueue with the business write:
+//   jobpact::Status s = (*backend)->RunInTransaction([&](sqlite3* db) -> jobpact::Status {
+//     // ... INSERT INTO orders ... through `db` ...
+//     jobpact::Envelope job = ...;
+//     jobpact::PrepareForEnqueue(job, clock->Now());
+//     return (*backend)->EnqueueInTransaction(db, job, {}).status();
+//   });
+//
+// Thread-safe.
+#ifndef JOBPACT_SQLITE_SQLITE_BACKEND_H_
+#define JOBPACT_SQLITE_SQLITE_BACKEND_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "jobpact/clock.h"
+#include "jobpact/export.h"
+#include "jobpact/idempotency_store.h"
+#include "jobpact/job.h"
+#include "jobpact/lock_store.h"
+#include "jobpact/queue_backend.h"
+#include "jobpact/result.h"
+#include "jobpact/status.h"
+
+// The SQLite connection handle (from <sqlite3.h>); declared here so that this
+// header does not require SQLite's.
+struct sqlite3;
+
+namespace jobpact {
+namespace sqlite {
+
+struct SqliteOptions {
+  // How long a write waits for another process's write lock before giving
+  // up with kUnavailable (retryable). Real time, not the injected clock.
+  Duration busy_timeout = Seconds(5);
+
+  enum class Synchronous {
+    // Survives the death of any process at any moment (kill -9); an OS crash
+    // or power loss may lose the last commits, never corrupt the file.
+    kNormal,
+    // Also survives power loss: one fsync of the WAL per commit.
+    kFull,
+  };
+  Synchronous synchronous = Synchronous::kNormal;
+
+  // Opens for inspection only (stats, DLQ listing, Get): nothing is created
+  // or migrated, and every write returns kFailedPrecondition. The file must
+  // already hold a jobpact database of the current schema version.
+  bool read_only = false;
+
+  // A file that already holds other tables but no jobpact schema is refused
+  // (it is probably the wrong file). Set this to add jobpact's tables to an
+  // existing application database on purpose, e.g. for transactional
+  // enqueue next to the business tables. jobpact's tables are all named
+  // jobpact_*.
+  bool adopt_existing_database = false;
+
+  // Bounds the database file (0: unbounded). A write that would grow it past
+  // the bound fails with kResourceExhausted (queue full) and changes nothing.
+  std::int64_t max_database_bytes = 0;
+
+  // Connections kept open by this object; a thread that finds none free
+  // waits for one. REQUIRES: >= 1.
+  int max_connections = 8;
+
+  // How long an idempotency record completed by a transactional completion
+  // is kept (see Completion::transactional_effect and docs/backends.md).
+  Duration idempotency_retention = std::chrono::hours(24);
+};
+
+// One open database file and the three stores kept in it. Create with
+// Open(); hand queue(), locks() and idempotency() to a JobRunner (or several
+// runners in one process). Thread-safe.
+class JOBPACT_EXPORT SqliteBackend {
+ public:
+  // The schema version this build writes; Open() migrates older files to
+  // it and refuses newer ones.
+  static constexpr int kSchemaVersion = 1;
+
+  // Opens (creating if missing) the database at `path` and runs the schema
+  // migrations. Errors, each naming the path:
+  //   kFailedPrecondition: not a SQLite file; a SQLite file with other
+  //     tables and no jobpact schema (see adopt_existing_database); a schema
+  //     version newer than kSchemaVersion (both versions named); a read-only
+  //     file or directory when read_only is false.
+  //   kInvalidArgument: bad options or a null clock.
+  //   kUnavailable: the file is locked by another process for longer than
+  //     busy_timeout.
+  // Nothing in an existing file is changed unless the open succeeds.
+  static Result<std::shared_ptr<SqliteBackend>> Open(const std::string& path, SqliteOptions options,
+                                                     std::shared_ptr<Clock> clock);
+
+  SqliteBackend(const SqliteBackend&) = delete;
+  SqliteBackend& operator=(const SqliteBackend&) = delete;
+  ~SqliteBackend();
+
+  // The three stores, sharing this object's connections. Each keeps the
+  // database open for as long as it is held, even after this object is gone.
+  std::shared_ptr<QueueBackend> queue() const { return queue_; }
+  std::shared_ptr<LockStore> locks() const { return locks_; }
+  std::shared_ptr<IdempotencyStore> idempotency() const { return idempotency_; }
+
+  // Transactional enqueue: stores `env` (as QueueBackend::Enqueue would,
+  // dedup included) through the caller's connection `db`, inside the
+  // caller's open transaction, so the job exists iff the caller commits.
+  // REQUIRES: `db` is open on this backend's file with a transaction in
+  // progress (kFailedPrecondition otherwise); env passed through
+  // PrepareForEnqueue. Prefer starting that transaction with BEGIN
+  // IMMEDIATE and a busy timeout, as with any SQLite writer. Do not call
+  // other methods of this backend while that transaction is open on the
+  // same thread: they would wait for the caller's own write lock.
+  Result<EnqueueResult> EnqueueInTransaction(sqlite3* db, const Envelope& env,
+                                             const EnqueueOptions& options);
+
+  // Runs `fn` inside a write transaction (BEGIN IMMEDIATE) on one of this
+  // object's connections and commits iff it returns OK; any other status,
+  // or an exception (reported as kInternal), rolls everything back. For
+  // business writes plus EnqueueInTransaction(db, ...). `fn` must not call
+  // other methods of this backend (kFailedPrecondition: they would deadlock
+  // on the write lock this transaction holds).
+  Status RunInTransaction(const std::function<Status(sqlite3* db)>& fn);
+
+  const std::string& path() const;
+  // The schema version found (after migration) in the file.
+  int schema_version() const;
+
+  // Internal: the implementation shared by the three stores (src/sqlite).
+  class Core;
+
+ private:
+  explicit SqliteBackend(std::shared_ptr<Core> core);
+
+  std::shared_ptr<Core> core_;
+  std::shared_ptr<QueueBackend> queue_;
+  std::shared_ptr<LockStore> locks_;
+  std::shared_ptr<IdempotencyStore> idempotency_;
+};
+
+}  // namespace sqlite
+}  // namespace jobpact
+
+#endif  // JOBPACT_SQLITE_SQLITE_BACKEND_H_

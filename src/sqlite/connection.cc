@@ -1,0 +1,164 @@
+#include "src/sqlite/connection.h"
+
+#include <string>
+#include <utility>
+
+namespace jobpact {
+namespace sqlite {
+namespace internal {
+
+Status SqliteError(int rc, std::string_view what, std::string_view path, sqlite3* db) {
+  std::string message(what);
+  message += " on ";
+  message += path;
+  message += ": ";
+  // sqlite3_errmsg describes the most recent error of the connection; the
+  // generic string is used when there is no connection (open failed early).
+  const char* detail = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  message += detail != nullptr ? detail : "unknown SQLite error";
+  message += " (SQLite code ";
+  message += std::to_string(rc);
+  message += ")";
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return Status::Unavailable(
+          "database is locked by another connection for longer than "
+          "the busy timeout: " +
+          message);
+    case SQLITE_IOERR:
+      return Status::Unavailable(std::move(message));
+    case SQLITE_FULL:
+      return Status::ResourceExhausted("database or disk is full, nothing was written: " + message);
+    case SQLITE_NOMEM:
+      return Status::ResourceExhausted(std::move(message));
+    case SQLITE_READONLY:
+      return Status::FailedPrecondition(
+          "database is read-only (check the permissions of the file and its directory, or "
+          "SqliteOptions::read_only), nothing was written: " +
+          message);
+    case SQLITE_CANTOPEN:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+      return Status::FailedPrecondition(std::move(message));
+    case SQLITE_NOTADB:
+      return Status::FailedPrecondition("not a SQLite database: " + message);
+    case SQLITE_CONSTRAINT:
+      return Status::AlreadyExists(std::move(message));
+    default:
+      return Status::Internal(std::move(message));
+  }
+}
+
+Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path, int flags,
+                                                     Duration busy_timeout, bool synchronous_full,
+                                                     std::int64_t max_database_bytes) {
+  sqlite3* db = nullptr;
+  // NOMUTEX: a connection is used by one thread at a time (the pool hands
+  // it out), so SQLite's own per-connection mutex would be pure overhead.
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    Status s = SqliteError(rc, "open", path, db);
+    sqlite3_close_v2(db);
+    return s;
+  }
+  std::unique_ptr<Connection> conn(new Connection(db, path, /*owned=*/true));
+  sqlite3_extended_result_codes(db, 1);
+  conn->busy_budget_us_ =
+      std::chrono::duration_cast<std::chrono::microseconds>(busy_timeout).count();
+  sqlite3_busy_handler(db, &Connection::BusyHandler, conn.get());
+  // synchronous is per connection. NORMAL in WAL mode: a commit is durable
+  // against a process crash as soon as it is in the WAL (in the page cache);
+  // FULL adds an fsync per commit for power loss.
+  JOBPACT_RETURN_IF_ERROR(conn->Exec(
+      synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL", "configure"));
+  // The schema has no foreign keys; temp data stays in memory. An 8 MiB page
+  // cache per connection (default 2 MiB) keeps the hot index pages of a
+  // large backlog in memory.
+  JOBPACT_RETURN_IF_ERROR(conn->Exec("PRAGMA temp_store=MEMORY", "configure"));
+  JOBPACT_RETURN_IF_ERROR(conn->Exec("PRAGMA cache_size=-8192", "configure"));
+  if (max_database_bytes > 0) {
+    // page_count/max_page_count are per connection. A write that would
+    // grow the file past the bound fails with SQLITE_FULL and rolls back.
+    sqlite3_stmt* stmt = nullptr;
+    rc = sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &stmt, nullptr);
+    std::int64_t page_size = 4096;
+    if (rc == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW)
+      page_size = sqlite3_column_int64(stmt, 0);
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_OK) return conn->Error(rc, "configure");
+    const std::int64_t pages = std::max<std::int64_t>(1, max_database_bytes / page_size);
+    const std::string pragma = "PRAGMA max_page_count=" + std::to_string(pages);
+    JOBPACT_RETURN_IF_ERROR(conn->Exec(pragma.c_str(), "configure"));
+  }
+  return conn;
+}
+
+std::unique_ptr<Connection> Connection::Borrow(sqlite3* db, std::string path) {
+  return std::unique_ptr<Connection>(new Connection(db, std::move(path), /*owned=*/false));
+}
+
+Connection::~Connection() {
+  for (auto& entry : static_statements_) sqlite3_finalize(entry.second);
+  for (auto& entry : dynamic_statements_) sqlite3_finalize(entry.second);
+  if (owned_) sqlite3_close_v2(db_);
+}
+
+// Waits for another process's lock. SQLite's built-in busy timeout sleeps in
+// steps that grow to 100 ms, which lets one process starve the others under
+// heavy write contention; short steps hand the lock over quickly. The wait
+// is real time (sqlite3_sleep): the lock holder is another process, whose
+// progress does not follow the injected clock. The budget is counted in
+// slept time, so no clock is read here.
+int Connection::BusyHandler(void* self, int count) {
+  auto* conn = static_cast<Connection*>(self);
+  if (count == 0) conn->busy_waited_us_ = 0;
+  if (conn->busy_waited_us_ >= conn->busy_budget_us_) return 0;  // Give up: SQLITE_BUSY.
+  const int sleep_ms = count < 20 ? 1 : (count < 100 ? 2 : 5);
+  sqlite3_sleep(sleep_ms);
+  conn->busy_waited_us_ += sleep_ms * 1000;
+  return 1;
+}
+
+Result<sqlite3_stmt*> Connection::Prepare(const char* sql) {
+  auto it = static_statements_.find(sql);
+  if (it != static_statements_.end()) return it->second;
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+  if (rc != SQLITE_OK) {
+    sqlite3_finalize(stmt);
+    return Error(rc, "prepare");
+  }
+  static_statements_.emplace(sql, stmt);
+  return stmt;
+}
+
+Result<sqlite3_stmt*> Connection::PrepareDynamic(const std::string& sql) {
+  auto it = dynamic_statements_.find(sql);
+  if (it != dynamic_statements_.end()) return it->second;
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v3(db_, sql.c_str(), static_cast<int>(sql.size()),
+                              SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+  if (rc != SQLITE_OK) {
+    sqlite3_finalize(stmt);
+    return Error(rc, "prepare");
+  }
+  dynamic_statements_.emplace(sql, stmt);
+  return stmt;
+}
+
+Status Connection::Exec(const char* sql, std::string_view what) {
+  int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return Error(rc, what);
+  return Status::Ok();
+}
+
+void Connection::RollbackIfOpen() {
+  if (sqlite3_get_autocommit(db_) == 0) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+}
+
+}  // namespace internal
+}  // namespace sqlite
+}  // namespace jobpact

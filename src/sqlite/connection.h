@@ -1,0 +1,179 @@
+// Private to the SQLite backend: thin RAII wrappers over sqlite3 handles, the
+// mapping from SQLite result codes to Status, and time encoding.
+#ifndef JOBPACT_SRC_SQLITE_CONNECTION_H_
+#define JOBPACT_SRC_SQLITE_CONNECTION_H_
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "jobpact/clock.h"
+#include "jobpact/result.h"
+#include "jobpact/status.h"
+
+namespace jobpact {
+namespace sqlite {
+namespace internal {
+
+// Times and durations are stored as integer nanoseconds since the Unix epoch
+// (int64 reaches the year 2262), so a TimePoint survives a round trip exactly
+// and comparisons in SQL are integer comparisons.
+inline std::int64_t ToNs(TimePoint t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+inline std::int64_t ToNs(Duration d) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
+inline TimePoint TimeFromNs(std::int64_t ns) {
+  return TimePoint(std::chrono::duration_cast<Duration>(std::chrono::nanoseconds(ns)));
+}
+inline Duration DurationFromNs(std::int64_t ns) {
+  return std::chrono::duration_cast<Duration>(std::chrono::nanoseconds(ns));
+}
+
+// Maps a SQLite result code to a Status whose message names `what` (the
+// operation), the database `path` and SQLite's own message:
+//   BUSY, LOCKED, IOERR    -> kUnavailable (another process holds the lock;
+//                             a transient I/O error): retry with backoff.
+//   FULL                   -> kResourceExhausted (disk or max size full).
+//   READONLY, CANTOPEN, NOTADB, PERM, AUTH -> kFailedPrecondition.
+//   CONSTRAINT             -> kAlreadyExists.
+//   NOMEM                  -> kResourceExhausted.
+//   anything else (CORRUPT, MISUSE, ...) -> kInternal.
+Status SqliteError(int rc, std::string_view what, std::string_view path, sqlite3* db);
+
+// A prepared statement in use: Bind*, Step, Column*; reset (and its bindings
+// cleared) when the scope ends so the cached statement can be reused.
+// Not thread-safe (belongs to one connection).
+class Stmt {
+ public:
+  explicit Stmt(sqlite3_stmt* stmt) : stmt_(stmt) {}
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  ~Stmt() {
+    if (stmt_ != nullptr) {
+      sqlite3_reset(stmt_);
+      sqlite3_clear_bindings(stmt_);
+    }
+  }
+
+  // Binding by 1-based index. Strings are copied (SQLITE_TRANSIENT) so that
+  // temporaries may be bound.
+  Stmt& Bind(int i, std::int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Stmt& Bind(int i, int v) { return Bind(i, static_cast<std::int64_t>(v)); }
+  Stmt& Bind(int i, std::string_view v) {
+    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& Bind(int i, const std::string& v) { return Bind(i, std::string_view(v)); }
+  Stmt& Bind(int i, const char* v) { return Bind(i, std::string_view(v)); }
+  Stmt& BindNull(int i) {
+    sqlite3_bind_null(stmt_, i);
+    return *this;
+  }
+  // Binds NULL for an empty string (used for optional keys).
+  Stmt& BindOrNull(int i, std::string_view v) { return v.empty() ? BindNull(i) : Bind(i, v); }
+  Stmt& BindOrNull(int i, const std::optional<std::int64_t>& v) {
+    return v ? Bind(i, *v) : BindNull(i);
+  }
+
+  // SQLITE_ROW, SQLITE_DONE, or an error code.
+  int Step() { return sqlite3_step(stmt_); }
+
+  bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  std::int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+  std::string Text(int col) const {
+    const unsigned char* p = sqlite3_column_text(stmt_, col);
+    if (p == nullptr) return std::string();
+    return std::string(reinterpret_cast<const char*>(p),
+                       static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)));
+  }
+  std::optional<std::int64_t> OptInt(int col) const {
+    if (IsNull(col)) return std::nullopt;
+    return Int(col);
+  }
+
+  sqlite3_stmt* get() const { return stmt_; }
+
+ private:
+  sqlite3_stmt* stmt_;
+};
+
+// One SQLite connection with its cache of prepared statements. Owns the
+// handle unless built with Borrow() (the caller's connection in
+// EnqueueInTransaction). Not thread-safe: used by one thread at a time.
+class Connection {
+ public:
+  // Opens `path` with `flags` and configures it: extended result codes, the
+  // busy handler (bounded by `busy_timeout`), synchronous mode and the size
+  // bound. Does not touch the schema.
+  static Result<std::unique_ptr<Connection>> Open(const std::string& path, int flags,
+                                                  Duration busy_timeout, bool synchronous_full,
+                                                  std::int64_t max_database_bytes);
+  // Wraps a handle owned by someone else; the statements prepared on it are
+  // finalized when this object goes, the handle is left open.
+  static std::unique_ptr<Connection> Borrow(sqlite3* db, std::string path);
+
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection();
+
+  sqlite3* db() const { return db_; }
+  const std::string& path() const { return path_; }
+
+  // The cached prepared statement for `sql` (prepared on first use), keyed
+  // by the text's address: no hashing or copying of the SQL on the hot path.
+  // REQUIRES: `sql` has static storage (a literal or a function-local static).
+  Result<sqlite3_stmt*> Prepare(const char* sql);
+  // The same for SQL built at run time, keyed by its content.
+  Result<sqlite3_stmt*> PrepareDynamic(const std::string& sql);
+
+  // Runs SQL text with no results (BEGIN, COMMIT, DDL). Error statuses name
+  // `what`.
+  Status Exec(const char* sql, std::string_view what);
+
+  // Error status for `rc` on this connection.
+  Status Error(int rc, std::string_view what) const { return SqliteError(rc, what, path_, db_); }
+
+  // Rolls back the open transaction, if any (SQLite may already have rolled
+  // it back itself, e.g. after SQLITE_FULL).
+  void RollbackIfOpen();
+
+ private:
+  Connection(sqlite3* db, std::string path, bool owned)
+      : db_(db), path_(std::move(path)), owned_(owned) {}
+
+  static int BusyHandler(void* self, int count);
+
+  sqlite3* db_;
+  std::string path_;
+  bool owned_;
+  std::int64_t busy_budget_us_ = 0;  // Real-time budget of one busy wait.
+  std::int64_t busy_waited_us_ = 0;  // Slept so far in the current wait.
+  std::unordered_map<const char*, sqlite3_stmt*> static_statements_;
+  std::unordered_map<std::string, sqlite3_stmt*> dynamic_statements_;
+};
+
+}  // namespace internal
+}  // namespace sqlite
+}  // namespace jobpact
+
+// JOBPACT_RETURN_IF_ERROR for a call whose argument is a lambda that itself
+// uses JOBPACT_RETURN_IF_ERROR (a transaction body): a distinct variable name
+// keeps -Wshadow quiet.
+#define JOBPACT_SQLITE_RETURN_IF_ERROR(expr)                         \
+  do {                                                               \
+    ::jobpact::Status jobpact_sqlite_status_ = (expr);               \
+    if (!jobpact_sqlite_status_.ok()) return jobpact_sqlite_status_; \
+  } while (0)
+
+#endif  // JOBPACT_SRC_SQLITE_CONNECTION_H_

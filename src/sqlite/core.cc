@@ -1,0 +1,274 @@
+#include "src/sqlite/core.h"
+
+#include <exception>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <utility>
+
+#include "src/sqlite/schema.h"
+
+namespace jobpact {
+namespace sqlite {
+
+using internal::Connection;
+
+namespace {
+
+// The Core whose write transaction the current thread is inside, if any.
+// Used to refuse re-entry (a transactional effect calling back into the
+// backend) with an error instead of a self-deadlock on write_mu_.
+thread_local const void* t_writing_core = nullptr;
+
+// Runs `fn` and converts an escaping exception into kInternal: backends never
+// throw (STYLE: catch at the boundary).
+template <typename F>
+Status Guarded(std::string_view what, F&& fn) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string(what) + ": unexpected exception: " + e.what());
+  } catch (...) {
+    return Status::Internal(std::string(what) + ": unexpected non-standard exception");
+  }
+}
+
+}  // namespace
+
+Result<std::shared_ptr<SqliteBackend::Core>> SqliteBackend::Core::Open(
+    const std::string& path, SqliteOptions options, std::shared_ptr<Clock> clock) {
+  if (path.empty()) return Status::InvalidArgument("SqliteBackend::Open: path is empty");
+  if (clock == nullptr) return Status::InvalidArgument("SqliteBackend::Open: clock is null");
+  if (options.max_connections < 1) {
+    return Status::InvalidArgument("SqliteOptions::max_connections must be >= 1, got " +
+                                   std::to_string(options.max_connections));
+  }
+  if (options.busy_timeout < Duration::zero()) {
+    return Status::InvalidArgument("SqliteOptions::busy_timeout must be >= 0");
+  }
+  if (options.max_database_bytes < 0) {
+    return Status::InvalidArgument("SqliteOptions::max_database_bytes must be >= 0");
+  }
+  std::shared_ptr<Core> core(new Core(path, std::move(options), std::move(clock)));
+  {
+    std::error_code ec;
+    core->canonical_path_ = std::filesystem::weakly_canonical(path, ec);
+    if (ec) core->canonical_path_ = std::filesystem::absolute(path, ec);
+  }
+  {
+    std::random_device rd;
+    core->token_rng_.seed((static_cast<std::uint64_t>(rd()) << 32) ^ rd());
+  }
+  JOBPACT_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, core->OpenConnection());
+  JOBPACT_RETURN_IF_ERROR(core->InitSchema(*conn));
+  std::lock_guard<std::mutex> lock(core->pool_mu_);
+  core->open_connections_ = 1;
+  core->free_.push_back(std::move(conn));
+  return core;
+}
+
+Result<std::unique_ptr<Connection>> SqliteBackend::Core::OpenConnection() const {
+  const int flags =
+      options_.read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  return Connection::Open(path_, flags, options_.busy_timeout,
+                          options_.synchronous == SqliteOptions::Synchronous::kFull,
+                          options_.max_database_bytes);
+}
+
+Status SqliteBackend::Core::InitSchema(Connection& conn) {
+  // SQLITE_OPEN_READWRITE silently falls back to read-only when the file
+  // cannot be written; say so now rather than at the first write.
+  if (!options_.read_only && sqlite3_db_readonly(conn.db(), "main") == 1) {
+    return Status::FailedPrecondition(
+        "database " + path_ +
+        " is read-only (file or directory permissions); jobpact needs write access. "
+        "Use SqliteOptions::read_only to open it for inspection.");
+  }
+  Result<int> version = internal::CheckAndMigrate(conn, options_);
+  if (!version.ok()) return version.status();
+  schema_version_ = *version;
+  return Status::Ok();
+}
+
+Result<SqliteBackend::Core::PooledConnection> SqliteBackend::Core::Acquire() {
+  std::unique_lock<std::mutex> lock(pool_mu_);
+  while (true) {
+    if (!free_.empty()) {
+      std::unique_ptr<Connection> conn = std::move(free_.back());
+      free_.pop_back();
+      return PooledConnection(this, std::move(conn));
+    }
+    if (open_connections_ < options_.max_connections) {
+      ++open_connections_;
+      lock.unlock();
+      Result<std::unique_ptr<Connection>> conn = OpenConnection();
+      if (!conn.ok()) {
+        lock.lock();
+        --open_connections_;
+        pool_cv_.notify_one();
+        return conn.status();
+      }
+      return PooledConnection(this, std::move(*conn));
+    }
+    // Not a timed wait: a connection comes back as soon as the thread
+    // using it finishes its statement or transaction.
+    pool_cv_.wait(lock);
+  }
+}
+
+void SqliteBackend::Core::Return(std::unique_ptr<Connection> conn) {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  free_.push_back(std::move(conn));
+  pool_cv_.notify_one();
+}
+
+Status SqliteBackend::Core::Write(std::string_view what,
+                                  const std::function<Status(Connection&)>& fn) {
+  if (t_writing_core == this) {
+    return Status::FailedPrecondition(
+        std::string(what) +
+        ": called from inside a write transaction of the same SQLite backend (a transactional "
+        "effect or RunInTransaction callback); use the sqlite3* handle it was given instead");
+  }
+  if (options_.read_only) {
+    return Status::FailedPrecondition(std::string(what) + " on " + path_ +
+                                      ": the database was opened read-only "
+                                      "(SqliteOptions::read_only); nothing was written");
+  }
+  return Guarded(what, [&]() -> Status {
+    // The write mutex first, then a connection: threads queued for the
+    // write lock then hold no connection, so readers are never starved of
+    // connections by waiting writers.
+    std::lock_guard<std::mutex> write_lock(write_mu_);
+    JOBPACT_ASSIGN_OR_RETURN(PooledConnection conn, Acquire());
+    JOBPACT_RETURN_IF_ERROR(conn->Exec("BEGIN IMMEDIATE", what));
+    t_writing_core = this;
+    Status status;
+    try {
+      status = fn(*conn);
+    } catch (const std::exception& e) {
+      status =
+          Status::Internal(std::string(what) + ": exception inside the transaction: " + e.what());
+    } catch (...) {
+      status =
+          Status::Internal(std::string(what) + ": non-standard exception inside the transaction");
+    }
+    t_writing_core = nullptr;
+    if (status.ok()) {
+      if (sqlite3_get_autocommit(conn->db()) != 0) {
+        // Something inside ended our transaction (e.g. a stray COMMIT or
+        // ROLLBACK in a transactional effect): atomicity is lost, say so.
+        return Status::Internal(std::string(what) +
+                                ": the transaction was ended from inside the callback");
+      }
+      status = conn->Exec("COMMIT", what);
+    }
+    if (!status.ok()) conn->RollbackIfOpen();
+    return status;
+  });
+}
+
+Status SqliteBackend::Core::Read(std::string_view what, bool snapshot,
+                                 const std::function<Status(Connection&)>& fn) {
+  return Guarded(what, [&]() -> Status {
+    JOBPACT_ASSIGN_OR_RETURN(PooledConnection conn, Acquire());
+    if (!snapshot) return fn(*conn);
+    JOBPACT_RETURN_IF_ERROR(conn->Exec("BEGIN", what));
+    Status status = fn(*conn);
+    if (status.ok()) status = conn->Exec("COMMIT", what);
+    if (!status.ok()) conn->RollbackIfOpen();
+    return status;
+  });
+}
+
+std::string SqliteBackend::Core::NewNonce() {
+  std::uint64_t r;
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    r = token_rng_();
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string nonce(16, '0');
+  for (int i = 0; i < 16; ++i) nonce[i] = kHex[(r >> (i * 4)) & 0xf];
+  return nonce;
+}
+
+// --- SqliteBackend ---
+
+Result<std::shared_ptr<SqliteBackend>> SqliteBackend::Open(const std::string& path,
+                                                           SqliteOptions options,
+                                                           std::shared_ptr<Clock> clock) {
+  Result<std::shared_ptr<SqliteBackend>> out = Status::Internal("SqliteBackend::Open");
+  Status s = Guarded("SqliteBackend::Open", [&]() -> Status {
+    JOBPACT_ASSIGN_OR_RETURN(std::shared_ptr<Core> core,
+                             Core::Open(path, std::move(options), std::move(clock)));
+    out = std::shared_ptr<SqliteBackend>(new SqliteBackend(std::move(core)));
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+SqliteBackend::SqliteBackend(std::shared_ptr<Core> core)
+    : core_(std::move(core)),
+      queue_(Core::MakeQueue(core_)),
+      locks_(Core::MakeLocks(core_)),
+      idempotency_(Core::MakeIdempotency(core_)) {}
+
+SqliteBackend::~SqliteBackend() = default;
+
+const std::string& SqliteBackend::path() const { return core_->path(); }
+int SqliteBackend::schema_version() const { return core_->schema_version(); }
+
+Result<EnqueueResult> SqliteBackend::EnqueueInTransaction(sqlite3* db, const Envelope& env,
+                                                          const EnqueueOptions& options) {
+  Result<EnqueueResult> out = Status::Internal("EnqueueInTransaction");
+  Status s = Guarded("EnqueueInTransaction", [&]() -> Status {
+    if (db == nullptr) return Status::InvalidArgument("EnqueueInTransaction: db is null");
+    if (sqlite3_get_autocommit(db) != 0) {
+      return Status::FailedPrecondition(
+          "EnqueueInTransaction: no transaction is open on the caller's connection; the job "
+          "would not be tied to the caller's commit (BEGIN IMMEDIATE first)");
+    }
+    // The caller's connection must be on this backend's file, or the job
+    // would land in a database nobody reads from.
+    const char* file = sqlite3_db_filename(db, "main");
+    if (file == nullptr || *file == '\0') {
+      return Status::FailedPrecondition(
+          "EnqueueInTransaction: the caller's connection is on a temporary or in-memory "
+          "database, not on " +
+          core_->path());
+    }
+    std::error_code ec;
+    const std::filesystem::path caller_file = std::filesystem::weakly_canonical(file, ec);
+    if (ec || caller_file != core_->canonical_path()) {
+      return Status::FailedPrecondition(
+          std::string("EnqueueInTransaction: the caller's connection is on ") + file +
+          ", not on this backend's database " + core_->path());
+    }
+    std::unique_ptr<Connection> conn = Connection::Borrow(db, file);
+    // The caller's file must hold the jobpact schema (the same file as this
+    // backend's); otherwise the job would land nowhere we read from.
+    JOBPACT_ASSIGN_OR_RETURN(int version, internal::ReadSchemaVersion(*conn));
+    if (version != kSchemaVersion) {
+      return Status::FailedPrecondition(
+          "EnqueueInTransaction: the caller's database " + conn->path() +
+          " does not hold a jobpact schema of version " + std::to_string(kSchemaVersion) +
+          " (found " + std::to_string(version) + "); open it with SqliteBackend::Open first");
+    }
+    JOBPACT_ASSIGN_OR_RETURN(std::vector<EnqueueResult> results,
+                             core_->EnqueueOn(*conn, {&env}, options));
+    out = std::move(results.front());
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Status SqliteBackend::RunInTransaction(const std::function<Status(sqlite3* db)>& fn) {
+  if (!fn) return Status::InvalidArgument("RunInTransaction: fn is empty");
+  return core_->Write("RunInTransaction", [&](Connection& conn) { return fn(conn.db()); });
+}
+
+}  // namespace sqlite
+}  // namespace jobpact

@@ -1,0 +1,123 @@
+// Private to the SQLite backend: the state shared by the three stores of one
+// SqliteBackend (the connection pool, the in-process write mutex, the clock),
+// and the factories of the three store views.
+#ifndef JOBPACT_SRC_SQLITE_CORE_H_
+#define JOBPACT_SRC_SQLITE_CORE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "jobpact/clock.h"
+#include "jobpact/idempotency_store.h"
+#include "jobpact/lock_store.h"
+#include "jobpact/queue_backend.h"
+#include "jobpact/result.h"
+#include "jobpact/sqlite/sqlite_backend.h"
+#include "jobpact/status.h"
+#include "src/sqlite/connection.h"
+
+namespace jobpact {
+namespace sqlite {
+
+// Thread-safe.
+class SqliteBackend::Core {
+ public:
+  // Opens the file, checks and migrates the schema (see SqliteBackend::Open).
+  static Result<std::shared_ptr<Core>> Open(const std::string& path, SqliteOptions options,
+                                            std::shared_ptr<Clock> clock);
+
+  Core(const Core&) = delete;
+  Core& operator=(const Core&) = delete;
+
+  // A connection taken from the pool; returned to it on destruction.
+  class PooledConnection {
+   public:
+    PooledConnection(Core* core, std::unique_ptr<internal::Connection> conn)
+        : core_(core), conn_(std::move(conn)) {}
+    PooledConnection(PooledConnection&&) = default;
+    ~PooledConnection() {
+      if (conn_) core_->Return(std::move(conn_));
+    }
+    internal::Connection& operator*() const { return *conn_; }
+    internal::Connection* operator->() const { return conn_.get(); }
+
+   private:
+    Core* core_;
+    std::unique_ptr<internal::Connection> conn_;
+  };
+
+  // A free connection (opening one if fewer than max_connections exist,
+  // waiting for one otherwise).
+  Result<PooledConnection> Acquire();
+
+  // Runs `fn` in a write transaction (BEGIN IMMEDIATE ... COMMIT) and
+  // commits iff it returns OK; rolls back otherwise. Exceptions from `fn`
+  // (a user's transactional effect) become kInternal after the rollback.
+  // kFailedPrecondition when called from inside another Write of this Core
+  // on the same thread (it would deadlock on the write mutex).
+  Status Write(std::string_view what, const std::function<Status(internal::Connection&)>& fn);
+
+  // Runs `fn` on a pooled connection with no explicit transaction (each
+  // statement is its own consistent snapshot). With `snapshot`, inside
+  // BEGIN ... COMMIT so that several statements see one snapshot.
+  Status Read(std::string_view what, bool snapshot,
+              const std::function<Status(internal::Connection&)>& fn);
+
+  TimePoint Now() const { return clock_->Now(); }
+  const std::string& path() const { return path_; }
+  const std::filesystem::path& canonical_path() const { return canonical_path_; }
+  const SqliteOptions& options() const { return options_; }
+  int schema_version() const { return schema_version_; }
+
+  // 16 random hex digits (lease token nonces).
+  std::string NewNonce();
+
+  // The views. Each holds a shared_ptr to the Core.
+  static std::shared_ptr<QueueBackend> MakeQueue(std::shared_ptr<Core> core);
+  static std::shared_ptr<LockStore> MakeLocks(std::shared_ptr<Core> core);
+  static std::shared_ptr<IdempotencyStore> MakeIdempotency(std::shared_ptr<Core> core);
+
+  // Enqueue through any connection that is inside a write transaction (ours
+  // or the caller's).
+  Result<std::vector<EnqueueResult>> EnqueueOn(internal::Connection& conn,
+                                               const std::vector<const Envelope*>& envs,
+                                               const EnqueueOptions& options);
+
+ private:
+  Core(std::string path, SqliteOptions options, std::shared_ptr<Clock> clock)
+      : path_(std::move(path)), options_(std::move(options)), clock_(std::move(clock)) {}
+
+  Result<std::unique_ptr<internal::Connection>> OpenConnection() const;
+  Status InitSchema(internal::Connection& conn);
+  void Return(std::unique_ptr<internal::Connection> conn);
+
+  // Immutable after construction.
+  const std::string path_;
+  const SqliteOptions options_;
+  const std::shared_ptr<Clock> clock_;
+  int schema_version_ = 0;                // Set once by Open().
+  std::filesystem::path canonical_path_;  // Set once by Open().
+
+  // Serializes this process's writers, so that they hand the SQLite write
+  // lock over in-process instead of polling the file lock.
+  std::mutex write_mu_;
+
+  std::mutex pool_mu_;
+  std::condition_variable pool_cv_;
+  std::vector<std::unique_ptr<internal::Connection>> free_;  // Guarded by pool_mu_.
+  int open_connections_ = 0;                                 // Guarded by pool_mu_.
+  std::mt19937_64 token_rng_;                                // Guarded by pool_mu_.
+};
+
+}  // namespace sqlite
+}  // namespace jobpact
+
+#endif  // JOBPACT_SRC_SQLITE_CORE_H_

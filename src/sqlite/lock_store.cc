@@ -1,0 +1,220 @@
+// The SQLite LockStore: rows of jobpact_locks, and one fencing-token counter
+// in jobpact_counters shared by every process using the file, so tokens grow
+// strictly across processes too.
+#include "jobpact/lock_store.h"
+
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "jobpact/job.h"
+#include "src/sqlite/connection.h"
+#include "src/sqlite/core.h"
+
+namespace jobpact {
+namespace sqlite {
+
+using internal::Connection;
+using internal::Stmt;
+using internal::TimeFromNs;
+using internal::ToNs;
+using Core = SqliteBackend::Core;
+
+namespace {
+
+template <typename F>
+auto CatchAll(std::string_view what, F&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string(what) + ": unexpected exception: " + e.what());
+  } catch (...) {
+    return Status::Internal(std::string(what) + ": unexpected non-standard exception");
+  }
+}
+
+Status CheckArgs(std::string_view what, std::string_view key, std::string_view owner,
+                 std::optional<Duration> ttl) {
+  if (key.empty()) return Status::InvalidArgument(std::string(what) + ": key is empty");
+  if (owner.empty()) return Status::InvalidArgument(std::string(what) + ": owner is empty");
+  if (ttl && *ttl <= Duration::zero()) {
+    return Status::InvalidArgument(std::string(what) + ": ttl must be > 0");
+  }
+  return Status::Ok();
+}
+
+// A live lock row, read inside the current transaction.
+struct LockRow {
+  std::string owner;
+  std::uint64_t token = 0;
+  std::int64_t expires_ns = 0;
+};
+
+Result<std::optional<LockRow>> ReadLock(Connection& conn, std::string_view key, std::int64_t now_ns,
+                                        std::string_view what) {
+  JOBPACT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      conn.Prepare("SELECT owner, fencing_token, expires_at_ns FROM jobpact_locks WHERE key = "
+                   "?1 AND expires_at_ns > ?2"));
+  Stmt st(raw);
+  st.Bind(1, key).Bind(2, now_ns);
+  int rc = st.Step();
+  if (rc == SQLITE_DONE) return std::optional<LockRow>();
+  if (rc != SQLITE_ROW) return conn.Error(rc, what);
+  LockRow row;
+  row.owner = st.Text(0);
+  row.token = static_cast<std::uint64_t>(st.Int(1));
+  row.expires_ns = st.Int(2);
+  return std::optional<LockRow>(std::move(row));
+}
+
+LockLease MakeLease(std::string_view key, std::string owner, std::uint64_t token,
+                    std::int64_t expires_ns) {
+  LockLease l;
+  l.key = std::string(key);
+  l.owner = std::move(owner);
+  l.fencing_token = token;
+  l.expires_at = TimeFromNs(expires_ns);
+  return l;
+}
+
+class SqliteLockStore final : public LockStore {
+ public:
+  explicit SqliteLockStore(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+
+  std::string_view Name() const override { return "sqlite"; }
+
+  Result<LockLease> Acquire(std::string_view key, std::string_view owner, Duration ttl) override {
+    return CatchAll("LockStore::Acquire", [&]() -> Result<LockLease> {
+      JOBPACT_RETURN_IF_ERROR(CheckArgs("LockStore::Acquire", key, owner, ttl));
+      LockLease lease;
+      JOBPACT_SQLITE_RETURN_IF_ERROR(
+          core_->Write("LockStore::Acquire", [&](Connection& conn) -> Status {
+            const TimePoint now = core_->Now();
+            const std::int64_t now_ns = ToNs(now);
+            const std::int64_t expires_ns = now_ns + ToNs(ttl);
+            JOBPACT_ASSIGN_OR_RETURN(std::optional<LockRow> held,
+                                     ReadLock(conn, key, now_ns, "LockStore::Acquire"));
+            if (held && held->owner != owner) {
+              return Status::Aborted("lock " + std::string(key) + " is held by " + held->owner +
+                                     " until " + FormatRfc3339(TimeFromNs(held->expires_ns)));
+            }
+            std::uint64_t token;
+            if (held) {
+              token = held->token;  // Re-acquire by the owner: extend, same token.
+            } else {
+              JOBPACT_ASSIGN_OR_RETURN(
+                  sqlite3_stmt * raw,
+                  conn.Prepare("UPDATE jobpact_counters SET value = value + 1 WHERE name = "
+                               "'lock_fencing_token' RETURNING value"));
+              Stmt st(raw);
+              int rc = st.Step();
+              if (rc != SQLITE_ROW) return conn.Error(rc, "LockStore::Acquire");
+              token = static_cast<std::uint64_t>(st.Int(0));
+              rc = st.Step();
+              if (rc != SQLITE_DONE) return conn.Error(rc, "LockStore::Acquire");
+            }
+            JOBPACT_ASSIGN_OR_RETURN(
+                sqlite3_stmt * raw,
+                conn.Prepare("INSERT OR REPLACE INTO jobpact_locks (key, owner, fencing_token, "
+                             "expires_at_ns) VALUES (?1, ?2, ?3, ?4)"));
+            Stmt st(raw);
+            st.Bind(1, key)
+                .Bind(2, owner)
+                .Bind(3, static_cast<std::int64_t>(token))
+                .Bind(4, expires_ns);
+            int rc = st.Step();
+            if (rc != SQLITE_DONE) return conn.Error(rc, "LockStore::Acquire");
+            lease = MakeLease(key, std::string(owner), token, expires_ns);
+            return Status::Ok();
+          }));
+      return lease;
+    });
+  }
+
+  Result<LockLease> Renew(std::string_view key, std::string_view owner, Duration ttl) override {
+    return CatchAll("LockStore::Renew", [&]() -> Result<LockLease> {
+      JOBPACT_RETURN_IF_ERROR(CheckArgs("LockStore::Renew", key, owner, ttl));
+      LockLease lease;
+      JOBPACT_SQLITE_RETURN_IF_ERROR(
+          core_->Write("LockStore::Renew", [&](Connection& conn) -> Status {
+            const std::int64_t now_ns = ToNs(core_->Now());
+            const std::int64_t expires_ns = now_ns + ToNs(ttl);
+            JOBPACT_ASSIGN_OR_RETURN(
+                sqlite3_stmt * raw,
+                conn.Prepare("UPDATE jobpact_locks SET expires_at_ns = ?4 WHERE key = ?1 AND owner "
+                             "= ?2 AND expires_at_ns > ?3 RETURNING fencing_token"));
+            Stmt st(raw);
+            st.Bind(1, key).Bind(2, owner).Bind(3, now_ns).Bind(4, expires_ns);
+            int rc = st.Step();
+            if (rc == SQLITE_DONE) {
+              return Status::Aborted("lock " + std::string(key) + " is no longer held by " +
+                                     std::string(owner) + " (expired, taken or released)");
+            }
+            if (rc != SQLITE_ROW) return conn.Error(rc, "LockStore::Renew");
+            lease = MakeLease(key, std::string(owner), static_cast<std::uint64_t>(st.Int(0)),
+                              expires_ns);
+            rc = st.Step();
+            if (rc != SQLITE_DONE) return conn.Error(rc, "LockStore::Renew");
+            return Status::Ok();
+          }));
+      return lease;
+    });
+  }
+
+  Status Release(std::string_view key, std::string_view owner) override {
+    return CatchAll("LockStore::Release", [&]() -> Status {
+      JOBPACT_RETURN_IF_ERROR(CheckArgs("LockStore::Release", key, owner, std::nullopt));
+      return core_->Write("LockStore::Release", [&](Connection& conn) -> Status {
+        const std::int64_t now_ns = ToNs(core_->Now());
+        JOBPACT_ASSIGN_OR_RETURN(std::optional<LockRow> held,
+                                 ReadLock(conn, key, now_ns, "LockStore::Release"));
+        if (!held) {
+          return Status::NotFound("lock " + std::string(key) +
+                                  " is not held (already expired or released)");
+        }
+        if (held->owner != owner) {
+          return Status::Aborted("lock " + std::string(key) + " is held by " + held->owner +
+                                 ", not by " + std::string(owner));
+        }
+        JOBPACT_ASSIGN_OR_RETURN(
+            sqlite3_stmt * raw,
+            conn.Prepare("DELETE FROM jobpact_locks WHERE key = ?1 AND owner = ?2"));
+        Stmt st(raw);
+        st.Bind(1, key).Bind(2, owner);
+        int rc = st.Step();
+        if (rc != SQLITE_DONE) return conn.Error(rc, "LockStore::Release");
+        return Status::Ok();
+      });
+    });
+  }
+
+  Result<std::optional<LockLease>> Inspect(std::string_view key) override {
+    using Out = std::optional<LockLease>;
+    return CatchAll("LockStore::Inspect", [&]() -> Result<Out> {
+      Out out;
+      JOBPACT_SQLITE_RETURN_IF_ERROR(
+          core_->Read("LockStore::Inspect", false, [&](Connection& conn) -> Status {
+            JOBPACT_ASSIGN_OR_RETURN(std::optional<LockRow> held,
+                                     ReadLock(conn, key, ToNs(core_->Now()), "LockStore::Inspect"));
+            if (held) out = MakeLease(key, std::move(held->owner), held->token, held->expires_ns);
+            return Status::Ok();
+          }));
+      return out;
+    });
+  }
+
+ private:
+  const std::shared_ptr<Core> core_;
+};
+
+}  // namespace
+
+std::shared_ptr<LockStore> SqliteBackend::Core::MakeLocks(std::shared_ptr<Core> core) {
+  return std::make_shared<SqliteLockStore>(std::move(core));
+}
+
+}  // namespace sqlite
+}  // namespace jobpact

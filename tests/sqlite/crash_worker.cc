@@ -1,0 +1,138 @@
+// A worker process for the SQLite crash test (crash_test.cc): a JobRunner on
+// the shared database file that runs "crash.effect" jobs until SIGTERM (clean
+// shutdown) or SIGKILL (the point of the test).
+//
+//   sqlite_crash_worker <db> <log_dir> <mode>
+//     mode "tx":      the effect is a row in `effects`, written inside the
+//                     transaction that completes the job (transactional
+//                     completion) -> exactly once.
+//     mode "outside": the effect is a line appended to <log_dir>/effects.txt
+//                     before the job is acknowledged -> at least once.
+//
+// Before each handler runs, the job id is appended to
+// <log_dir>/start-<pid>.log, so the test can tell which process started a
+// job. Appends use write(2) on an O_APPEND descriptor: the data is in the
+// kernel once write returns, so it survives SIGKILL of this process.
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "jobpact/clock.h"
+#include "jobpact/job_runner.h"
+#include "jobpact/sqlite/sqlite_backend.h"
+
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+void OnSigterm(int) { g_stop = 1; }
+
+// Appends `line` whole with one write(2).
+bool Append(int fd, const std::string& line) {
+  return write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+}
+
+int OpenAppend(const std::string& path) {
+  return open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s <db> <log_dir> <tx|outside>\n", argv[0]);
+    return 2;
+  }
+  const std::string db_path = argv[1];
+  const std::string log_dir = argv[2];
+  const std::string mode = argv[3];
+  const bool transactional = mode == "tx";
+  std::signal(SIGTERM, OnSigterm);
+
+  const int start_fd = OpenAppend(log_dir + "/start-" + std::to_string(getpid()) + ".log");
+  const int effects_fd = transactional ? -1 : OpenAppend(log_dir + "/effects.txt");
+  if (start_fd < 0 || (!transactional && effects_fd < 0)) {
+    std::perror("open log");
+    return 2;
+  }
+
+  auto clock = jobpact::SystemClock::Default();
+  auto backend = jobpact::sqlite::SqliteBackend::Open(db_path, {}, clock);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "open: %s\n", backend.status().ToString().c_str());
+    return 2;
+  }
+
+  jobpact::JobRunnerOptions options;
+  options.queue = (*backend)->queue();
+  options.locks = (*backend)->locks();
+  options.idempotency = (*backend)->idempotency();
+  options.clock = clock;
+  options.workers = 2;
+  options.dequeue_batch = 8;
+  options.poll_interval = jobpact::Millis(20);
+  options.maintenance_interval = jobpact::Millis(200);
+  // Short leases (set per job by the test) so that recoveries happen within
+  // the test's time budget; the buffer rule is relaxed to match.
+  options.validation.visibility_buffer = jobpact::Millis(500);
+  // Kills are random: a job may lose its worker more than the default 3
+  // times in a run with many kills. The test still accepts the DLQ.
+  options.max_lease_recoveries = 10;
+  options.runner_id = "crash-worker-" + std::to_string(getpid());
+  options.log_level = jobpact::LogLevel::kWarn;
+  auto runner = jobpact::JobRunner::Create(options);
+  if (!runner.ok()) {
+    std::fprintf(stderr, "runner: %s\n", runner.status().ToString().c_str());
+    return 2;
+  }
+
+  const std::string pid = std::to_string(getpid());
+  jobpact::Status handled =
+      (*runner)->Handle("crash.effect", [&](jobpact::JobContext& ctx) -> jobpact::Status {
+        const std::string& id = ctx.envelope().job_id;
+        if (!Append(start_fd, id + "\n")) return jobpact::Status::Unavailable("start log");
+        // A little work, so that kills land inside handlers too.
+        thread_local std::minstd_rand rng(std::random_device{}());
+        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
+        if (transactional) {
+          ctx.SetTransactionalEffect([id, pid](void* native) -> jobpact::Status {
+            auto* db = static_cast<sqlite3*>(native);
+            if (db == nullptr) return jobpact::Status::Internal("no sqlite3 handle");
+            sqlite3_stmt* st = nullptr;
+            int rc = sqlite3_prepare_v2(db, "INSERT INTO effects (job_id, pid) VALUES (?1, ?2)", -1,
+                                        &st, nullptr);
+            if (rc == SQLITE_OK) {
+              sqlite3_bind_text(st, 1, id.c_str(), -1, SQLITE_TRANSIENT);
+              sqlite3_bind_text(st, 2, pid.c_str(), -1, SQLITE_TRANSIENT);
+              rc = sqlite3_step(st);
+            }
+            sqlite3_finalize(st);
+            if (rc != SQLITE_DONE) return jobpact::Status::Unavailable(sqlite3_errmsg(db));
+            return jobpact::Status::Ok();
+          });
+        } else if (!Append(effects_fd, id + " " + pid + "\n")) {
+          return jobpact::Status::Unavailable("effects file");
+        }
+        return jobpact::Status::Ok();
+      });
+  if (!handled.ok()) {
+    std::fprintf(stderr, "handle: %s\n", handled.ToString().c_str());
+    return 2;
+  }
+  jobpact::Status started = (*runner)->Start();
+  if (!started.ok()) {
+    std::fprintf(stderr, "start: %s\n", started.ToString().c_str());
+    return 2;
+  }
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  jobpact::Status stopped = (*runner)->Shutdown(jobpact::Seconds(5));
+  if (!stopped.ok()) std::fprintf(stderr, "shutdown: %s\n", stopped.ToString().c_str());
+  return 0;
+}
