@@ -15,7 +15,12 @@
 // the DLQ: per status and job type, retries by class, the DLQ with reasons,
 // and queue latency and handler duration percentiles.
 //
-// Usage: demo [--jobs N] [--workers N] [--seed N]
+// With --sqlite FILE the same workload runs on the durable SQLite backend;
+// invoices are then written in the transaction that completes their job
+// (transactional completion). --stop-after SECONDS shuts down early; running
+// the demo again on the same file resumes where it stopped.
+//
+// Usage: demo [--jobs N] [--workers N] [--seed N] [--sqlite FILE] [--stop-after S]
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -35,6 +40,11 @@
 #include "jobpact/failure.h"
 #include "jobpact/in_memory.h"
 #include "jobpact/job_runner.h"
+#ifdef JOBPACT_DEMO_WITH_SQLITE
+#include <sqlite3.h>
+
+#include "jobpact/sqlite/sqlite_backend.h"
+#endif
 
 namespace {
 
@@ -46,6 +56,8 @@ struct DemoOptions {
   int jobs = 400;  // Per job type, roughly.
   int workers = 4;
   unsigned seed = 2026;
+  std::string sqlite_path;  // Empty: in-memory backends.
+  double stop_after = 0;    // Seconds; 0: run until every job is settled.
 };
 
 DemoOptions ParseArgs(int argc, char** argv) {
@@ -65,8 +77,14 @@ DemoOptions ParseArgs(int argc, char** argv) {
       o.workers = std::max(1, std::atoi(w));
     } else if (const char* s = value("--seed")) {
       o.seed = static_cast<unsigned>(std::strtoul(s, nullptr, 10));
+    } else if (const char* f = value("--sqlite")) {
+      o.sqlite_path = f;
+    } else if (const char* t = value("--stop-after")) {
+      o.stop_after = std::atof(t);
     } else {
-      std::fprintf(stderr, "usage: demo [--jobs N] [--workers N] [--seed N]\n");
+      std::fprintf(stderr,
+                   "usage: demo [--jobs N] [--workers N] [--seed N] [--sqlite FILE] "
+                   "[--stop-after SECONDS]\n");
       std::exit(2);
     }
   }
@@ -116,13 +134,52 @@ std::string Pad(const std::string& s, std::size_t width) {
 int main(int argc, char** argv) {
   const DemoOptions opt = ParseArgs(argc, argv);
   auto clock = jobpact::SystemClock::Default();
-  auto queue = std::make_shared<jobpact::InMemoryQueueBackend>(clock);
   auto metrics = std::make_shared<jobpact::InMemoryMetricsSink>();
-
   jobpact::JobRunnerOptions ro;
+  std::shared_ptr<jobpact::QueueBackend> queue;
+#ifdef JOBPACT_DEMO_WITH_SQLITE
+  std::shared_ptr<jobpact::sqlite::SqliteBackend> db;
+#endif
+  if (opt.sqlite_path.empty()) {
+    queue = std::make_shared<jobpact::InMemoryQueueBackend>(clock);
+    ro.locks = std::make_shared<jobpact::InMemoryLockStore>(clock);
+    ro.idempotency = std::make_shared<jobpact::InMemoryIdempotencyStore>(clock);
+  } else {
+#ifdef JOBPACT_DEMO_WITH_SQLITE
+    jobpact::sqlite::SqliteOptions so;
+    so.adopt_existing_database = true;  // The demo keeps its invoices table in the same file.
+    auto opened = jobpact::sqlite::SqliteBackend::Open(opt.sqlite_path, so, clock);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "cannot open %s: %s\n", opt.sqlite_path.c_str(),
+                   opened.status().ToString().c_str());
+      return 1;
+    }
+    db = *opened;
+    jobpact::Status made = db->RunInTransaction([](sqlite3* conn) -> Status {
+      char* err = nullptr;
+      if (sqlite3_exec(conn, "CREATE TABLE IF NOT EXISTS demo_invoices (order_id TEXT NOT NULL)",
+                       nullptr, nullptr, &err) != SQLITE_OK) {
+        Status s = Status::Internal(err != nullptr ? err : "create table failed");
+        sqlite3_free(err);
+        return s;
+      }
+      return Status::Ok();
+    });
+    if (!made.ok()) {
+      std::fprintf(stderr, "cannot prepare %s: %s\n", opt.sqlite_path.c_str(),
+                   made.ToString().c_str());
+      return 1;
+    }
+    queue = db->queue();
+    ro.locks = db->locks();
+    ro.idempotency = db->idempotency();
+#else
+    std::fprintf(stderr, "this demo was built without the SQLite backend "
+                         "(configure with -DJOBPACT_WITH_SQLITE=ON)\n");
+    return 2;
+#endif
+  }
   ro.queue = queue;
-  ro.locks = std::make_shared<jobpact::InMemoryLockStore>(clock);
-  ro.idempotency = std::make_shared<jobpact::InMemoryIdempotencyStore>(clock);
   ro.metrics = metrics;
   ro.clock = clock;
   ro.workers = opt.workers;
@@ -145,6 +202,12 @@ int main(int argc, char** argv) {
   fast.backoff.base_delay = jobpact::Millis(20);
   fast.backoff.max_delay = jobpact::Millis(400);
   const char* kFastReason = "demo: time compressed 50x so retries finish within the run";
+  auto fast_options = [&] {
+    jobpact::HandlerOptions o;
+    o.policy = fast;
+    o.policy_reason = kFastReason;
+    return o;
+  };
 
   InvoiceLedger ledger;
   std::atomic<std::uint64_t> flaky_state{opt.seed};
@@ -153,11 +216,31 @@ int main(int argc, char** argv) {
       "invoice.generate",
       [&](JobContext& ctx) -> Status {
         Work(std::chrono::microseconds(300));
-        ledger.Issue(Field(ctx.payload(), "order_id"));
+        const std::string order = Field(ctx.payload(), "order_id");
+        if (opt.sqlite_path.empty()) {
+          ledger.Issue(order);
+        } else {
+#ifdef JOBPACT_DEMO_WITH_SQLITE
+          // Written in the transaction that marks the job succeeded: it
+          // commits if and only if the job does, whatever crashes.
+          ctx.SetTransactionalEffect([order](void* native) -> Status {
+            sqlite3_stmt* st = nullptr;
+            auto* conn = static_cast<sqlite3*>(native);
+            if (sqlite3_prepare_v2(conn, "INSERT INTO demo_invoices(order_id) VALUES (?1)", -1,
+                                   &st, nullptr) != SQLITE_OK) {
+              return Status::Unavailable(sqlite3_errmsg(conn));
+            }
+            sqlite3_bind_text(st, 1, order.c_str(), -1, SQLITE_TRANSIENT);
+            const int rc = sqlite3_step(st);
+            sqlite3_finalize(st);
+            return rc == SQLITE_DONE ? Status::Ok() : Status::Unavailable(sqlite3_errmsg(conn));
+          });
+#endif
+        }
         ctx.SetResult(R"({"invoice":"inv_)" + Field(ctx.payload(), "order_id") + "\"}");
         return Status::Ok();
       },
-      {jobpact::Classifier{}, fast, kFastReason});
+      fast_options());
   if (s.ok()) {
     s = runner->Handle("email.send", [](JobContext&) -> Status {
       Work(std::chrono::microseconds(200));
@@ -169,15 +252,15 @@ int main(int argc, char** argv) {
         "upstream.fetch",
         [&](JobContext&) -> Status {
           Work(std::chrono::microseconds(500));
-          // A deterministic coin: 45% of calls fail like a 503 would.
+          // A deterministic coin: 20% of calls fail like a 503 would.
           std::uint64_t x = flaky_state.fetch_add(0x9E3779B97F4A7C15ULL) * 0xBF58476D1CE4E5B9ULL;
-          if ((x >> 33) % 100 < 45) throw jobpact::TransientError("upstream answered 503", "http_503");
+          if ((x >> 33) % 100 < 20) throw jobpact::TransientError("upstream answered 503", "http_503");
           return Status::Ok();
         },
-        {jobpact::Classifier{}, fast, kFastReason});
+        fast_options());
   }
   if (s.ok()) {
-    jobpact::HandlerOptions report_options{jobpact::Classifier{}, fast, kFastReason};
+    jobpact::HandlerOptions report_options = fast_options();
     s = runner->Handle(
         "report.render",
         [](JobContext& ctx) -> Status {
@@ -196,12 +279,23 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  std::printf("jobpact demo: %d workers, in-memory backends, about %d jobs\n", opt.workers,
+  std::printf("jobpact demo: %d workers, %s, about %d jobs\n", opt.workers,
+              opt.sqlite_path.empty() ? "in-memory backends"
+                                      : ("SQLite backend in " + opt.sqlite_path).c_str(),
               opt.jobs * 4);
   std::printf("policies (per-type overrides carry their reason):\n%s\n",
               runner->policies().ToTable().c_str());
 
-  // --- Produce ---
+  // --- Produce (unless a durable queue already holds this workload) ---
+  std::int64_t already_stored = 0;
+  if (auto st = queue->Stats(); st.ok()) {
+    for (const auto& [status, n] : st->by_status) already_stored += n;
+  }
+  const bool resuming = already_stored > 0;
+  if (resuming) {
+    std::printf("resuming: %lld jobs already in %s; producing nothing new\n\n",
+                static_cast<long long>(already_stored), opt.sqlite_path.c_str());
+  }
   std::mt19937 rng(opt.seed);
   int enqueued = 0, duplicates_at_enqueue = 0, rejected = 0;
   auto enqueue = [&](jobpact::Envelope e) {
@@ -214,7 +308,7 @@ int main(int argc, char** argv) {
       ++enqueued;
     }
   };
-  for (int i = 0; i < opt.jobs; ++i) {
+  for (int i = 0; i < (resuming ? 0 : opt.jobs); ++i) {
     // Invoices: 1 order in 5 is submitted twice (a retried HTTP request) with
     // the same idempotency key; customers share locks.
     const std::string order = "ord_" + std::to_string(i);
@@ -251,9 +345,11 @@ int main(int argc, char** argv) {
   }
   // A producer with a bug: the envelope is malformed. It is kept whole in
   // the DLQ, not dropped.
-  auto bad = runner->EnqueueJson(
-      R"({"job_type":"invoice.generate","payload":{"order_id":"ord_x"},"timeout_seconds":-1})");
-  std::printf("malformed envelope: %s\n\n", bad.status().ToString().c_str());
+  if (!resuming) {
+    auto bad = runner->EnqueueJson(
+        R"({"job_type":"invoice.generate","payload":{"order_id":"ord_x"},"timeout_seconds":-1})");
+    std::printf("malformed envelope: %s\n\n", bad.status().ToString().c_str());
+  }
 
   // --- Run, with a live progress line ---
   const bool tty = isatty(STDOUT_FILENO) != 0;
@@ -295,6 +391,13 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     ++ticks;
     if (pending == 0 || secs > 60) break;
+    if (opt.stop_after > 0 && secs >= opt.stop_after) {
+      std::printf("%sstopping early (--stop-after): %lld jobs still pending%s\n", tty ? "\n" : "",
+                  static_cast<long long>(pending),
+                  opt.sqlite_path.empty() ? " are lost with the in-memory backends"
+                                          : "; run again on the same file to resume");
+      break;
+    }
   }
   if (tty) std::printf("\n");
   jobpact::Status shut = runner->Shutdown(jobpact::Seconds(5));
@@ -336,8 +439,33 @@ int main(int argc, char** argv) {
   std::printf("idempotent skips: %lld   dedup hits: %lld\n",
               static_cast<long long>(metrics->CounterTotal(m::kIdempotentSkips)),
               static_cast<long long>(metrics->CounterTotal(m::kDedupHits)));
-  std::printf("invoices issued: %zu orders, duplicate effects: %d\n", ledger.Orders(),
-              ledger.DuplicateEffects());
+  int duplicate_effects = ledger.DuplicateEffects();
+  if (opt.sqlite_path.empty()) {
+    std::printf("invoices issued: %zu orders, duplicate effects: %d\n", ledger.Orders(),
+                duplicate_effects);
+  } else {
+#ifdef JOBPACT_DEMO_WITH_SQLITE
+    // Counted across every run on this file.
+    long long rows = 0, orders = 0;
+    jobpact::Status counted = db->RunInTransaction([&](sqlite3* conn) -> Status {
+      sqlite3_stmt* st = nullptr;
+      if (sqlite3_prepare_v2(conn, "SELECT COUNT(*), COUNT(DISTINCT order_id) FROM demo_invoices",
+                             -1, &st, nullptr) != SQLITE_OK) {
+        return Status::Internal(sqlite3_errmsg(conn));
+      }
+      if (sqlite3_step(st) == SQLITE_ROW) {
+        rows = sqlite3_column_int64(st, 0);
+        orders = sqlite3_column_int64(st, 1);
+      }
+      sqlite3_finalize(st);
+      return Status::Ok();
+    });
+    if (!counted.ok()) std::printf("cannot count invoices: %s\n", counted.ToString().c_str());
+    duplicate_effects = static_cast<int>(rows - orders);
+    std::printf("invoices in %s (all runs): %lld orders, duplicate effects: %d\n",
+                opt.sqlite_path.c_str(), orders, duplicate_effects);
+#endif
+  }
 
   std::printf("\n== Dead-letter queue (quarantine, replayable)\n");
   auto dlq = queue->ListDeadLetters({});
@@ -364,5 +492,5 @@ int main(int argc, char** argv) {
     std::printf("%s %11.2f %11.2f %9.2f %9.2f\n", Pad(t, 22).c_str(), q.Percentile(0.5) * 1e3,
                 q.Percentile(0.99) * 1e3, d.Percentile(0.5) * 1e3, d.Percentile(0.99) * 1e3);
   }
-  return ledger.DuplicateEffects() == 0 ? 0 : 3;
+  return duplicate_effects == 0 ? 0 : 3;
 }
