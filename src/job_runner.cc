@@ -234,6 +234,13 @@ Status RunnerCore::Handle(std::string_view job_type, Handler handler, HandlerOpt
         "Handle: the policy override of '" + std::string(job_type) +
         "' needs a policy_reason (write down why this job type differs from the default)");
   }
+  if (!options.dependency.empty() &&
+      !IsSafeName(options.dependency, options_.validation.max_name_length)) {
+    return Status::InvalidArgument("Handle: the dependency '" + options.dependency + "' of '" +
+                                   std::string(job_type) + "' must be 1-" +
+                                   std::to_string(options_.validation.max_name_length) +
+                                   " characters of [A-Za-z0-9._:-]");
+  }
   std::lock_guard<std::mutex> l(handlers_mu_);
   if (handlers_->count(job_type) != 0) {
     return Status::AlreadyExists("Handle: a handler for '" + std::string(job_type) +
@@ -247,6 +254,7 @@ Status RunnerCore::Handle(std::string_view job_type, Handler handler, HandlerOpt
   entry->job_type = std::string(job_type);
   entry->handler = std::move(handler);
   entry->classifier = std::move(options.classifier);
+  entry->dependency = std::move(options.dependency);
   auto next = std::make_shared<HandlerMap>(*handlers_);
   next->emplace(entry->job_type, std::move(entry));
   handlers_ = std::move(next);
@@ -580,10 +588,34 @@ void RunnerCore::ProcessDelivery(Delivery& d, WorkerSlot* slot, HandlerCache& ca
                    "no handler registered for job type '" + env.job_type + "'"});
     return;
   }
+  // The dependency's circuit breaker: an open circuit reschedules the job
+  // to the end of the open period without spending an attempt (Finish
+  // releases the lock and claim taken above).
+  CircuitBreaker* breaker = nullptr;
+  CircuitBreaker::Permit permit;
+  if (!handler->dependency.empty()) {
+    breaker = &options_.circuit_breakers->Get(handler->dependency);
+    Result<CircuitBreaker::Permit> p = breaker->Acquire();
+    if (!p.ok()) {
+      options_.metrics->Increment(metric::kCircuitRejected,
+                                  MetricLabels{env.job_type, env.queue, {}, {}}, 1);
+      const Duration wait = std::max(Duration::zero(), breaker->retry_after() - now);
+      requeue(reason::kCircuitOpen, wait, false,
+              Failure{FailureClass::kTransient, std::string(reason::kCircuitOpen),
+                      p.status().message()});
+      return;
+    }
+    permit = *p;
+  }
   const TimePoint started = clock().Now();
   const TimePoint deadline = started + env.timeout;
   const MetricLabels labels{env.job_type, env.queue, {}, {}};
   options_.metrics->Increment(metric::kStarted, labels, 1);
+  // Deposits of the retry budget: first attempts only (a lock-busy requeue
+  // or a snooze gives its attempt back, so attempt 1 runs once).
+  if (options_.retry_budgets != nullptr && env.attempt == 1) {
+    options_.retry_budgets->RecordFirstAttempt(env.job_type);
+  }
   options_.metrics->Observe(metric::kQueueLatency, labels,
                             SecondsOf(started - std::max(d.job.ready_at, d.job.enqueued_at)));
 
@@ -606,6 +638,22 @@ void RunnerCore::ProcessDelivery(Delivery& d, WorkerSlot* slot, HandlerCache& ca
   run.handler_ran = true;
   run.handler_duration = finished - started;
   options_.metrics->Observe(metric::kDuration, labels, SecondsOf(run.handler_duration));
+
+  if (breaker != nullptr) {
+    // The dependency answered unless the attempt failed transiently (or
+    // unclassified) or timed out. A snooze or discard judges nothing.
+    const bool handler_chose = !outcome.threw && (ctx.snooze() || ctx.discard());
+    if (handler_chose) {
+      breaker->Release(permit);
+    } else if (outcome.ok) {
+      breaker->RecordSuccess(permit);
+    } else if (finished >= deadline ||
+               outcome.failure.failure_class != FailureClass::kPermanent) {
+      breaker->RecordFailure(permit);
+    } else {
+      breaker->RecordSuccess(permit);
+    }
+  }
 
   // 8. Classify and decide: exactly one transition.
   Completion c;
@@ -639,38 +687,54 @@ void RunnerCore::ProcessDelivery(Delivery& d, WorkerSlot* slot, HandlerCache& ca
       logger_.Log(LogLevel::kWarn, "unknown_error", &env,
                   {{"error_code", failure.code}, {"error_message", failure.message}});
     }
-    RetryPolicy policy = options_.policies->For(env.job_type);
-    if (env.max_attempts > 0) policy.max_attempts = env.max_attempts;
-    if (env.retry_policy.has_value()) policy.backoff = *env.retry_policy;
-    const double sample = options_.random->NextUnit();
-    RetryDecision decision =
-        DecideRetry(policy, failure.failure_class, env.attempt, sample, d.job.previous_delay);
-    switch (decision.kind) {
-      case RetryDecision::Kind::kRetry:
-        if (env.deadline.has_value() && finished + decision.delay > *env.deadline) {
-          c.to = JobStatus::kDeadLettered;
-          c.reason = std::string(reason::kTotalDeadlinePassed);
-        } else {
-          c.to = JobStatus::kRetryScheduled;
-          c.reason = timed_out ? std::string(reason::kTimeout) : decision.reason;
-          c.ready_at = finished + decision.delay;
-          c.delay = decision.delay;
-          c.checkpoint = ctx.last_checkpoint();
-        }
-        break;
-      case RetryDecision::Kind::kDeadLetter:
-        c.to = JobStatus::kDeadLettered;
-        c.reason = decision.reason;
-        break;
-      case RetryDecision::Kind::kFail:
-        c.to = JobStatus::kFailed;
-        c.reason = decision.reason;
-        break;
-    }
-    c.failure = std::move(failure);
+    c = DecideFailure(run, std::move(failure), finished, timed_out);
   }
   if (c.to == JobStatus::kRetryScheduled && c.checkpoint.empty()) c.checkpoint = ctx.last_checkpoint();
   Finish(run, std::move(c));
+}
+
+Completion RunnerCore::DecideFailure(const DeliveryRun& run, Failure failure, TimePoint finished,
+                                     bool timed_out) {
+  const Envelope& env = run.env();
+  Completion c;
+  RetryPolicy policy = options_.policies->For(env.job_type);
+  if (env.max_attempts > 0) policy.max_attempts = env.max_attempts;
+  if (env.retry_policy.has_value()) policy.backoff = *env.retry_policy;
+  const double sample = options_.random->NextUnit();
+  RetryDecision decision =
+      DecideRetry(policy, failure.failure_class, env.attempt, sample, run.d.job.previous_delay);
+  switch (decision.kind) {
+    case RetryDecision::Kind::kRetry:
+      if (env.deadline.has_value() && finished + decision.delay > *env.deadline) {
+        c.to = JobStatus::kDeadLettered;
+        c.reason = std::string(reason::kTotalDeadlinePassed);
+      } else if (options_.retry_budgets != nullptr &&
+                 !options_.retry_budgets->TryRetry(env.job_type)) {
+        // SPEC 10: retries may not outgrow traffic. The job is quarantined
+        // rather than deferred: a deferred job comes back, and a wave of
+        // them would restart the storm the budget is there to stop.
+        options_.metrics->Increment(metric::kRetryBudgetExhausted,
+                                    MetricLabels{env.job_type, env.queue, {}, {}}, 1);
+        c.to = JobStatus::kDeadLettered;
+        c.reason = std::string(reason::kRetryBudgetExhausted);
+      } else {
+        c.to = JobStatus::kRetryScheduled;
+        c.reason = timed_out ? std::string(reason::kTimeout) : decision.reason;
+        c.ready_at = finished + decision.delay;
+        c.delay = decision.delay;
+      }
+      break;
+    case RetryDecision::Kind::kDeadLetter:
+      c.to = JobStatus::kDeadLettered;
+      c.reason = decision.reason;
+      break;
+    case RetryDecision::Kind::kFail:
+      c.to = JobStatus::kFailed;
+      c.reason = decision.reason;
+      break;
+  }
+  c.failure = std::move(failure);
+  return c;
 }
 
 void RunnerCore::Finish(DeliveryRun& run, Completion c) {
@@ -685,8 +749,23 @@ void RunnerCore::Finish(DeliveryRun& run, Completion c) {
       Status s = options_.idempotency->Complete(env.idempotency_key, lease.token, c.result,
                                                 options_.idempotency_retention);
       if (!s.ok()) {
+        // Not recorded, so not acked as succeeded (SPEC 3 step 9): an ack
+        // without the record would let a later job with the same key run
+        // the effect again with no trace. The attempt fails as transient
+        // and goes through the retry policy. The claim is kept, not
+        // released: it is the only sign that the effect may have happened,
+        // so the retry waits (idempotency_in_progress) until it expires
+        // with its TTL, then runs again -- as after a crash between the
+        // effect and the record. A transactional effect is dropped with the
+        // success it belonged to.
         logger_.Log(LogLevel::kError, "idempotency_record_failed", &env,
                     {{"error", s.ToString()}});
+        c = DecideFailure(
+            run,
+            Failure{FailureClass::kTransient, std::string(reason::kIdempotencyRecordFailed),
+                    "the handler succeeded but its idempotency record could not be written: " +
+                        s.ToString()},
+            clock().Now(), false);
       }
     } else {
       Status s = options_.idempotency->Release(env.idempotency_key, lease.token);
@@ -797,6 +876,167 @@ void RunnerCore::LogTransition(const DeliveryRun& run, const Completion& c) {
   logger_.Log(level, "transition", &run.env(), fields);
 }
 
+// --- DLQ operations (SPEC 7) ------------------------------------------------------
+
+namespace {
+
+bool MatchesFilter(const DlqEntry& e, const DlqFilter& f) {
+  if (f.job_type && e.job_type != *f.job_type) return false;
+  if (f.reason && e.reason != *f.reason) return false;
+  if (f.failure_class &&
+      (!e.last_failure || e.last_failure->failure_class != *f.failure_class)) {
+    return false;
+  }
+  if (f.dead_lettered_after && e.dead_lettered_at < *f.dead_lettered_after) return false;
+  if (f.dead_lettered_before && e.dead_lettered_at >= *f.dead_lettered_before) return false;
+  return true;
+}
+
+}  // namespace
+
+Result<ReplayReport> RunnerCore::ReplayDeadLetters(const ReplayRequest& req) {
+  if (IsBlank(req.actor) || IsBlank(req.reason)) {
+    return Status::InvalidArgument(
+        "ReplayDeadLetters: actor and reason are required (who replays, and why)");
+  }
+  if (!(req.max_per_second >= 0) || std::isinf(req.max_per_second)) {
+    return Status::InvalidArgument("ReplayDeadLetters: max_per_second must be >= 0 and finite");
+  }
+  if (req.max_jobs < 1) return Status::InvalidArgument("ReplayDeadLetters: max_jobs must be >= 1");
+  if (req.extra_attempts < 0) {
+    return Status::InvalidArgument("ReplayDeadLetters: extra_attempts must be >= 0");
+  }
+  ReplayReport report;
+  std::vector<DlqEntry> selected;
+  if (req.job_ids.empty()) {
+    DlqFilter filter = req.selection;
+    filter.limit = std::min(filter.limit, req.max_jobs);
+    JOBPACT_ASSIGN_OR_RETURN(selected, options_.queue->ListDeadLetters(filter));
+  } else {
+    for (const std::string& id : req.job_ids) {
+      if (selected.size() >= req.max_jobs) break;
+      Result<DlqEntry> e = options_.queue->GetDeadLetter(id);
+      if (!e.ok()) {
+        report.failed.emplace_back(id, e.status());
+      } else if (!MatchesFilter(*e, req.selection)) {
+        report.failed.emplace_back(
+            id, Status::FailedPrecondition("does not match the selection: " + id));
+      } else {
+        selected.push_back(std::move(*e));
+      }
+    }
+  }
+
+  const TimePoint now = clock().Now();
+  const Duration spacing =
+      req.max_per_second > 0
+          ? std::chrono::duration_cast<Duration>(std::chrono::duration<double>(1.0 / req.max_per_second))
+          : Duration::zero();
+  for (DlqEntry& e : selected) {
+    if (!e.raw_envelope.empty()) {
+      // Input that never parsed as an envelope cannot run (the backend
+      // refuses it too); said here so that a dry run reports it as well.
+      report.failed.emplace_back(
+          e.job_id, Status::FailedPrecondition(
+                        "an invalid envelope cannot run; fix it and enqueue it again: " + e.job_id));
+      continue;
+    }
+    if (req.dry_run) {
+      report.would_replay.push_back(e.job_id);
+      continue;
+    }
+    DlqAction action;
+    action.actor = req.actor;
+    action.reason = req.reason;
+    action.reset_attempts = req.reset_attempts;
+    action.extra_attempts = req.extra_attempts;
+    const TimePoint ready_at =
+        now + spacing * static_cast<std::int64_t>(report.replayed.size());
+    action.ready_at = ready_at;
+    Status st = options_.queue->Replay(e.job_id, action);
+    if (!st.ok()) {
+      report.failed.emplace_back(e.job_id, st);
+      logger_.Log(LogLevel::kWarn, "dlq_replay_failed", nullptr,
+                  {{"job_id", e.job_id},
+                   {"job_type", e.job_type},
+                   {"actor", req.actor},
+                   {"reason", req.reason},
+                   {"error", st.ToString()}});
+      continue;
+    }
+    report.replayed.push_back(e.job_id);
+    options_.metrics->Increment(metric::kReplayed, MetricLabels{e.job_type, {}, e.reason, {}}, 1);
+    logger_.Log(LogLevel::kWarn, "dlq_replayed", nullptr,
+                {{"job_id", e.job_id},
+                 {"job_type", e.job_type},
+                 {"trace_id", e.trace_id},
+                 {"from", "dead_lettered"},
+                 {"to", "queued"},
+                 {"dlq_reason", e.reason},
+                 {"actor", req.actor},
+                 {"reason", req.reason},
+                 {"ready_at", FormatRfc3339(ready_at)},
+                 {"reset_attempts", req.reset_attempts ? "true" : "false"}});
+  }
+  if (req.dry_run) {
+    logger_.Log(LogLevel::kInfo, "dlq_replay_dry_run", nullptr,
+                {{"actor", req.actor},
+                 {"reason", req.reason},
+                 {"would_replay", static_cast<std::int64_t>(report.would_replay.size())},
+                 {"failed", static_cast<std::int64_t>(report.failed.size())}});
+  } else if (!report.replayed.empty()) {
+    WakeOneWorker();
+  }
+  return report;
+}
+
+Status RunnerCore::DiscardDeadLetter(std::string_view job_id, std::string_view actor,
+                                     std::string_view why) {
+  if (IsBlank(actor) || IsBlank(why)) {
+    return Status::InvalidArgument(
+        "DiscardDeadLetter: actor and reason are required (who discards, and why)");
+  }
+  JOBPACT_ASSIGN_OR_RETURN(DlqEntry e, options_.queue->GetDeadLetter(job_id));
+  DlqAction action;
+  action.actor = std::string(actor);
+  action.reason = std::string(why);
+  JOBPACT_RETURN_IF_ERROR(options_.queue->Discard(job_id, action));
+  options_.metrics->Increment(metric::kDiscarded,
+                              MetricLabels{e.job_type, {}, reason::kOperatorDiscard, {}}, 1);
+  logger_.Log(LogLevel::kWarn, "transition", nullptr,
+              {{"job_id", e.job_id},
+               {"job_type", e.job_type},
+               {"trace_id", e.trace_id},
+               {"from", "dead_lettered"},
+               {"to", "discarded"},
+               {"reason", reason::kOperatorDiscard},
+               {"dlq_reason", e.reason},
+               {"actor", actor},
+               {"operator_reason", why}});
+  return Status::Ok();
+}
+
+// --- Circuit breakers -----------------------------------------------------------------
+
+void RunnerCore::SetCircuitGauge(std::string_view dependency, CircuitState state) {
+  double v = 0;
+  if (state == CircuitState::kOpen) v = 1;
+  if (state == CircuitState::kHalfOpen) v = 2;
+  options_.metrics->SetGauge(metric::kCircuitState, MetricLabels{{}, {}, dependency, {}}, v);
+}
+
+void RunnerCore::OnCircuitChange(const CircuitStateChange& change) {
+  SetCircuitGauge(change.dependency, change.to);
+  logger_.Log(change.to == CircuitState::kClosed ? LogLevel::kInfo : LogLevel::kWarn,
+              "circuit_state_changed", nullptr,
+              {{"dependency", change.dependency},
+               {"from", CircuitStateName(change.from)},
+               {"to", CircuitStateName(change.to)},
+               {"calls", change.calls},
+               {"failures", change.failures},
+               {"failure_rate", change.failure_rate}});
+}
+
 void RunnerCore::GiveBack(const Lease& lease, const Envelope& env, std::string_view why) {
   Completion c;
   c.to = JobStatus::kQueued;
@@ -871,6 +1111,13 @@ class JobRunnerImpl final : public JobRunner {
   Status RunMaintenance() override { return core_->RunMaintenance(); }
   void Pause(std::string_view job_type) override { core_->Pause(job_type); }
   void Resume(std::string_view job_type) override { core_->Resume(job_type); }
+  Result<ReplayReport> ReplayDeadLetters(const ReplayRequest& request) override {
+    return core_->ReplayDeadLetters(request);
+  }
+  Status DiscardDeadLetter(std::string_view job_id, std::string_view actor,
+                           std::string_view reason) override {
+    return core_->DiscardDeadLetter(job_id, actor, reason);
+  }
   RunnerStats Stats() const override { return core_->Stats(); }
   PolicyRegistry& policies() override { return core_->policies(); }
   const JobRunnerOptions& options() const override { return core_->options(); }
@@ -912,6 +1159,16 @@ Result<std::unique_ptr<JobRunner>> JobRunner::Create(JobRunnerOptions o) {
   check(o.dlq_retention > Duration::zero(), "dlq_retention must be > 0");
   check(o.final_status_retention > Duration::zero(), "final_status_retention must be > 0");
   check(!o.logger_name.empty(), "logger_name must not be empty");
+  std::vector<std::string> guard_problems;
+  if (o.retry_budget_enabled && o.retry_budgets == nullptr) {
+    Status s = ValidateRetryBudgetOptions(o.retry_budget);
+    if (!s.ok()) guard_problems.push_back("retry_budget: " + s.message());
+  }
+  if (o.circuit_breakers == nullptr) {
+    Status s = ValidateCircuitBreakerOptions(o.circuit_breaker);
+    if (!s.ok()) guard_problems.push_back("circuit_breaker: " + s.message());
+  }
+  for (std::string& p : guard_problems) problems.push_back(std::move(p));
   if (!problems.empty()) {
     std::string msg = "JobRunnerOptions: ";
     for (std::size_t i = 0; i < problems.size(); ++i) {
@@ -928,7 +1185,30 @@ Result<std::unique_ptr<JobRunner>> JobRunner::Create(JobRunnerOptions o) {
   if (o.policies == nullptr) o.policies = std::make_shared<PolicyRegistry>();
   if (o.runner_id.empty()) o.runner_id = internal::DefaultRunnerId();
 
+  if (!o.retry_budget_enabled) {
+    o.retry_budgets = nullptr;
+  } else if (o.retry_budgets == nullptr) {
+    JOBPACT_ASSIGN_OR_RETURN(std::unique_ptr<RetryBudgets> budgets,
+                             RetryBudgets::Create(o.retry_budget, o.clock));
+    o.retry_budgets = std::move(budgets);
+  }
+  // The breakers report state changes to the core, which does not exist
+  // yet: the callback finds it through a weak pointer set below.
+  auto core_ref = std::make_shared<std::weak_ptr<internal::RunnerCore>>();
+  if (o.circuit_breakers == nullptr) {
+    CircuitBreakerOptions cb = o.circuit_breaker;
+    cb.on_state_change = [core_ref, user = o.circuit_breaker.on_state_change](
+                             const CircuitStateChange& change) {
+      if (auto core = core_ref->lock()) core->OnCircuitChange(change);
+      if (user) user(change);
+    };
+    JOBPACT_ASSIGN_OR_RETURN(std::unique_ptr<CircuitBreakers> breakers,
+                             CircuitBreakers::Create(std::move(cb), o.clock));
+    o.circuit_breakers = std::move(breakers);
+  }
+
   auto core = std::make_shared<internal::RunnerCore>(std::move(o));
+  *core_ref = core;
   {
     internal::StaticRegistry& r = internal::Statics();
     std::lock_guard<std::mutex> l(r.mu);

@@ -25,6 +25,7 @@ RunnerStats RunnerCore::Stats() const {
   s.deliveries = deliveries_.load(std::memory_order_relaxed);
   s.busy_workers = busy_workers_.load(std::memory_order_relaxed);
   s.hung_workers = hung_workers_.load(std::memory_order_relaxed);
+  s.hung_workers_total = hung_workers_total_.load(std::memory_order_relaxed);
   s.replacement_workers = replacement_workers_.load(std::memory_order_relaxed);
   return s;
 }
@@ -76,6 +77,10 @@ Status RunnerCore::RunMaintenance() {
     note("stats", stats.status());
   }
   SetWorkerGauges();
+  // Circuit states (open -> half_open happens lazily, on the next call).
+  for (const auto& [dependency, snap] : options_.circuit_breakers->Snapshots()) {
+    SetCircuitGauge(dependency, snap.state);
+  }
   return first;
 }
 
@@ -226,7 +231,10 @@ void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
     }
     if (hung) {
       // A replacement took this worker's place; its late outcome was
-      // written (or fenced) above. The thread ends here.
+      // written (or fenced) above. The thread ends here, and the worker no
+      // longer counts as hung (the lifetime counter keeps it).
+      hung_workers_.fetch_sub(1);
+      SetWorkerGauges();
       logger_.Log(LogLevel::kWarn, "hung_worker_returned", nullptr, {{"worker_id", slot->id}});
       break;
     }
@@ -256,6 +264,9 @@ void RunnerCore::WatchSlot(const std::shared_ptr<WorkerSlot>& slot, TimePoint no
       // is delivered again; a late completion is fenced), cancel it, and let
       // the caller start a replacement and call the hook.
       slot->hung = true;
+      // Counted here, under the slot lock, so that the worker's decrement
+      // (after it reads `hung` under the same lock) never comes first.
+      hung_workers_.fetch_add(1);
       job.renewing = false;
       job.cancel->lost.store(true, std::memory_order_release);
       hung->push_back(HungWorkerInfo{slot->id, env.job_id, env.job_type, env.attempt, job.deadline});
@@ -298,7 +309,7 @@ void RunnerCore::WatchdogLoop() {
       if (!slot->exited.load(std::memory_order_acquire)) WatchSlot(slot, now, &hung);
     }
     for (const HungWorkerInfo& info : hung) {
-      hung_workers_.fetch_add(1);
+      hung_workers_total_.fetch_add(1);
       options_.metrics->Increment(metric::kHungWorkers,
                                   MetricLabels{info.job_type, {}, {}, {}}, 1);
       bool replaced = false;

@@ -237,5 +237,179 @@ Result<QueueStats> FailingQueueBackend::Stats() {
   return Call<Result<QueueStats>>(QueueMethod::kStats, [&] { return base_->Stats(); });
 }
 
+// --- FaultScript ------------------------------------------------------------------
+
+namespace testing_internal {
+
+void FaultScript::FailNext(int method, Status status, int times, bool after_applying) {
+  if (status.ok()) status = Status::Unavailable("injected fault");
+  std::lock_guard<std::mutex> l(mu_);
+  for (int i = 0; i < times; ++i) {
+    commands_[method].push_back(Command{
+        after_applying ? Command::Kind::kFailAfter : Command::Kind::kFailBefore, status, nullptr});
+  }
+}
+
+void FaultScript::BeforeNext(int method, std::function<void()> hook) {
+  std::lock_guard<std::mutex> l(mu_);
+  commands_[method].push_back(Command{Command::Kind::kHook, Status(), std::move(hook)});
+}
+
+void FaultScript::Clear() {
+  std::lock_guard<std::mutex> l(mu_);
+  commands_.clear();
+}
+
+int FaultScript::Calls(int method) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = calls_.find(method);
+  return it == calls_.end() ? 0 : it->second;
+}
+
+FaultScript::Plan FaultScript::Take(int method) {
+  Plan plan;
+  std::lock_guard<std::mutex> l(mu_);
+  ++calls_[method];
+  auto it = commands_.find(method);
+  if (it == commands_.end()) return plan;
+  std::vector<Command>& queue = it->second;
+  std::size_t used = 0;
+  while (used < queue.size()) {
+    Command& c = queue[used];
+    ++used;
+    if (c.kind == Command::Kind::kHook) {
+      plan.hooks.push_back(std::move(c.hook));
+      continue;
+    }
+    plan.fail_before = c.kind == Command::Kind::kFailBefore;
+    plan.fail_after = c.kind == Command::Kind::kFailAfter;
+    plan.status = c.status;
+    break;
+  }
+  queue.erase(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(used));
+  return plan;
+}
+
+}  // namespace testing_internal
+
+// --- FailingLockStore -----------------------------------------------------------------
+
+std::string_view LockMethodName(LockMethod m) {
+  switch (m) {
+    case LockMethod::kAcquire:
+      return "Acquire";
+    case LockMethod::kRenew:
+      return "Renew";
+    case LockMethod::kRelease:
+      return "Release";
+    case LockMethod::kInspect:
+      return "Inspect";
+  }
+  return "?";
+}
+
+FailingLockStore::FailingLockStore(std::shared_ptr<LockStore> base) : base_(std::move(base)) {}
+FailingLockStore::~FailingLockStore() = default;
+
+void FailingLockStore::FailNext(LockMethod method, Status status, int times) {
+  script_.FailNext(static_cast<int>(method), std::move(status), times, false);
+}
+void FailingLockStore::FailNextAfterApplying(LockMethod method, Status status, int times) {
+  script_.FailNext(static_cast<int>(method), std::move(status), times, true);
+}
+void FailingLockStore::BeforeNext(LockMethod method, std::function<void()> hook) {
+  script_.BeforeNext(static_cast<int>(method), std::move(hook));
+}
+void FailingLockStore::Clear() { script_.Clear(); }
+int FailingLockStore::Calls(LockMethod method) const {
+  return script_.Calls(static_cast<int>(method));
+}
+
+Result<LockLease> FailingLockStore::Acquire(std::string_view key, std::string_view owner,
+                                            Duration ttl) {
+  return script_.Call<Result<LockLease>>(static_cast<int>(LockMethod::kAcquire),
+                                         [&] { return base_->Acquire(key, owner, ttl); });
+}
+Result<LockLease> FailingLockStore::Renew(std::string_view key, std::string_view owner,
+                                          Duration ttl) {
+  return script_.Call<Result<LockLease>>(static_cast<int>(LockMethod::kRenew),
+                                         [&] { return base_->Renew(key, owner, ttl); });
+}
+Status FailingLockStore::Release(std::string_view key, std::string_view owner) {
+  return script_.Call<Status>(static_cast<int>(LockMethod::kRelease),
+                              [&] { return base_->Release(key, owner); });
+}
+Result<std::optional<LockLease>> FailingLockStore::Inspect(std::string_view key) {
+  return script_.Call<Result<std::optional<LockLease>>>(static_cast<int>(LockMethod::kInspect),
+                                                        [&] { return base_->Inspect(key); });
+}
+
+// --- FailingIdempotencyStore ------------------------------------------------------------
+
+std::string_view IdempotencyMethodName(IdempotencyMethod m) {
+  switch (m) {
+    case IdempotencyMethod::kClaim:
+      return "Claim";
+    case IdempotencyMethod::kComplete:
+      return "Complete";
+    case IdempotencyMethod::kRelease:
+      return "Release";
+    case IdempotencyMethod::kExtend:
+      return "Extend";
+    case IdempotencyMethod::kGet:
+      return "Get";
+    case IdempotencyMethod::kPurgeExpired:
+      return "PurgeExpired";
+  }
+  return "?";
+}
+
+FailingIdempotencyStore::FailingIdempotencyStore(std::shared_ptr<IdempotencyStore> base)
+    : base_(std::move(base)) {}
+FailingIdempotencyStore::~FailingIdempotencyStore() = default;
+
+void FailingIdempotencyStore::FailNext(IdempotencyMethod method, Status status, int times) {
+  script_.FailNext(static_cast<int>(method), std::move(status), times, false);
+}
+void FailingIdempotencyStore::FailNextAfterApplying(IdempotencyMethod method, Status status,
+                                                    int times) {
+  script_.FailNext(static_cast<int>(method), std::move(status), times, true);
+}
+void FailingIdempotencyStore::BeforeNext(IdempotencyMethod method, std::function<void()> hook) {
+  script_.BeforeNext(static_cast<int>(method), std::move(hook));
+}
+void FailingIdempotencyStore::Clear() { script_.Clear(); }
+int FailingIdempotencyStore::Calls(IdempotencyMethod method) const {
+  return script_.Calls(static_cast<int>(method));
+}
+
+Result<ClaimOutcome> FailingIdempotencyStore::Claim(std::string_view key, std::string_view owner,
+                                                    Duration claim_ttl) {
+  return script_.Call<Result<ClaimOutcome>>(static_cast<int>(IdempotencyMethod::kClaim),
+                                            [&] { return base_->Claim(key, owner, claim_ttl); });
+}
+Status FailingIdempotencyStore::Complete(std::string_view key, std::string_view owner,
+                                         std::string_view result, Duration retention) {
+  return script_.Call<Status>(static_cast<int>(IdempotencyMethod::kComplete),
+                              [&] { return base_->Complete(key, owner, result, retention); });
+}
+Status FailingIdempotencyStore::Release(std::string_view key, std::string_view owner) {
+  return script_.Call<Status>(static_cast<int>(IdempotencyMethod::kRelease),
+                              [&] { return base_->Release(key, owner); });
+}
+Status FailingIdempotencyStore::Extend(std::string_view key, std::string_view owner,
+                                       Duration claim_ttl) {
+  return script_.Call<Status>(static_cast<int>(IdempotencyMethod::kExtend),
+                              [&] { return base_->Extend(key, owner, claim_ttl); });
+}
+Result<std::optional<IdempotencyRecord>> FailingIdempotencyStore::Get(std::string_view key) {
+  return script_.Call<Result<std::optional<IdempotencyRecord>>>(
+      static_cast<int>(IdempotencyMethod::kGet), [&] { return base_->Get(key); });
+}
+Result<int> FailingIdempotencyStore::PurgeExpired() {
+  return script_.Call<Result<int>>(static_cast<int>(IdempotencyMethod::kPurgeExpired),
+                                   [&] { return base_->PurgeExpired(); });
+}
+
 }  // namespace testing
 }  // namespace jobpact

@@ -19,11 +19,13 @@ Harness::Harness(HarnessOptions options)
       faults_(std::make_shared<FailingQueueBackend>(queue_)),
       locks_(std::make_shared<InMemoryLockStore>(clock_)),
       idempotency_(std::make_shared<InMemoryIdempotencyStore>(clock_)),
-      metrics_(std::make_shared<InMemoryMetricsSink>()) {
+      metrics_(std::make_shared<InMemoryMetricsSink>()),
+      lock_faults_(std::make_shared<FailingLockStore>(locks_)),
+      idempotency_faults_(std::make_shared<FailingIdempotencyStore>(idempotency_)) {
   JobRunnerOptions o;
   o.queue = faults_;
-  o.locks = locks_;
-  o.idempotency = idempotency_;
+  o.locks = lock_faults_;
+  o.idempotency = idempotency_faults_;
   o.metrics = metrics_;
   o.clock = clock_;
   o.workers = 1;
@@ -78,6 +80,7 @@ int Harness::RunUntilIdle() {
     last_error_ = n.status();
     return 0;
   }
+  last_error_ = Status::Ok();
   return *n;
 }
 

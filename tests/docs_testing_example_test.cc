@@ -307,6 +307,32 @@ TEST(ManualClockTest, DriveARunnerByHand) {
 }
 // [/docs:manual_clock]
 
+// [docs:idempotency_record_fails]
+TEST(FaultInjectionTest, CrashBeforeTheIdempotencyRecordIsWritten) {
+  Harness h;
+  int effects = 0;
+  ASSERT_THAT(h.Handle("charge",
+                       [&](JobContext&) {
+                         ++effects;
+                         return Status::Ok();
+                       }),
+              IsOk());
+  jobpact::Envelope env;
+  env.job_type = "charge";
+  env.idempotency_key = "charge:ord_3";
+  const std::string id = h.Enqueue(env).value().job_id;
+  h.idempotency_faults().FailNext(jobpact::testing::IdempotencyMethod::kComplete,
+                                  Status::Unavailable("timeout"));
+  h.RunUntilIdle();
+  EXPECT_EQ(effects, 1);
+  EXPECT_EQ(h.StatusOf(id), JobStatus::kRetryScheduled);  // Not acked as succeeded.
+  EXPECT_EQ(h.Job(id).last_failure->code, "idempotency_record_failed");
+  h.RunUntilSettled();  // The claim expires with its TTL; the retry runs again.
+  EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
+  EXPECT_EQ(effects, 2);  // At least once.
+}
+// [/docs:idempotency_record_fails]
+
 // --- Keeps docs/testing.md honest ----------------------------------------------
 
 std::string ReadFile(const std::string& path) {

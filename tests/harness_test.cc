@@ -15,7 +15,11 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing::FailingIdempotencyStore;
+using testing::FailingLockStore;
 using testing::FailingQueueBackend;
+using testing::IdempotencyMethod;
+using testing::LockMethod;
 using testing::Harness;
 using testing::HarnessOptions;
 using testing::IsOk;
@@ -153,6 +157,140 @@ TEST(FailingQueueBackendTest, PassesThroughAndCountsCalls) {
   q.Clear();
   EXPECT_THAT(q.Stats(), IsOk());
   EXPECT_EQ(q.Name(), "in_memory");
+}
+
+TEST(HarnessTest, LastErrorIsClearedByALaterSuccessfulRun) {
+  Harness h;
+  ASSERT_THAT(h.Handle("t", [](JobContext&) { return Status::Ok(); }), IsOk());
+  EXPECT_THAT(h.last_error(), IsOk());  // No run yet.
+  h.faults().FailNext(QueueMethod::kDequeue, Status::Unavailable("redis down"));
+  EXPECT_EQ(h.RunUntilIdle(), 0);
+  EXPECT_THAT(h.last_error(), StatusIs(StatusCode::kUnavailable));
+  EXPECT_EQ(h.RunUntilIdle(), 0);  // Nothing to do, but the run succeeded.
+  EXPECT_THAT(h.last_error(), IsOk());
+}
+
+TEST(FailingQueueBackendTest, FailNextWithAnOkStatusInjectsUnavailable) {
+  auto clock = std::make_shared<testing::ManualClock>();
+  auto base = std::make_shared<InMemoryQueueBackend>(clock);
+  FailingQueueBackend q(base);
+  q.FailNext(QueueMethod::kStats, Status::Ok());
+  EXPECT_THAT(q.Stats(), StatusIs(StatusCode::kUnavailable, HasSubstr("injected fault")));
+  EXPECT_THAT(q.Stats(), IsOk());
+}
+
+TEST(FailingLockStoreTest, FailsOnCommandAndOtherwisePassesThrough) {
+  auto clock = std::make_shared<testing::ManualClock>();
+  auto base = std::make_shared<InMemoryLockStore>(clock);
+  FailingLockStore locks(base);
+  locks.FailNext(LockMethod::kAcquire, Status::Unavailable("redis down"));
+  EXPECT_THAT(locks.Acquire("k", "a", Seconds(10)),
+              StatusIs(StatusCode::kUnavailable, HasSubstr("redis down")));
+  EXPECT_THAT(base->Inspect("k").value(), ::testing::Eq(std::nullopt));  // Nothing changed.
+  EXPECT_THAT(locks.Acquire("k", "a", Seconds(10)), IsOk());
+  // Applied, then reported as failed: the lock is released all the same.
+  locks.FailNextAfterApplying(LockMethod::kRelease, Status::Unavailable("reply lost"));
+  EXPECT_THAT(locks.Release("k", "a"), StatusIs(StatusCode::kUnavailable));
+  EXPECT_FALSE(base->Inspect("k").value().has_value());
+  int hooks = 0;
+  locks.BeforeNext(LockMethod::kInspect, [&] { ++hooks; });
+  locks.FailNext(LockMethod::kInspect, Status::Ok());  // OK: replaced by Unavailable.
+  EXPECT_THAT(locks.Inspect("k"), StatusIs(StatusCode::kUnavailable, HasSubstr("injected fault")));
+  EXPECT_EQ(hooks, 1);
+  EXPECT_EQ(locks.Calls(LockMethod::kAcquire), 2);
+  EXPECT_EQ(LockMethodName(LockMethod::kRenew), "Renew");
+}
+
+TEST(FailingIdempotencyStoreTest, FailsOnCommandAndOtherwisePassesThrough) {
+  auto clock = std::make_shared<testing::ManualClock>();
+  auto base = std::make_shared<InMemoryIdempotencyStore>(clock);
+  FailingIdempotencyStore idem(base);
+  idem.FailNext(IdempotencyMethod::kClaim, Status::Unavailable("down"), 2);
+  EXPECT_THAT(idem.Claim("k", "a", Seconds(10)), StatusIs(StatusCode::kUnavailable));
+  EXPECT_THAT(idem.Claim("k", "a", Seconds(10)), StatusIs(StatusCode::kUnavailable));
+  ASSERT_THAT(idem.Claim("k", "a", Seconds(10)), IsOk());
+  idem.FailNext(IdempotencyMethod::kComplete, Status::Unavailable("timeout"));
+  EXPECT_THAT(idem.Complete("k", "a", "r", Seconds(60)), StatusIs(StatusCode::kUnavailable));
+  EXPECT_EQ(base->Get("k").value()->state, IdempotencyRecord::State::kInProgress);
+  idem.Clear();
+  EXPECT_THAT(idem.Complete("k", "a", "r", Seconds(60)), IsOk());
+  EXPECT_EQ(base->Get("k").value()->state, IdempotencyRecord::State::kCompleted);
+  EXPECT_EQ(idem.Calls(IdempotencyMethod::kClaim), 3);
+  EXPECT_EQ(IdempotencyMethodName(IdempotencyMethod::kComplete), "Complete");
+}
+
+// A lock store outage is the store's fault, not the job's: the delivery is
+// rescheduled without spending an attempt, and runs once the store is back.
+TEST(HarnessTest, LockStoreOutageReschedulesWithoutSpendingAnAttempt) {
+  Harness h;
+  int runs = 0;
+  ASSERT_THAT(h.Handle("t", [&](JobContext&) {
+    ++runs;
+    return Status::Ok();
+  }),
+              IsOk());
+  Envelope e;
+  e.job_type = "t";
+  e.lock_key = "order:1";
+  const std::string id = h.Enqueue(e).value().job_id;
+  h.lock_faults().FailNext(LockMethod::kAcquire, Status::Unavailable("redis down"));
+  EXPECT_EQ(h.RunUntilIdle(), 1);
+  EXPECT_EQ(runs, 0);
+  JobRecord r = h.Job(id);
+  EXPECT_EQ(r.status, JobStatus::kRetryScheduled);
+  EXPECT_EQ(r.envelope.attempt, 0);  // Given back.
+  EXPECT_EQ(r.reason, "transient_error");
+  EXPECT_EQ(h.metrics().CounterTotal(metric::kRetries, "t"), 0);
+  h.RunUntilSettled();
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
+  EXPECT_EQ(h.Job(id).envelope.attempt, 1);
+  EXPECT_EQ(h.lock_faults().Calls(LockMethod::kAcquire), 2);
+}
+
+// SPEC 3 step 9: the result is recorded before the ack. When recording
+// fails after the effect, the job is not acked as succeeded: the attempt
+// fails as transient ("idempotency_record_failed"), the claim is kept (the
+// effect may have happened), the retry waits for the claim to expire, then
+// runs again and records its result. At least once, never silently "done".
+TEST(HarnessTest, IdempotencyRecordFailureIsNotAckedAsSuccess) {
+  Harness h;
+  int effects = 0;
+  ASSERT_THAT(h.Handle("charge", [&](JobContext& ctx) {
+    ++effects;
+    ctx.SetResult("charged");
+    return Status::Ok();
+  }),
+              IsOk());
+  Envelope e;
+  e.job_type = "charge";
+  e.idempotency_key = "charge:ord_1";
+  e.timeout = Seconds(10);
+  e.visibility_timeout = Seconds(20);
+  const std::string id = h.Enqueue(e).value().job_id;
+  h.idempotency_faults().FailNext(IdempotencyMethod::kComplete, Status::Unavailable("timeout"));
+  EXPECT_EQ(h.RunUntilIdle(), 1);
+  EXPECT_EQ(effects, 1);
+  JobRecord r = h.Job(id);
+  EXPECT_EQ(r.status, JobStatus::kRetryScheduled);
+  EXPECT_EQ(r.envelope.attempt, 1);
+  ASSERT_TRUE(r.last_failure.has_value());
+  EXPECT_EQ(r.last_failure->code, "idempotency_record_failed");
+  EXPECT_EQ(r.last_failure->failure_class, FailureClass::kTransient);
+  // The claim was not released.
+  EXPECT_EQ(h.idempotency().Get("charge:ord_1").value()->state,
+            IdempotencyRecord::State::kInProgress);
+  EXPECT_EQ(h.idempotency_faults().Calls(IdempotencyMethod::kRelease), 0);
+
+  h.RunUntilSettled();
+  EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
+  EXPECT_EQ(effects, 2);  // At least once: the effect ran again after the claim expired.
+  EXPECT_EQ(h.Job(id).envelope.attempt, 2);
+  auto rec = h.idempotency().Get("charge:ord_1").value();
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->state, IdempotencyRecord::State::kCompleted);
+  EXPECT_EQ(rec->result, "charged");
+  EXPECT_GE(h.metrics().CounterTotal(metric::kRetries, "charge"), 1);
 }
 
 }  // namespace

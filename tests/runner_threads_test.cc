@@ -149,7 +149,9 @@ TEST(RunnerThreadsTest, HungHandlerIsReplacedAndItsJobRedelivered) {
   }
   EXPECT_EQ(h.metrics().CounterTotal(metric::kHungWorkers, "stuck"), 1);
   EXPECT_EQ(h.runner().Stats().hung_workers, 1);
+  EXPECT_EQ(h.runner().Stats().hung_workers_total, 1);
   EXPECT_EQ(h.runner().Stats().replacement_workers, 1);
+  EXPECT_EQ(h.metrics().Gauge(metric::kHungWorkersNow), 1.0);
 
   // The lease expires unrenewed; maintenance recovers it; the replacement
   // worker runs attempt 2.
@@ -166,6 +168,13 @@ TEST(RunnerThreadsTest, HungHandlerIsReplacedAndItsJobRedelivered) {
       [&] { return h.metrics().CounterTotal(metric::kStaleCompletions, "stuck") == 1; }));
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
   EXPECT_EQ(h.Job(id).envelope.attempt, 2);
+
+  // Its thread exits: no worker is hung now, though one was (the gauge and
+  // Stats count the present; the counter and hung_workers_total the past).
+  ASSERT_TRUE(WaitFor([&] { return h.runner().Stats().hung_workers == 0; }));
+  EXPECT_EQ(h.metrics().Gauge(metric::kHungWorkersNow), 0.0);
+  EXPECT_EQ(h.runner().Stats().hung_workers_total, 1);
+  EXPECT_EQ(h.metrics().CounterTotal(metric::kHungWorkers, "stuck"), 1);
   EXPECT_THAT(h.runner().Shutdown(Seconds(1)), IsOk());
 }
 

@@ -36,8 +36,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "jobpact/circuit_breaker.h"
 #include "jobpact/clock.h"
 #include "jobpact/export.h"
 #include "jobpact/failure.h"
@@ -48,6 +50,7 @@
 #include "jobpact/queue_backend.h"
 #include "jobpact/random.h"
 #include "jobpact/result.h"
+#include "jobpact/retry_budget.h"
 #include "jobpact/retry_policy.h"
 #include "jobpact/status.h"
 
@@ -119,6 +122,28 @@ struct JobRunnerOptions {
   Duration maintenance_interval = Seconds(1);
   Duration dlq_retention = std::chrono::hours(24 * 14);
   Duration final_status_retention = std::chrono::hours(24);
+
+  // --- Guards (SPEC 10, 11) ---
+  // Retry budget: per job type, retries of transient and unknown failures
+  // may not exceed retry_budget.percent of first attempts over
+  // retry_budget.window, plus a floor (defaults: 20%, 10 s, 10 retries/s).
+  // A retry the budget refuses dead-letters the job with reason
+  // "retry_budget_exhausted" (a quarantine: replay it with
+  // JobRunner::ReplayDeadLetters once the storm is over).
+  bool retry_budget_enabled = true;
+  RetryBudgetOptions retry_budget;
+  // The budgets used; null (and enabled): created from `retry_budget` on
+  // `clock`. Pass one to share it or to set per-type overrides.
+  std::shared_ptr<RetryBudgets> retry_budgets;
+  // Circuit breakers, one per dependency named in HandlerOptions::dependency
+  // (defaults: opens at 50% failures over the last 100 calls, at least 20;
+  // open 60 s; 10 trial calls). circuit_breaker.on_state_change, if set, is
+  // called after the runner's own gauge and log line.
+  CircuitBreakerOptions circuit_breaker;
+  // The breakers used; null: created from `circuit_breaker` on `clock`.
+  // A breakers object passed here keeps its own on_state_change (the runner
+  // still refreshes the state gauge at every maintenance pass).
+  std::shared_ptr<CircuitBreakers> circuit_breakers;
 
   // --- Logs: one structured spdlog line per transition ---
   // The spdlog logger used (created with a stderr sink if not registered).
@@ -192,14 +217,64 @@ struct HandlerOptions {
   // Per-type policy override; requires a non-empty policy_reason.
   std::optional<RetryPolicy> policy;
   std::string policy_reason;
+  // The dependency this handler calls ("payments-api"); empty: none. Its
+  // circuit breaker (JobRunnerOptions::circuit_breakers) guards every call:
+  // while open, deliveries are rescheduled to the breaker's retry_after()
+  // with reason "circuit_open" and no attempt spent. Outcomes: transient and
+  // unknown failures and timeouts count as failures; success and permanent
+  // errors as successes (the dependency answered); a snooze, a discard or a
+  // shutdown give the permit back without an outcome.
+  std::string dependency;
 };
 
 // Counters of what a runner has done, for status pages and tests.
 struct RunnerStats {
   std::int64_t deliveries = 0;
   int busy_workers = 0;
+  // Workers hung right now: declared hung and their handler has not
+  // returned yet (a hung worker's thread exits when it does).
   int hung_workers = 0;
+  // Workers ever declared hung (the jobpact_hung_workers_total counter).
+  int hung_workers_total = 0;
   int replacement_workers = 0;
+};
+
+// A controlled replay of dead letters (SPEC 7): a selection, a rate limit,
+// a dry run, the attempt counter reset, and an audit record of who and why
+// (the backend stamps when).
+struct ReplayRequest {
+  // Which entries: those matching `selection` (oldest dead-lettered first),
+  // or, when `job_ids` is not empty, exactly those ids, each of which must
+  // also match `selection` (the default selection matches everything).
+  DlqFilter selection;
+  std::vector<std::string> job_ids;
+  // Who and why: required (kInvalidArgument if blank).
+  std::string actor;
+  std::string reason;
+  // List what would be replayed (would_replay) and change nothing.
+  bool dry_run = false;
+  // Rate limit: replayed jobs become ready 1/max_per_second apart (the
+  // first now), by their ready_at: nothing sleeps, and the limit holds
+  // whichever runners take them. 0: all ready now. REQUIRES: >= 0.
+  double max_per_second = 0;
+  // Start again from attempt 0; otherwise the attempts spent still count,
+  // and max_attempts grows by extra_attempts (REQUIRES: >= 0).
+  bool reset_attempts = true;
+  int extra_attempts = 0;
+  // At most this many entries are replayed in one call. REQUIRES: >= 1.
+  std::size_t max_jobs = 1000;
+};
+
+struct ReplayReport {
+  // Replayed (in order, each ready 1/max_per_second after the previous).
+  std::vector<std::string> replayed;
+  // Dry run: what would be replayed.
+  std::vector<std::string> would_replay;
+  // Entries that were selected but could not be (or, in a dry run, could
+  // not be) replayed: kFailedPrecondition for an invalid envelope (fix it
+  // and enqueue it again) or an id that does not match `selection`;
+  // kNotFound for an id not in the DLQ; the backend's error otherwise.
+  std::vector<std::pair<std::string, Status>> failed;
 };
 
 class JOBPACT_EXPORT JobRunner {
@@ -258,6 +333,25 @@ class JOBPACT_EXPORT JobRunner {
   // requeued without spending an attempt until Resume.
   virtual void Pause(std::string_view job_type) = 0;
   virtual void Resume(std::string_view job_type) = 0;
+
+  // SPEC 7 guard-railed action: replays the selected dead letters
+  // (dead_lettered -> queued, reason "replay"), each with an audit record
+  // "<actor>: <reason>" kept in the DLQ entry (visible again if the job
+  // returns to the DLQ). Each replay counts in jobpact_dlq_replayed_total
+  // and logs one "dlq_replayed" line with actor and reason; a dry run logs
+  // one "dlq_replay_dry_run" line. kInvalidArgument for a blank actor or
+  // reason, or a bad rate, max_jobs or extra_attempts; the backend's error
+  // if the selection cannot be listed. Per-entry failures go to `failed`.
+  // Thread-safe.
+  virtual Result<ReplayReport> ReplayDeadLetters(const ReplayRequest& request) = 0;
+
+  // SPEC 7: discards one dead letter (dead_lettered -> discarded, reason
+  // "operator_discard") with an audit record; counts it in
+  // jobpact_jobs_discarded_total{reason="operator_discard"} and logs one
+  // line with actor and reason. kInvalidArgument for a blank actor or
+  // reason; kNotFound if the job is not in the DLQ. Thread-safe.
+  virtual Status DiscardDeadLetter(std::string_view job_id, std::string_view actor,
+                                   std::string_view reason) = 0;
 
   virtual RunnerStats Stats() const = 0;
   virtual PolicyRegistry& policies() = 0;

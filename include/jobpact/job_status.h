@@ -92,6 +92,13 @@ inline constexpr std::string_view kShutdown = "shutdown";
 // A delivery of a paused job type, requeued without spending an attempt
 // (JobRunner::Pause, SPEC 10).
 inline constexpr std::string_view kPaused = "paused";
+// A delivery whose handler's dependency has an open circuit breaker,
+// rescheduled to the breaker's retry_after() without spending an attempt.
+inline constexpr std::string_view kCircuitOpen = "circuit_open";
+// The handler succeeded but its idempotency record could not be written
+// (SPEC 3 step 9): the job is not acked as succeeded; the attempt counts as
+// a transient failure with this code and is retried.
+inline constexpr std::string_view kIdempotencyRecordFailed = "idempotency_record_failed";
 }  // namespace reason
 
 }  // namespace jobpact

@@ -43,7 +43,19 @@ inline constexpr std::string_view kIdempotentSkips = "jobpact_idempotent_skips_t
 inline constexpr std::string_view kLeaseRecoveries = "jobpact_lease_recoveries_total";
 inline constexpr std::string_view kStaleCompletions = "jobpact_stale_completions_total";
 inline constexpr std::string_view kAnomalies = "jobpact_unknown_errors_total";
+// Workers ever declared hung (lifetime counter, by job type); the gauge
+// kHungWorkersNow counts those hung right now.
 inline constexpr std::string_view kHungWorkers = "jobpact_hung_workers_total";
+// DLQ operations (JobRunner::ReplayDeadLetters, by job type and the entry's
+// dead-letter reason). An operator discard counts in kDiscarded with reason
+// "operator_discard".
+inline constexpr std::string_view kReplayed = "jobpact_dlq_replayed_total";
+// Retries refused by the retry budget (by job type); each such job is
+// dead-lettered with reason "retry_budget_exhausted".
+inline constexpr std::string_view kRetryBudgetExhausted = "jobpact_retry_budget_exhausted_total";
+// Deliveries rescheduled because their dependency's circuit was open (by
+// job type).
+inline constexpr std::string_view kCircuitRejected = "jobpact_circuit_rejected_total";
 // Histograms.
 inline constexpr std::string_view kQueueLatency = "jobpact_job_queue_latency_seconds";
 inline constexpr std::string_view kDuration = "jobpact_job_duration_seconds";
@@ -53,6 +65,10 @@ inline constexpr std::string_view kQueueDepth = "jobpact_queue_depth";
 inline constexpr std::string_view kOldestJobAge = "jobpact_queue_oldest_job_age_seconds";
 inline constexpr std::string_view kBusyWorkers = "jobpact_workers_busy";
 inline constexpr std::string_view kHungWorkersNow = "jobpact_workers_hung";
+// Circuit breaker state per dependency: 0 closed, 1 open, 2 half_open.
+// MetricLabels has no dependency field, so the dependency name is carried in
+// the `reason` label.
+inline constexpr std::string_view kCircuitState = "jobpact_circuit_state";
 }  // namespace metric
 
 class JOBPACT_EXPORT MetricsSink {

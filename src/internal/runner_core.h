@@ -52,6 +52,7 @@ struct HandlerEntry {
   std::string job_type;
   Handler handler;
   Classifier classifier;
+  std::string dependency;  // Empty: no circuit breaker.
 };
 using HandlerMap = std::map<std::string, std::shared_ptr<const HandlerEntry>, std::less<>>;
 
@@ -119,9 +120,16 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   Status RunMaintenance();
   void Pause(std::string_view job_type);
   void Resume(std::string_view job_type);
+  Result<ReplayReport> ReplayDeadLetters(const ReplayRequest& request);
+  Status DiscardDeadLetter(std::string_view job_id, std::string_view actor,
+                           std::string_view reason);
   RunnerStats Stats() const;
   PolicyRegistry& policies() { return *options_.policies; }
   const JobRunnerOptions& options() const { return options_; }
+
+  // Metrics and a log line for a circuit breaker's state change; installed
+  // as on_state_change of the breakers Create() makes.
+  void OnCircuitChange(const CircuitStateChange& change);
 
   // --- Used by ContextImpl ---
   Clock& clock() const { return *options_.clock; }
@@ -146,6 +154,12 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // Step 9: idempotency record or release, the one Complete(), lock release,
   // metrics and the log line.
   void Finish(DeliveryRun& run, Completion completion);
+  // Step 8 for a failed attempt: the retry policy, the total deadline and
+  // the retry budget decide retry_scheduled, dead_lettered or failed.
+  Completion DecideFailure(const DeliveryRun& run, Failure failure, TimePoint finished,
+                           bool timed_out);
+  // The circuit state gauge of one dependency.
+  void SetCircuitGauge(std::string_view dependency, CircuitState state);
   // Gives a lease back (running -> queued, no attempt spent).
   void GiveBack(const Lease& lease, const Envelope& env, std::string_view why);
   // Valid while `cache` holds its map (the worker's whole delivery).
@@ -207,7 +221,8 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // Counters for Stats().
   std::atomic<std::int64_t> deliveries_{0};
   std::atomic<int> busy_workers_{0};
-  std::atomic<int> hung_workers_{0};
+  std::atomic<int> hung_workers_{0};        // Hung now.
+  std::atomic<int> hung_workers_total_{0};  // Ever declared hung.
   std::atomic<int> replacement_workers_{0};
   std::atomic<int> live_workers_{0};
 };

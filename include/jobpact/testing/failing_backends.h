@@ -3,8 +3,12 @@
 // Fault injection for tests (after leveldb's ErrorEnv): FailingQueueBackend
 // wraps any QueueBackend and, on command, makes chosen calls fail, reports a
 // failure after the change was made, runs a hook just before a call, or
-// hands out the same delivery twice. Everything not commanded passes
-// through unchanged.
+// hands out the same delivery twice. FailingLockStore and
+// FailingIdempotencyStore do the same for a LockStore and an
+// IdempotencyStore. Everything not commanded passes through unchanged.
+//
+// FailNext / FailNextAfterApplying with an OK status: an OK status would
+// inject nothing, so it is replaced by Unavailable("injected fault").
 //
 // The incidents it reproduces:
 //   - "the store is down":                FailNext(kDequeue, Unavailable, 3)
@@ -19,6 +23,10 @@
 //   - "the broker delivers a message twice": DeliverTwice()
 //   - a lost lease: InMemoryQueueBackend::ForceExpireLease(job_id), or
 //     advance the ManualClock past the visibility timeout.
+//   - "the lock store is down":           locks.FailNext(LockMethod::kAcquire, Unavailable)
+//   - "the idempotency store is down":    idem.FailNext(IdempotencyMethod::kClaim, Unavailable)
+//   - "crash before the idempotency record is written" (the effect is done,
+//     the record is not): idem.FailNext(IdempotencyMethod::kComplete, Unavailable)
 //
 // Example:
 //   auto faulty = std::make_shared<jobpact::testing::FailingQueueBackend>(queue);
@@ -38,6 +46,8 @@
 #include <vector>
 
 #include "jobpact/export.h"
+#include "jobpact/idempotency_store.h"
+#include "jobpact/lock_store.h"
 #include "jobpact/queue_backend.h"
 
 namespace jobpact {
@@ -72,10 +82,11 @@ class JOBPACT_EXPORT FailingQueueBackend final : public QueueBackend {
   ~FailingQueueBackend() override;
 
   // The next `times` calls of `method` return `status` without reaching the
-  // wrapped backend (nothing changes). REQUIRES: !status.ok().
+  // wrapped backend (nothing changes). An OK `status` is replaced by
+  // Unavailable("injected fault").
   void FailNext(QueueMethod method, Status status, int times = 1);
   // The next `times` calls of `method` reach the wrapped backend (the change
-  // is made) and then report `status` to the caller.
+  // is made) and then report `status` to the caller (OK: as FailNext).
   void FailNextAfterApplying(QueueMethod method, Status status, int times = 1);
   // Runs `hook` once, on the calling thread with no lock held, just before
   // the next call of `method` goes on (to advance a clock, run a second
@@ -144,6 +155,127 @@ class JOBPACT_EXPORT FailingQueueBackend final : public QueueBackend {
   std::map<QueueMethod, int> calls_;                      // Guarded by mu_.
   int deliver_twice_ = 0;                                 // Guarded by mu_.
   std::vector<std::string> enqueued_;                     // Guarded by mu_.
+};
+
+namespace testing_internal {
+
+// The pending commands and call counts of one wrapper, keyed by method
+// number. Thread-safe.
+class JOBPACT_EXPORT FaultScript {
+ public:
+  struct Plan {
+    std::vector<std::function<void()>> hooks;
+    bool fail_before = false;
+    bool fail_after = false;
+    Status status;
+  };
+  void FailNext(int method, Status status, int times, bool after_applying);
+  void BeforeNext(int method, std::function<void()> hook);
+  void Clear();
+  int Calls(int method) const;
+  // Counts the call and takes what applies to it: the hooks queued before
+  // the first fault, then at most one fault.
+  Plan Take(int method);
+
+  // Runs `f` under the plan of one call of `method`.
+  template <typename R, typename F>
+  R Call(int method, F&& f) {
+    Plan plan = Take(method);
+    for (auto& hook : plan.hooks) {
+      if (hook) hook();
+    }
+    if (plan.fail_before) return plan.status;
+    R r = f();
+    if (plan.fail_after) return plan.status;
+    return r;
+  }
+
+ private:
+  struct Command {
+    enum class Kind { kFailBefore, kFailAfter, kHook };
+    Kind kind = Kind::kFailBefore;
+    Status status;
+    std::function<void()> hook;
+  };
+  mutable std::mutex mu_;
+  std::map<int, std::vector<Command>> commands_;  // Guarded by mu_.
+  std::map<int, int> calls_;                      // Guarded by mu_.
+};
+
+}  // namespace testing_internal
+
+// The LockStore methods that can be commanded.
+enum class LockMethod { kAcquire, kRenew, kRelease, kInspect };
+// "Acquire", "Renew", "Release", "Inspect".
+JOBPACT_EXPORT std::string_view LockMethodName(LockMethod m);
+
+// Wraps a LockStore; same commands as FailingQueueBackend. Thread-safe.
+//   locks->FailNext(LockMethod::kAcquire, Status::Unavailable("redis down"));
+class JOBPACT_EXPORT FailingLockStore final : public LockStore {
+ public:
+  // REQUIRES: base != nullptr.
+  explicit FailingLockStore(std::shared_ptr<LockStore> base);
+  ~FailingLockStore() override;
+
+  // As FailingQueueBackend's (an OK status becomes Unavailable("injected fault")).
+  void FailNext(LockMethod method, Status status, int times = 1);
+  void FailNextAfterApplying(LockMethod method, Status status, int times = 1);
+  void BeforeNext(LockMethod method, std::function<void()> hook);
+  void Clear();
+  int Calls(LockMethod method) const;
+
+  LockStore& base() { return *base_; }
+
+  // LockStore.
+  std::string_view Name() const override { return base_->Name(); }
+  Result<LockLease> Acquire(std::string_view key, std::string_view owner, Duration ttl) override;
+  Result<LockLease> Renew(std::string_view key, std::string_view owner, Duration ttl) override;
+  Status Release(std::string_view key, std::string_view owner) override;
+  Result<std::optional<LockLease>> Inspect(std::string_view key) override;
+
+ private:
+  const std::shared_ptr<LockStore> base_;
+  testing_internal::FaultScript script_;
+};
+
+// The IdempotencyStore methods that can be commanded.
+enum class IdempotencyMethod { kClaim, kComplete, kRelease, kExtend, kGet, kPurgeExpired };
+// "Claim", "Complete", "Release", "Extend", "Get", "PurgeExpired".
+JOBPACT_EXPORT std::string_view IdempotencyMethodName(IdempotencyMethod m);
+
+// Wraps an IdempotencyStore; same commands as FailingQueueBackend.
+// Thread-safe.
+//   // The effect runs, then recording its result fails:
+//   idem->FailNext(IdempotencyMethod::kComplete, Status::Unavailable("timeout"));
+class JOBPACT_EXPORT FailingIdempotencyStore final : public IdempotencyStore {
+ public:
+  // REQUIRES: base != nullptr.
+  explicit FailingIdempotencyStore(std::shared_ptr<IdempotencyStore> base);
+  ~FailingIdempotencyStore() override;
+
+  // As FailingQueueBackend's (an OK status becomes Unavailable("injected fault")).
+  void FailNext(IdempotencyMethod method, Status status, int times = 1);
+  void FailNextAfterApplying(IdempotencyMethod method, Status status, int times = 1);
+  void BeforeNext(IdempotencyMethod method, std::function<void()> hook);
+  void Clear();
+  int Calls(IdempotencyMethod method) const;
+
+  IdempotencyStore& base() { return *base_; }
+
+  // IdempotencyStore.
+  std::string_view Name() const override { return base_->Name(); }
+  Result<ClaimOutcome> Claim(std::string_view key, std::string_view owner,
+                             Duration claim_ttl) override;
+  Status Complete(std::string_view key, std::string_view owner, std::string_view result,
+                  Duration retention) override;
+  Status Release(std::string_view key, std::string_view owner) override;
+  Status Extend(std::string_view key, std::string_view owner, Duration claim_ttl) override;
+  Result<std::optional<IdempotencyRecord>> Get(std::string_view key) override;
+  Result<int> PurgeExpired() override;
+
+ private:
+  const std::shared_ptr<IdempotencyStore> base_;
+  testing_internal::FaultScript script_;
 };
 
 }  // namespace testing

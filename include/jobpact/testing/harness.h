@@ -4,8 +4,10 @@
 // backends and a ManualClock, driven by hand, with no threads and no sleeps
 // ("turn the crank"). Register handlers, enqueue, run until idle, advance the
 // clock to the next retry, then assert the final status, attempts, history,
-// DLQ records and metrics. Faults are injected through faults() (see
-// failing_backends.h), which sits between the runner and the queue.
+// DLQ records and metrics. Faults are injected through faults(),
+// lock_faults() and idempotency_faults() (see failing_backends.h), which sit
+// between the runner and the queue, the lock store and the idempotency
+// store.
 //
 // Example:
 //   jobpact::testing::Harness h;
@@ -80,7 +82,7 @@ class JOBPACT_EXPORT Harness {
 
   // JobRunner::RunUntilIdle(): the maintenance pass, then every ready job
   // on this thread. Returns the deliveries processed (0 on a backend error,
-  // kept in last_error()). May be called from inside a handler to play a
+  // kept in last_error(); a successful call clears last_error()). May be called from inside a handler to play a
   // second worker taking over while the first one is still running.
   int RunUntilIdle();
   // Moves the clock to the earliest ready_at of a job waiting in queued or
@@ -103,7 +105,11 @@ class JOBPACT_EXPORT Harness {
   // The job's status, or std::nullopt for an unknown (or purged) job.
   std::optional<JobStatus> StatusOf(std::string_view job_id);
   std::vector<DlqEntry> DeadLetters(const DlqFilter& filter = {});
-  // The last backend error RunUntilIdle met.
+  // The error of the most recent RunUntilIdle() call (also through
+  // AdvanceAndRun / RunUntilSettled): OK if it succeeded, or if none was
+  // made yet. Errors inside a delivery (a failing lock store, ...) are
+  // handled by the runner and do not show here; only a refused run does
+  // (e.g. a Dequeue that failed).
   const Status& last_error() const { return last_error_; }
 
   // --- Components ---
@@ -115,8 +121,12 @@ class JOBPACT_EXPORT Harness {
   // The fault injector between the runner and the queue.
   FailingQueueBackend& faults() { return *faults_; }
   const std::shared_ptr<FailingQueueBackend>& faults_ptr() const { return faults_; }
+  // The stores behind the lock and idempotency fault injectors (the runner
+  // calls them through lock_faults() and idempotency_faults()).
   InMemoryLockStore& locks() { return *locks_; }
   InMemoryIdempotencyStore& idempotency() { return *idempotency_; }
+  FailingLockStore& lock_faults() { return *lock_faults_; }
+  FailingIdempotencyStore& idempotency_faults() { return *idempotency_faults_; }
   InMemoryMetricsSink& metrics() { return *metrics_; }
 
  private:
@@ -126,6 +136,8 @@ class JOBPACT_EXPORT Harness {
   std::shared_ptr<InMemoryLockStore> locks_;
   std::shared_ptr<InMemoryIdempotencyStore> idempotency_;
   std::shared_ptr<InMemoryMetricsSink> metrics_;
+  std::shared_ptr<FailingLockStore> lock_faults_;
+  std::shared_ptr<FailingIdempotencyStore> idempotency_faults_;
   Status init_status_;
   Status last_error_;
   std::unique_ptr<JobRunner> runner_;  // Destroyed first.
