@@ -159,6 +159,13 @@ BENCHMARK(BM_DrainFullContract)->Arg(200000)->UseManualTime()->Unit(benchmark::k
     ->Iterations(3);
 BENCHMARK(BM_DrainContractOff)->Arg(200000)->UseManualTime()->Unit(benchmark::kMillisecond)
     ->Iterations(3);
+// Small runs for valgrind --tool=callgrind (instruction counts per job are
+// repeatable on a loaded machine where wall time is not):
+//   --benchmark_filter='Drain.*/20000/'
+BENCHMARK(BM_DrainFullContract)->Arg(20000)->UseManualTime()->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+BENCHMARK(BM_DrainContractOff)->Arg(20000)->UseManualTime()->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 
 void BM_EnqueueToStart(benchmark::State& state) {
   Rig rig(false);

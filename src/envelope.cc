@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -181,6 +182,221 @@ BoundedParse ParseBounded(std::string_view text, int max_levels, Json* out) {
   return result;
 }
 
+// A SAX handler that keeps nothing: it only tracks the nesting depth and
+// stops at the first container deeper than `max_levels`.
+class DepthCheckSax {
+ public:
+  explicit DepthCheckSax(int max_levels) : max_levels_(max_levels) {}
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(Json::number_integer_t) { return true; }
+  bool number_unsigned(Json::number_unsigned_t) { return true; }
+  bool number_float(Json::number_float_t, const Json::string_t&) { return true; }
+  bool string(Json::string_t&) { return true; }
+  bool binary(Json::binary_t&) { return true; }
+  bool start_object(std::size_t) { return ++depth_ <= max_levels_; }
+  bool key(Json::string_t&) { return true; }
+  bool end_object() { return --depth_, true; }
+  bool start_array(std::size_t) { return ++depth_ <= max_levels_; }
+  bool end_array() { return --depth_, true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) {
+    return false;
+  }
+
+ private:
+  const int max_levels_;
+  int depth_ = 0;
+};
+
+// The common case of IsValidBounded without the parser: a single pass over
+// the text that returns true only for input it is sure nlohmann accepts
+// within the bound, and false ("not sure") for anything else, which the
+// caller then hands to the parser. So that "sure" is never wrong it accepts
+// a strict subset of JSON: strings of printable ASCII and well-formed UTF-8
+// with the two-character escapes (no backslash-u escapes), numbers without an
+// exponent and at most 64 characters long (neither can overflow a double),
+// and literals, nested at most min(max_levels, 64) deep.
+bool IsCertainlyValidJson(std::string_view text, int max_levels) {
+  const unsigned char* p = reinterpret_cast<const unsigned char*>(text.data());
+  const unsigned char* const end = p + text.size();
+  if (max_levels > 64) max_levels = 64;
+  std::uint64_t in_object = 0;  // Bit d: the container at depth d + 1 is an object.
+  int depth = 0;
+  auto skip_ws = [&] {
+    while (p != end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) ++p;
+  };
+  // A string starting at p (which is '"'); leaves p after its closing quote.
+  auto string = [&]() -> bool {
+    ++p;
+    while (p != end) {
+      const unsigned char c = *p;
+      if (c == '"') {
+        ++p;
+        return true;
+      }
+      if (c == '\\') {
+        if (end - p < 2) return false;
+        switch (p[1]) {
+          case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+            p += 2;
+            continue;
+          default:
+            return false;  // backslash-u (surrogate rules), invalid escapes: not sure.
+        }
+      }
+      if (c >= 0x20 && c < 0x7F) {
+        ++p;
+        continue;
+      }
+      // UTF-8 (RFC 3629, Unicode table 3-7): lead byte and the range of the
+      // first continuation byte; later ones are 0x80..0xBF.
+      int tail;
+      unsigned char lo = 0x80, hi = 0xBF;
+      if (c >= 0xC2 && c <= 0xDF) {
+        tail = 1;
+      } else if (c == 0xE0) {
+        tail = 2, lo = 0xA0;
+      } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
+        tail = 2;
+      } else if (c == 0xED) {
+        tail = 2, hi = 0x9F;
+      } else if (c == 0xF0) {
+        tail = 3, lo = 0x90;
+      } else if (c >= 0xF1 && c <= 0xF3) {
+        tail = 3;
+      } else if (c == 0xF4) {
+        tail = 3, hi = 0x8F;
+      } else {
+        return false;  // Control characters, DEL, invalid lead bytes.
+      }
+      if (end - p <= tail) return false;
+      if (p[1] < lo || p[1] > hi) return false;
+      for (int k = 2; k <= tail; ++k) {
+        if (p[k] < 0x80 || p[k] > 0xBF) return false;
+      }
+      p += tail + 1;
+    }
+    return false;  // Unterminated.
+  };
+  auto number = [&]() -> bool {
+    const unsigned char* const start = p;
+    if (*p == '-') ++p;
+    if (p == end) return false;
+    if (*p == '0') {
+      ++p;
+    } else if (*p >= '1' && *p <= '9') {
+      while (p != end && *p >= '0' && *p <= '9') ++p;
+    } else {
+      return false;
+    }
+    if (p != end && *p == '.') {
+      ++p;
+      if (p == end || *p < '0' || *p > '9') return false;
+      while (p != end && *p >= '0' && *p <= '9') ++p;
+    }
+    if (p != end && (*p == 'e' || *p == 'E')) return false;  // Could overflow.
+    return p - start <= 64;
+  };
+  auto literal = [&](std::string_view word) -> bool {
+    if (static_cast<std::size_t>(end - p) < word.size() ||
+        std::memcmp(p, word.data(), word.size()) != 0) {
+      return false;
+    }
+    p += word.size();
+    return true;
+  };
+
+  skip_ws();
+  for (;;) {
+    // A value is expected at p.
+    if (p == end) return false;
+    bool scalar_ok = true;
+    switch (*p) {
+      case '{':
+      case '[': {
+        const bool object = *p == '{';
+        if (depth >= max_levels) return false;
+        if (object) {
+          in_object |= std::uint64_t{1} << depth;
+        } else {
+          in_object &= ~(std::uint64_t{1} << depth);
+        }
+        ++depth;
+        ++p;
+        skip_ws();
+        if (p != end && *p == (object ? '}' : ']')) {
+          ++p;
+          --depth;
+          break;  // An empty container is a complete value.
+        }
+        if (object) {
+          if (p == end || *p != '"' || !string()) return false;
+          skip_ws();
+          if (p == end || *p != ':') return false;
+          ++p;
+          skip_ws();
+        }
+        continue;  // Its first value.
+      }
+      case '"':
+        scalar_ok = string();
+        break;
+      case 't':
+        scalar_ok = literal("true");
+        break;
+      case 'f':
+        scalar_ok = literal("false");
+        break;
+      case 'n':
+        scalar_ok = literal("null");
+        break;
+      default:
+        scalar_ok = number();
+        break;
+    }
+    if (!scalar_ok) return false;
+    // After a complete value: close containers, or go on to the next value.
+    for (;;) {
+      skip_ws();
+      if (depth == 0) return p == end;
+      if (p == end) return false;
+      const bool object = (in_object >> (depth - 1)) & 1;
+      if (*p == (object ? '}' : ']')) {
+        ++p;
+        --depth;
+        continue;
+      }
+      if (*p != ',') return false;
+      ++p;
+      skip_ws();
+      if (object) {
+        if (p == end || *p != '"' || !string()) return false;
+        skip_ws();
+        if (p == end || *p != ':') return false;
+        ++p;
+        skip_ws();
+      }
+      break;  // The next value.
+    }
+  }
+}
+
+// True if `text` is valid JSON nested at most `max_levels` deep: exactly
+// when ParseBounded would report syntax_ok and not too_deep. It runs the
+// same parser without building a value (no allocation for small input), so
+// validating a well-formed payload costs a scan; callers that need the
+// error messages fall back to ParseBounded when it returns false.
+bool IsValidBounded(std::string_view text, int max_levels) {
+  if (IsCertainlyValidJson(text, max_levels)) return true;
+  DepthCheckSax sax(max_levels);
+  try {
+    return Json::sax_parse(text.begin(), text.end(), &sax, nlohmann::detail::input_format_t::json,
+                           /*strict=*/true, /*ignore_comments=*/false);
+  } catch (const std::exception&) {  // Let ParseBounded report it.
+    return false;
+  }
+}
+
 std::string DumpCompact(const Json& value) {
   // `replace` rather than the default `strict`: a string that is not valid
   // UTF-8 (possible in an Envelope built in C++) must not make dump() throw.
@@ -291,7 +507,8 @@ void ValidateInto(const Envelope& env, const ValidationOptions& options, bool ch
   if (env.payload.size() > options.max_payload_bytes) {
     out->push_back({"payload", fmt::format("is {} bytes, over the limit of {} bytes",
                                            env.payload.size(), options.max_payload_bytes)});
-  } else if (check_payload_syntax) {
+  } else if (check_payload_syntax && !IsValidBounded(env.payload, kMaxPayloadDepth)) {
+    // The slow path only for a payload with a problem, to describe it.
     Json ignored;
     const BoundedParse parsed = ParseBounded(env.payload, kMaxPayloadDepth, &ignored);
     if (parsed.too_deep) {

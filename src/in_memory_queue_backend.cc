@@ -37,6 +37,7 @@
 #include <new>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -52,6 +53,74 @@ struct Job;
 // Orders jobs by id; nullptr sorts first so it can bound a range search.
 inline bool IdLess(const Job* a, const Job* b);
 
+// Node allocator of the index sets: freed nodes go to a free list that the
+// next insert reuses, so the steady churn of a queue (every job enters and
+// leaves three sets) costs no malloc/free. The nodes of one set type are of
+// one size; each type gets its own NodePool, owned by the backend and
+// guarded by its mutex like the sets. Pooled memory is released when the
+// backend is destroyed.
+class NodePool {
+ public:
+  NodePool() = default;
+  NodePool(const NodePool&) = delete;
+  NodePool& operator=(const NodePool&) = delete;
+  ~NodePool() {
+    while (head_ != nullptr) {
+      FreeNode* next = head_->next;
+      ::operator delete(head_);
+      head_ = next;
+    }
+  }
+  void* Allocate(std::size_t bytes) {
+    if (head_ != nullptr) {
+      FreeNode* n = head_;
+      head_ = n->next;
+      return n;
+    }
+    return ::operator new(std::max(bytes, sizeof(FreeNode)));
+  }
+  void Free(void* p) { head_ = new (p) FreeNode{head_}; }
+
+ private:
+  struct FreeNode {
+    FreeNode* next;
+  };
+  FreeNode* head_ = nullptr;
+};
+
+template <typename T>
+struct PoolAllocator {
+  using value_type = T;
+  explicit PoolAllocator(NodePool* p) : pool(p) {}
+  template <typename U>
+  PoolAllocator(const PoolAllocator<U>& other) : pool(other.pool) {}  // NOLINT: rebind.
+  T* allocate(std::size_t n) {
+    if (n == 1) return static_cast<T*>(pool->Allocate(sizeof(T)));
+    return static_cast<T*>(::operator new(n * sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t n) {
+    if (n == 1) {
+      pool->Free(p);
+    } else {
+      ::operator delete(p);
+    }
+  }
+  template <typename U>
+  bool operator==(const PoolAllocator<U>& o) const { return pool == o.pool; }
+  template <typename U>
+  bool operator!=(const PoolAllocator<U>& o) const { return pool != o.pool; }
+  NodePool* pool;
+};
+
+// Inserts `key`, with the end of the set as the hint when the key sorts last
+// (the common case: a new time is usually the latest), which makes the
+// insert amortized O(1) instead of a walk down the tree.
+template <typename Set>
+typename Set::iterator InsertNearEnd(Set& set, const typename Set::value_type& key) {
+  if (set.empty() || set.value_comp()(*set.rbegin(), key)) return set.insert(set.end(), key);
+  return set.insert(key).first;
+}
+
 // Ready-set key: priority desc, then ready_at, then id.
 struct ReadyKey {
   int priority;
@@ -65,7 +134,7 @@ struct ReadyLess {
     return IdLess(a.job, b.job);
   }
 };
-using ReadySet = std::set<ReadyKey, ReadyLess>;
+using ReadySet = std::set<ReadyKey, ReadyLess, PoolAllocator<ReadyKey>>;
 
 // Key of the time-ordered sets: time, then id.
 struct TimeKey {
@@ -78,9 +147,10 @@ struct TimeLess {
     return IdLess(a.job, b.job);
   }
 };
-using TimeSet = std::set<TimeKey, TimeLess>;
+using TimeSet = std::set<TimeKey, TimeLess, PoolAllocator<TimeKey>>;
 
 struct QueueState {
+  explicit QueueState(NodePool* pool) : ready(ReadyLess{}, PoolAllocator<ReadyKey>(pool)) {}
   ReadySet ready;
   std::int64_t scheduled = 0;  // Jobs of this queue in scheduled_.
   std::int64_t running = 0;
@@ -390,7 +460,15 @@ class InMemoryQueueBackend::Impl {
       }
     }
     if (several.size() == 1) single = several.front();
-    out.reserve(static_cast<std::size_t>(std::min(request.max_jobs, 64)));
+    // Reserve no more than can be delivered: a Delivery is large, and an
+    // oversized buffer per call would cost more than the deliveries.
+    std::size_t ready = 0;
+    if (single != nullptr) {
+      ready = single->ready.size();
+    } else {
+      for (QueueState* q : several) ready += q->ready.size();
+    }
+    out.reserve(std::min({static_cast<std::size_t>(request.max_jobs), ready, std::size_t{64}}));
     // With a deep backlog the jobs at the front were last touched long ago
     // and are out of cache: ask for all of them at once so their misses
     // overlap, instead of paying for them one after another.
@@ -724,7 +802,11 @@ class InMemoryQueueBackend::Impl {
 
   QueueState& QueueFor(std::string_view name) {
     auto it = queues_.find(name);
-    if (it == queues_.end()) it = queues_.emplace(std::string(name), QueueState{}).first;
+    if (it == queues_.end()) {
+      it = queues_.emplace(std::piecewise_construct, std::forward_as_tuple(name),
+                           std::forward_as_tuple(&ready_pool_))
+               .first;
+    }
     return it->second;
   }
 
@@ -751,7 +833,7 @@ class InMemoryQueueBackend::Impl {
   // scheduled_, by its ready_at.
   void Place(Job* job, TimePoint now) {
     if (job->ready_at <= now) {
-      job->queue->ready.insert(ReadyKey{job->env.priority, job->ready_at, job});
+      InsertNearEnd(job->queue->ready, ReadyKey{job->env.priority, job->ready_at, job});
       job->where = Where::kReady;
     } else {
       IndexTime(job, Where::kScheduled, job->ready_at);
@@ -760,7 +842,7 @@ class InMemoryQueueBackend::Impl {
 
   void IndexTime(Job* job, Where where, TimePoint at) {
     TimeSet* set = SetFor(where);
-    job->index_it = set->insert(TimeKey{at, job}).first;
+    job->index_it = InsertNearEnd(*set, TimeKey{at, job});
     job->where = where;
     if (where == Where::kScheduled) ++job->queue->scheduled;
     if (where == Where::kRunning) ++job->queue->running;
@@ -841,7 +923,12 @@ class InMemoryQueueBackend::Impl {
     job->lease_token.append(digits, end);
     job->lease_expires = now + job->env.visibility_timeout;
     IndexTime(job, Where::kRunning, job->lease_expires);
-    return Delivery{ToRecord(*job), MakeLease(*job)};
+    // The record without the history before this delivery (see
+    // Delivery::job): copying up to kMaxHistory entries with their strings
+    // on every delivery would cost more than the rest of the record.
+    Delivery d{ToRecord(*job, /*with_history=*/false), MakeLease(*job)};
+    d.job.history.push_back(job->history.back());
+    return d;
   }
 
   // The running job that `lease` is the live lease of: kNotFound for an
@@ -934,7 +1021,7 @@ class InMemoryQueueBackend::Impl {
     return Lease{job.env.job_id, job.lease_token, job.epoch, job.lease_expires};
   }
 
-  static JobRecord ToRecord(const Job& job) {
+  static JobRecord ToRecord(const Job& job, bool with_history = true) {
     JobRecord r;
     r.envelope = job.env;
     r.status = job.status;
@@ -952,7 +1039,7 @@ class InMemoryQueueBackend::Impl {
       r.reason = job.cold->reason;
       r.result = job.cold->result;
     }
-    r.history = FullHistory(job);
+    if (with_history) r.history = FullHistory(job);
     return r;
   }
 
@@ -979,13 +1066,15 @@ class InMemoryQueueBackend::Impl {
   const std::shared_ptr<Clock> clock_;
 
   mutable std::mutex mu_;
-  // Guarded by mu_.
+  // Guarded by mu_. The pools come first: they outlive the sets using them.
+  NodePool ready_pool_;
+  NodePool time_pool_;
   JobTable jobs_;  // Owns the jobs.
   std::map<std::string, QueueState, std::less<>> queues_;
-  TimeSet scheduled_;
-  TimeSet running_;
-  TimeSet dlq_;
-  TimeSet finished_;
+  TimeSet scheduled_{TimeLess{}, PoolAllocator<TimeKey>(&time_pool_)};
+  TimeSet running_{TimeLess{}, PoolAllocator<TimeKey>(&time_pool_)};
+  TimeSet dlq_{TimeLess{}, PoolAllocator<TimeKey>(&time_pool_)};
+  TimeSet finished_{TimeLess{}, PoolAllocator<TimeKey>(&time_pool_)};
   std::unordered_map<std::string_view, Job*> dedup_heads_;
   std::array<std::int64_t, std::size(kAllJobStatuses)> status_counts_{};
   std::uint64_t delivery_counter_ = 0;

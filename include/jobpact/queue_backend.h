@@ -86,7 +86,9 @@ struct Lease {
 };
 
 struct Delivery {
-  JobRecord job;  // status is kRunning.
+  // status is kRunning. job.history may hold only the latest entries (at
+  // least this delivery's transition); Get() returns the full history.
+  JobRecord job;
   Lease lease;
 };
 
