@@ -83,7 +83,9 @@ TEST(RunnerRetryBudgetTest, AStormExhaustsTheBudgetAndIsQuarantined) {
   EXPECT_EQ(h.StatusOf(calm), JobStatus::kSucceeded);
   EXPECT_EQ(CountStatus(h, storm, JobStatus::kRetryScheduled), 10);
   for (const std::string& id : storm) {
-    if (h.StatusOf(id) == JobStatus::kRetryScheduled) EXPECT_EQ(h.Job(id).envelope.attempt, 2);
+    if (h.StatusOf(id) == JobStatus::kRetryScheduled) {
+      EXPECT_EQ(h.Job(id).envelope.attempt, 2);
+    }
   }
   EXPECT_EQ(h.metrics().CounterTotal(metric::kRetryBudgetExhausted, "storm"), 10);
 }
