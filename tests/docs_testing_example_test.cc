@@ -5,10 +5,9 @@
 // DocsTestingMd.EveryCodeBlockIsCompiledHere checks that each block still
 // appears here verbatim (modulo indentation), so the page cannot drift from
 // code that compiles and passes.
-#include <algorithm>
-#include <fstream>
 #include <memory>
-#include <sstream>
+
+#include "tests/doc_blocks.h"
 
 // [docs:includes]
 #include <gmock/gmock.h>
@@ -335,55 +334,10 @@ TEST(FaultInjectionTest, CrashBeforeTheIdempotencyRecordIsWritten) {
 
 // --- Keeps docs/testing.md honest ----------------------------------------------
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return "";
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// The non-blank lines of `text`, each without leading and trailing blanks.
-std::vector<std::string> NormalizedLines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto b = line.find_first_not_of(" \t\r");
-    if (b == std::string::npos) continue;
-    const auto e = line.find_last_not_of(" \t\r");
-    out.push_back(line.substr(b, e - b + 1));
-  }
-  return out;
-}
-
 TEST(DocsTestingMd, EveryCodeBlockIsCompiledHere) {
-  const std::string self = __FILE__;
-  const std::string suffix = "tests/docs_testing_example_test.cc";
-  ASSERT_GE(self.size(), suffix.size());
-  const std::string root = self.substr(0, self.size() - suffix.size());
-  const std::string doc = ReadFile(root + "docs/testing.md");
-  const std::string source = ReadFile(self);
-  if (doc.empty() || source.empty()) GTEST_SKIP() << "sources not found next to " << self;
-  const std::vector<std::string> code = NormalizedLines(source);
-
-  int blocks = 0;
-  std::size_t at = 0;
-  while ((at = doc.find("```cpp\n", at)) != std::string::npos) {
-    const std::size_t begin = at + 7;
-    const std::size_t end = doc.find("```", begin);
-    ASSERT_NE(end, std::string::npos) << "unterminated code block";
-    const std::vector<std::string> block = NormalizedLines(doc.substr(begin, end - begin));
-    ++blocks;
-    bool found = block.empty();
-    for (std::size_t i = 0; !found && i + block.size() <= code.size(); ++i) {
-      found = std::equal(block.begin(), block.end(), code.begin() + static_cast<long>(i));
-    }
-    EXPECT_TRUE(found) << "docs/testing.md code block #" << blocks
-                       << " is not in this file; it starts with: " << block.front();
-    at = end + 3;
-  }
-  EXPECT_GE(blocks, 10);
+  const std::string root =
+      jobpact::doc_blocks::SourceRoot(__FILE__, "tests/docs_testing_example_test.cc");
+  jobpact::doc_blocks::ExpectEveryCodeBlockIn(root + "docs/testing.md", __FILE__, 10);
 }
 
 }  // namespace
