@@ -554,10 +554,10 @@ class InMemoryQueueBackend::Impl {
     return Status::Ok();
   }
 
-  Result<int> RecoverExpiredLeases(int max_recoveries) {
+  Result<std::vector<LeaseRecovery>> RecoverExpiredLeases(int max_recoveries) {
     std::lock_guard<std::mutex> lock(mu_);
     const TimePoint now = clock_->Now();
-    int recovered = 0;
+    std::vector<LeaseRecovery> recovered;
     while (!running_.empty() && running_.begin()->at <= now) {
       Job* job = running_.begin()->job;
       UnindexTime(job);
@@ -579,7 +579,15 @@ class InMemoryQueueBackend::Impl {
         job->ready_at = std::max(now, job->enqueued_at);
         Place(job, now);
       }
-      ++recovered;
+      LeaseRecovery r;
+      r.job_id = job->env.job_id;
+      r.to = job->status;
+      r.reason = std::string(job->status == JobStatus::kDeadLettered
+                                 ? reason::kLeaseExpiredRepeatedly
+                                 : reason::kLeaseExpired);
+      r.lease_recoveries = job->lease_recoveries;
+      r.envelope = job->env;
+      recovered.push_back(std::move(r));
     }
     return recovered;
   }
@@ -1106,7 +1114,8 @@ Result<Lease> InMemoryQueueBackend::Renew(const Lease& lease, Duration extension
 Status InMemoryQueueBackend::Complete(const Lease& lease, const Completion& completion) {
   return Guarded("Complete", [&] { return impl_->Complete(lease, completion); });
 }
-Result<int> InMemoryQueueBackend::RecoverExpiredLeases(int max_recoveries) {
+Result<std::vector<LeaseRecovery>> InMemoryQueueBackend::RecoverExpiredLeases(
+    int max_recoveries) {
   return Guarded("RecoverExpiredLeases", [&] { return impl_->RecoverExpiredLeases(max_recoveries); });
 }
 Result<JobRecord> InMemoryQueueBackend::Get(std::string_view job_id) {

@@ -744,7 +744,16 @@ void RunnerCore::Finish(DeliveryRun& run, Completion c) {
   // 9. Record the idempotent result before the ack, so that a crash between
   // the two makes the redelivery skip the effect; release the claim on any
   // other outcome so that a retry can claim it again.
-  if (run.claim_held) {
+  //
+  // With a transactional effect the order is reversed: the ack commits the
+  // effect and the job together, so it goes first, and the result is
+  // recorded only once it committed. Recording first would let a crash
+  // between the two calls (or an effect that fails and rolls the
+  // completion back) leave the key completed while the effect never
+  // committed, and the redelivery would be skipped as idempotent_skip.
+  const bool record_after_ack =
+      run.claim_held && c.to == JobStatus::kSucceeded && c.transactional_effect;
+  if (run.claim_held && !record_after_ack) {
     if (c.to == JobStatus::kSucceeded) {
       Status s = options_.idempotency->Complete(env.idempotency_key, lease.token, c.result,
                                                 options_.idempotency_retention);
@@ -783,6 +792,8 @@ void RunnerCore::Finish(DeliveryRun& run, Completion c) {
     st = options_.queue->Complete(lease, c);
   }
 
+  if (record_after_ack && st.ok()) RecordAfterAck(run, c);
+
   if (run.lock_held) {
     Status s = options_.locks->Release(env.lock_key, lease.token);
     if (!s.ok() && s.code() != StatusCode::kAborted && s.code() != StatusCode::kNotFound) {
@@ -811,6 +822,30 @@ void RunnerCore::Finish(DeliveryRun& run, Completion c) {
   // it is delivered again (at-least-once).
   logger_.Log(LogLevel::kError, "completion_failed", &env,
               {{"to", JobStatusName(c.to)}, {"reason", c.reason}, {"error", st.ToString()}});
+}
+
+void RunnerCore::RecordAfterAck(const DeliveryRun& run, const Completion& c) {
+  const Envelope& env = run.env();
+  const Lease& lease = run.d.lease;
+  Status s = options_.idempotency->Complete(env.idempotency_key, lease.token, c.result,
+                                            options_.idempotency_retention);
+  if (s.ok()) return;
+  if (s.code() == StatusCode::kAborted) {
+    // A backend that keeps the idempotency records in the same store (SQLite)
+    // already marked this delivery's claim completed inside the completion
+    // transaction: that is success.
+    Result<std::optional<IdempotencyRecord>> rec = options_.idempotency->Get(env.idempotency_key);
+    if (rec.ok() && rec->has_value() &&
+        (*rec)->state == IdempotencyRecord::State::kCompleted && (*rec)->owner == lease.token) {
+      return;
+    }
+  }
+  // The effect and the job's success are committed: this is not a failed
+  // attempt and must not be retried (a retry would not repeat the effect, but
+  // the job is no longer ours to change). The claim expires with its TTL; a
+  // later job with the same key may then run again.
+  logger_.Log(LogLevel::kError, "idempotency_record_failed", &env,
+              {{"error", s.ToString()}, {"after_ack", "true"}});
 }
 
 void RunnerCore::EmitTransitionMetrics(const Envelope& env, const Completion& c) {

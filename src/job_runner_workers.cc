@@ -49,12 +49,13 @@ Status RunnerCore::RunMaintenance() {
 
   // Crash recovery first, so that recovered jobs are visible to the very
   // next Dequeue.
-  Result<int> recovered = options_.queue->RecoverExpiredLeases(options_.max_lease_recoveries);
+  Result<std::vector<LeaseRecovery>> recovered =
+      options_.queue->RecoverExpiredLeases(options_.max_lease_recoveries);
   if (recovered.ok()) {
-    if (*recovered > 0) {
-      options_.metrics->Increment(metric::kLeaseRecoveries, MetricLabels{}, *recovered);
+    for (const LeaseRecovery& r : *recovered) ReportLeaseRecovery(r);
+    if (!recovered->empty()) {
       logger_.Log(LogLevel::kWarn, "leases_recovered", nullptr,
-                  {{"count", static_cast<std::int64_t>(*recovered)}});
+                  {{"count", static_cast<std::int64_t>(recovered->size())}});
     }
   } else {
     note("recover expired leases", recovered.status());
@@ -82,6 +83,26 @@ Status RunnerCore::RunMaintenance() {
     SetCircuitGauge(dependency, snap.state);
   }
   return first;
+}
+
+void RunnerCore::ReportLeaseRecovery(const LeaseRecovery& r) {
+  const Envelope& env = r.envelope;
+  MetricLabels labels{env.job_type, env.queue, {}, {}};
+  options_.metrics->Increment(metric::kLeaseRecoveries, labels, 1);
+  const bool dead_lettered = r.to == JobStatus::kDeadLettered;
+  if (dead_lettered) {
+    MetricLabels dl = labels;
+    dl.reason = r.reason;
+    options_.metrics->Increment(metric::kDeadLettered, dl, 1);
+    // The attempt distribution, at the job's outcome (as for other outcomes).
+    options_.metrics->Observe(metric::kAttempts, labels, env.attempt);
+  }
+  // One line per transition (SPEC 8), like the runner's own transitions.
+  logger_.Log(dead_lettered ? LogLevel::kError : LogLevel::kWarn, "transition", &env,
+              {{"from", "running"},
+               {"to", JobStatusName(r.to)},
+               {"reason", r.reason},
+               {"lease_recoveries", static_cast<std::int64_t>(r.lease_recoveries)}});
 }
 
 Result<int> RunnerCore::RunUntilIdle() {

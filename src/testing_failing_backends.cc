@@ -188,8 +188,8 @@ Status FailingQueueBackend::Complete(const Lease& lease, const Completion& compl
   return Call<Status>(QueueMethod::kComplete, [&] { return base_->Complete(lease, completion); });
 }
 
-Result<int> FailingQueueBackend::RecoverExpiredLeases(int max_recoveries) {
-  return Call<Result<int>>(QueueMethod::kRecoverExpiredLeases,
+Result<std::vector<LeaseRecovery>> FailingQueueBackend::RecoverExpiredLeases(int max_recoveries) {
+  return Call<Result<std::vector<LeaseRecovery>>>(QueueMethod::kRecoverExpiredLeases,
                            [&] { return base_->RecoverExpiredLeases(max_recoveries); });
 }
 

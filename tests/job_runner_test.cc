@@ -661,6 +661,39 @@ TEST(JobRunnerTest, OneTextLogLinePerTransitionCarriesTheJobFields) {
   EXPECT_THAT(transitions[1], HasSubstr("to=succeeded reason=succeeded"));
 }
 
+TEST(JobRunnerTest, LeaseRecoveriesLogOneTransitionLinePerJob) {
+  CapturedLogger capture("jobpact.test.recovery");
+  Harness h([](JobRunnerOptions& o) {
+    o.logger_name = "jobpact.test.recovery";
+    o.log_level = LogLevel::kInfo;
+    o.max_lease_recoveries = 1;
+  });
+  ASSERT_THAT(h.Handle("video.transcode", [](JobContext&) { return Status::Ok(); }), IsOk());
+  Envelope e = MakeJob("video.transcode");
+  e.trace_id = "trc_lease1";
+  e.idempotency_key = "video.transcode:v1";
+  std::string id = EnqueueOk(h, e);
+  h.faults().FailNext(testing::QueueMethod::kComplete, Status::Unavailable("worker killed"), 100);
+  h.RunUntilIdle();
+  h.AdvanceAndRun(Seconds(46));  // Recovery 1: back to the queue, dies again.
+  h.AdvanceAndRun(Seconds(46));  // Recovery 2: over the cap.
+  h.faults().Clear();
+  ASSERT_EQ(h.StatusOf(id), JobStatus::kDeadLettered);
+
+  std::vector<std::string> transitions;
+  for (const std::string& line : capture.Lines()) {
+    if (line.find("transition job_id=" + id) != std::string::npos) transitions.push_back(line);
+  }
+  ASSERT_THAT(transitions, SizeIs(2));
+  EXPECT_THAT(transitions[0], HasSubstr("job_type=video.transcode attempt=1 max_attempts=5 "
+                                        "trace_id=trc_lease1 "
+                                        "idempotency_key=video.transcode:v1"));
+  EXPECT_THAT(transitions[0], HasSubstr("from=running to=queued reason=lease_expired"));
+  EXPECT_THAT(transitions[1], HasSubstr("attempt=2"));
+  EXPECT_THAT(transitions[1],
+              HasSubstr("from=running to=dead_lettered reason=lease_expired_repeatedly"));
+}
+
 TEST(JobRunnerTest, JsonLogsWriteOneObjectPerLine) {
   CapturedLogger capture("jobpact.test.json");
   Harness h([](JobRunnerOptions& o) {

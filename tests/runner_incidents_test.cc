@@ -21,6 +21,7 @@ using ::testing::HasSubstr;
 using ::testing::SizeIs;
 using testing::Harness;
 using testing::IsOk;
+using testing::IdempotencyMethod;
 using testing::QueueMethod;
 using testing::StatusIs;
 
@@ -122,6 +123,121 @@ TEST(RunnerIncidentsTest, CrashBetweenSideEffectAndAckRunsTheEffectOnce) {
   EXPECT_EQ(r.reason, reason::kIdempotentSkip);
   EXPECT_EQ(r.result, "ch_42");
   EXPECT_EQ(r.lease_recoveries, 1);
+}
+
+// The same crash with a transactional effect: the ack is what commits the
+// effect, so the idempotency result must not be recorded before it. A lost
+// ack leaves the key uncompleted and the redelivery runs (and commits) the
+// effect: exactly one effect in the end, never an idempotent_skip of an
+// effect that never happened.
+TEST(RunnerIncidentsTest, FailedAckWithTransactionalEffectDoesNotCompleteTheKey) {
+  Harness h;
+  int runs = 0;
+  int committed = 0;
+  ASSERT_THAT(h.Handle("charge",
+                       [&](JobContext& ctx) {
+                         ++runs;
+                         ctx.SetResult("ch_" + std::to_string(runs));
+                         ctx.SetTransactionalEffect([&](void*) {
+                           ++committed;
+                           return Status::Ok();
+                         });
+                         return Status::Ok();
+                       }),
+              IsOk());
+  Envelope env = MakeJob("charge");
+  env.idempotency_key = "charge:ord_tx";
+  std::string id = EnqueueOk(h, env);
+
+  h.faults().FailNext(QueueMethod::kComplete, Status::Unavailable("worker crashed"));
+  h.RunUntilIdle();
+  EXPECT_EQ(h.StatusOf(id), JobStatus::kRunning);  // Nobody acked.
+  EXPECT_EQ(committed, 0);
+  auto rec = h.idempotency().Get("charge:ord_tx");
+  ASSERT_THAT(rec.status(), IsOk());
+  EXPECT_TRUE(!rec->has_value() ||
+              (*rec)->state != IdempotencyRecord::State::kCompleted);
+
+  h.AdvanceAndRun(Seconds(46));  // The lease expires; the job runs again.
+  JobRecord r = h.Job(id);
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(committed, 1);
+  EXPECT_EQ(r.status, JobStatus::kSucceeded);
+  EXPECT_EQ(r.reason, reason::kSucceeded);  // Not idempotent_skip.
+  EXPECT_EQ(r.result, "ch_2");
+  // Recorded after the ack that committed the effect.
+  rec = h.idempotency().Get("charge:ord_tx");
+  ASSERT_THAT(rec.status(), IsOk());
+  ASSERT_TRUE(rec->has_value());
+  EXPECT_EQ((*rec)->state, IdempotencyRecord::State::kCompleted);
+  EXPECT_EQ((*rec)->result, "ch_2");
+
+  // A later job with the same key is skipped: still one effect.
+  Envelope again = MakeJob("charge");
+  again.idempotency_key = "charge:ord_tx";
+  std::string id2 = EnqueueOk(h, again);
+  h.RunUntilSettled();
+  EXPECT_EQ(h.Job(id2).reason, reason::kIdempotentSkip);
+  EXPECT_EQ(committed, 1);
+}
+
+// An effect that fails rolls the completion back: the key is not recorded,
+// and the redelivery runs the effect again.
+TEST(RunnerIncidentsTest, FailingTransactionalEffectDoesNotCompleteTheKey) {
+  Harness h;
+  int runs = 0;
+  int committed = 0;
+  ASSERT_THAT(h.Handle("charge",
+                       [&](JobContext& ctx) {
+                         const bool fail = ++runs == 1;
+                         ctx.SetTransactionalEffect([&committed, fail](void*) {
+                           if (fail) return Status::Unavailable("deadlock, rolled back");
+                           ++committed;
+                           return Status::Ok();
+                         });
+                         return Status::Ok();
+                       }),
+              IsOk());
+  Envelope env = MakeJob("charge");
+  env.idempotency_key = "charge:ord_fx";
+  std::string id = EnqueueOk(h, env);
+  h.RunUntilIdle();
+  EXPECT_EQ(committed, 0);
+  auto rec = h.idempotency().Get("charge:ord_fx");
+  ASSERT_THAT(rec.status(), IsOk());
+  EXPECT_TRUE(!rec->has_value() ||
+              (*rec)->state != IdempotencyRecord::State::kCompleted);
+  h.AdvanceAndRun(Seconds(46));
+  h.RunUntilSettled();
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(committed, 1);
+  EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
+  EXPECT_EQ(h.Job(id).reason, reason::kSucceeded);
+}
+
+// With a transactional effect the result is recorded after the ack: a
+// failure to record it is logged, and the committed success stands (no
+// retry, which would run the effect a second time).
+TEST(RunnerIncidentsTest, RecordFailureAfterTransactionalAckIsNotRetried) {
+  Harness h;
+  int committed = 0;
+  ASSERT_THAT(h.Handle("charge",
+                       [&](JobContext& ctx) {
+                         ctx.SetTransactionalEffect([&](void*) {
+                           ++committed;
+                           return Status::Ok();
+                         });
+                         return Status::Ok();
+                       }),
+              IsOk());
+  Envelope env = MakeJob("charge");
+  env.idempotency_key = "charge:ord_rf";
+  std::string id = EnqueueOk(h, env);
+  h.idempotency_faults().FailNext(IdempotencyMethod::kComplete, Status::Unavailable("down"));
+  h.RunUntilSettled();
+  EXPECT_EQ(committed, 1);
+  EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
+  EXPECT_EQ(h.Job(id).envelope.attempt, 1);
 }
 
 // The worker stalls right before its ack (a long GC pause); the job is
@@ -480,6 +596,20 @@ TEST(RunnerIncidentsTest, JobThatKeepsKillingItsWorkerIsDeadLetteredAfterTheReco
   EXPECT_EQ(r.reason, reason::kLeaseExpiredRepeatedly);
   EXPECT_EQ(r.lease_recoveries, 4);
   EXPECT_EQ(h.metrics().CounterTotal(metric::kLeaseRecoveries), 4);
+  // Per job: the recoveries by job type, and the dead-lettering by reason
+  // (SPEC 8), which happens in maintenance, not in a worker's Finish.
+  EXPECT_EQ(h.metrics().CounterTotal(metric::kLeaseRecoveries, "video.transcode"), 4);
+  EXPECT_EQ(h.metrics().Counter(metric::kLeaseRecoveries,
+                                {"video.transcode", r.envelope.queue, {}, {}}),
+            4);
+  EXPECT_EQ(h.metrics().CounterTotal(metric::kDeadLettered, "video.transcode"), 1);
+  EXPECT_EQ(h.metrics().Counter(metric::kDeadLettered,
+                                {"video.transcode", r.envelope.queue,
+                                 reason::kLeaseExpiredRepeatedly, {}}),
+            1);
+  const auto attempts = h.metrics().Histogram(metric::kAttempts, "video.transcode");
+  EXPECT_EQ(attempts.count, 1);
+  EXPECT_EQ(attempts.max, 4);
 }
 
 // Deliveries lost to crashes spend attempts too (the next delivery has the

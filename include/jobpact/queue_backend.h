@@ -140,6 +140,20 @@ struct Completion {
   std::function<Status(void* native)> transactional_effect;
 };
 
+// One job moved by RecoverExpiredLeases (SPEC 5): what happened to it, with
+// its envelope for the runner's metrics and transition log line (SPEC 8).
+struct LeaseRecovery {
+  std::string job_id;
+  // kQueued (reason "lease_expired") or kDeadLettered
+  // ("lease_expired_repeatedly").
+  JobStatus to = JobStatus::kQueued;
+  std::string reason;
+  // The job's lease recoveries, this one included.
+  int lease_recoveries = 0;
+  // The job's envelope (envelope.attempt = attempts spent so far).
+  Envelope envelope;
+};
+
 // A dead-letter entry (SPEC 7).
 struct DlqEntry {
   std::string job_id;
@@ -247,8 +261,9 @@ class JOBPACT_EXPORT QueueBackend {
   // job, moves each back to queued (reason "lease_expired", ready now,
   // lease_recoveries + 1), or, if lease_recoveries would exceed
   // `max_recoveries`, to dead_lettered ("lease_expired_repeatedly").
-  // Returns how many jobs were recovered or dead-lettered.
-  virtual Result<int> RecoverExpiredLeases(int max_recoveries) = 0;
+  // Returns one entry per job recovered or dead-lettered (order
+  // unspecified; empty when no lease had expired).
+  virtual Result<std::vector<LeaseRecovery>> RecoverExpiredLeases(int max_recoveries) = 0;
 
   // The job's record. kNotFound if unknown (or purged).
   virtual Result<JobRecord> Get(std::string_view job_id) = 0;

@@ -166,8 +166,14 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   const HandlerEntry* FindHandler(std::string_view job_type, HandlerCache& cache);
   bool IsPaused(std::string_view job_type) const;
   Duration JitteredDelay(Duration lo, Duration hi) const;
+  // Step 9 with a transactional effect: records the idempotent result after
+  // the ack committed the effect (a claim the backend already completed for
+  // this delivery counts as recorded); a failure is logged, never retried.
+  void RecordAfterAck(const DeliveryRun& run, const Completion& c);
   void EmitTransitionMetrics(const Envelope& env, const Completion& c);
   void LogTransition(const DeliveryRun& run, const Completion& c);
+  // The metrics and log line of one lease recovery (SPEC 5, 8).
+  void ReportLeaseRecovery(const LeaseRecovery& r);
   void WakeOneWorker();
 
   // --- Threads (job_runner_workers.cc) ---

@@ -336,9 +336,10 @@ class SqliteQueueBackend final : public QueueBackend {
     return CatchingStatus("Complete", [&] { return CompleteImpl(lease, completion); });
   }
 
-  Result<int> RecoverExpiredLeases(int max_recoveries) override {
-    return Catching<int>("RecoverExpiredLeases",
-                         [&]() -> Result<int> { return RecoverImpl(max_recoveries); });
+  Result<std::vector<LeaseRecovery>> RecoverExpiredLeases(int max_recoveries) override {
+    using Out = std::vector<LeaseRecovery>;
+    return Catching<Out>("RecoverExpiredLeases",
+                         [&]() -> Result<Out> { return RecoverImpl(max_recoveries); });
   }
 
   Result<JobRecord> Get(std::string_view job_id) override {
@@ -488,7 +489,7 @@ class SqliteQueueBackend final : public QueueBackend {
   Result<std::vector<Delivery>> DequeueImpl(const DequeueRequest& request);
   Result<Lease> RenewImpl(const Lease& lease, Duration extension, std::string_view checkpoint);
   Status CompleteImpl(const Lease& lease, const Completion& completion);
-  Result<int> RecoverImpl(int max_recoveries);
+  Result<std::vector<LeaseRecovery>> RecoverImpl(int max_recoveries);
   Status DlqActionImpl(std::string_view job_id, const DlqAction& action, bool replay);
   Result<int> PurgeInChunks(std::string_view what, const char* sql, TimePoint older_than);
   Result<QueueStats> StatsImpl();
@@ -790,12 +791,19 @@ Status SqliteQueueBackend::CompleteImpl(const Lease& lease, const Completion& c)
   });
 }
 
-Result<int> SqliteQueueBackend::RecoverImpl(int max_recoveries) {
-  int recovered = 0;
+Result<std::vector<LeaseRecovery>> SqliteQueueBackend::RecoverImpl(int max_recoveries) {
+  std::vector<LeaseRecovery> recovered;
   JOBPACT_SQLITE_RETURN_IF_ERROR(
       core_->Write("RecoverExpiredLeases", [&](Connection& conn) -> Status {
-        recovered = 0;
+        recovered.clear();  // The write may be retried.
         const std::int64_t now_ns = ToNs(core_->Now());
+        // The jobs about to move, read in the same write transaction as the
+        // updates below, for the per-job results (the runner's metrics and
+        // transition log lines).
+        static const std::string select_expired =
+            std::string("SELECT ") + kJobColumns +
+            " FROM jobpact_jobs WHERE status = 'running' AND lease_expires_at_ns <= ?1 "
+            "ORDER BY lease_expires_at_ns, job_id";
         // Jobs whose next recovery would exceed the cap go to the DLQ first;
         // the second statement then requeues the rest. Both use the partial
         // index on running leases.
@@ -816,18 +824,44 @@ Result<int> SqliteQueueBackend::RecoverImpl(int max_recoveries) {
             "1, lease_token = NULL, lease_expires_at_ns = NULL, updated_at_ns = ?1, ready_at_ns = "
             "?1 WHERE status = 'running' AND lease_expires_at_ns <= ?1";
         {
+          JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.Prepare(select_expired.c_str()));
+          Stmt st(raw);
+          st.Bind(1, now_ns);
+          while (true) {
+            int rc = st.Step();
+            if (rc == SQLITE_DONE) break;
+            if (rc != SQLITE_ROW) return conn.Error(rc, "RecoverExpiredLeases");
+            JOBPACT_ASSIGN_OR_RETURN(JobRecord rec, ReadJobRow(st));
+            LeaseRecovery r;
+            r.job_id = rec.envelope.job_id;
+            r.lease_recoveries = rec.lease_recoveries + 1;
+            const bool dlq = r.lease_recoveries > max_recoveries;
+            r.to = dlq ? JobStatus::kDeadLettered : JobStatus::kQueued;
+            r.reason = std::string(dlq ? reason::kLeaseExpiredRepeatedly : reason::kLeaseExpired);
+            r.envelope = std::move(rec.envelope);
+            recovered.push_back(std::move(r));
+          }
+        }
+        if (recovered.empty()) return Status::Ok();
+        std::size_t changed = 0;
+        {
           JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.Prepare(to_dlq.c_str()));
           Stmt st(raw);
           st.Bind(1, now_ns).Bind(2, max_recoveries);
           JOBPACT_RETURN_IF_ERROR(StepDone(conn, st, "RecoverExpiredLeases"));
-          recovered += sqlite3_changes(conn.db());
+          changed += static_cast<std::size_t>(sqlite3_changes(conn.db()));
         }
         {
           JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.Prepare(to_queue.c_str()));
           Stmt st(raw);
           st.Bind(1, now_ns);
           JOBPACT_RETURN_IF_ERROR(StepDone(conn, st, "RecoverExpiredLeases"));
-          recovered += sqlite3_changes(conn.db());
+          changed += static_cast<std::size_t>(sqlite3_changes(conn.db()));
+        }
+        if (changed != recovered.size()) {
+          return Status::Internal("RecoverExpiredLeases: read " +
+                                  std::to_string(recovered.size()) + " expired leases but moved " +
+                                  std::to_string(changed) + " jobs");
         }
         return Status::Ok();
       }));

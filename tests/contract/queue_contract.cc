@@ -1,5 +1,6 @@
 // QueueBackend contract: enqueue, ordering, scheduling, leases and fencing,
 // completion outcomes, transitions and history, dedup, purge, stats.
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -279,8 +280,8 @@ TEST_P(QueueBackendContract, RenewExtendsTheLeaseAndStoresTheCheckpoint) {
   // The renewed lease is what recovery looks at: the first one (45 s) would
   // have expired by now.
   Advance(Seconds(40));
-  JOBPACT_ASSERT_OK_AND_ASSIGN(int n, queue_->RecoverExpiredLeases(3));
-  EXPECT_EQ(n, 0);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<LeaseRecovery> n, queue_->RecoverExpiredLeases(3));
+  EXPECT_TRUE(n.empty());
   // The next attempt reads the checkpoint.
   Completion retry = Outcome(JobStatus::kRetryScheduled, std::string(reason::kTransientError));
   JOBPACT_ASSERT_OK(queue_->Complete(renewed, retry));
@@ -314,8 +315,12 @@ TEST_P(QueueBackendContract, CompletionAfterRecoveryAndRedeliveryIsFenced) {
   Put(MakeJob("job_a"));
   Delivery lost = TakeOne("job_a", "worker-lost");
   Advance(Seconds(45));  // Exactly the visibility timeout: expired.
-  JOBPACT_ASSERT_OK_AND_ASSIGN(int n, queue_->RecoverExpiredLeases(3));
-  EXPECT_EQ(n, 1);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<LeaseRecovery> n, queue_->RecoverExpiredLeases(3));
+  ASSERT_EQ(n.size(), 1u);
+  EXPECT_EQ(n[0].job_id, "job_a");
+  EXPECT_EQ(n[0].to, JobStatus::kQueued);
+  EXPECT_EQ(n[0].reason, reason::kLeaseExpired);
+  EXPECT_EQ(n[0].lease_recoveries, 1);
   Completion done = Outcome(JobStatus::kSucceeded, std::string(reason::kSucceeded));
   done.result = "from the lost worker";
   // Requeued, not yet redelivered: the old lease is already stale.
@@ -345,8 +350,8 @@ TEST_P(QueueBackendContract, ExpiredButUnrecoveredLeaseStillCompletes) {
   Advance(Seconds(100));
   JOBPACT_EXPECT_OK(queue_->Complete(d.lease, Outcome(JobStatus::kSucceeded, "succeeded")));
   EXPECT_EQ(MustGet("job_a").status, JobStatus::kSucceeded);
-  JOBPACT_ASSERT_OK_AND_ASSIGN(int n, queue_->RecoverExpiredLeases(3));
-  EXPECT_EQ(n, 0);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<LeaseRecovery> n, queue_->RecoverExpiredLeases(3));
+  EXPECT_TRUE(n.empty());
 }
 
 TEST_P(QueueBackendContract, RecoverExpiredLeasesRequeuesOnlyExpiredOnes) {
@@ -357,11 +362,18 @@ TEST_P(QueueBackendContract, RecoverExpiredLeasesRequeuesOnlyExpiredOnes) {
   Put(MakeJob("job_long"));  // 45 s.
   ASSERT_EQ(Take(2).size(), 2u);
   Advance(Seconds(14));
-  JOBPACT_ASSERT_OK_AND_ASSIGN(int none, queue_->RecoverExpiredLeases(3));
-  EXPECT_EQ(none, 0);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<LeaseRecovery> none, queue_->RecoverExpiredLeases(3));
+  EXPECT_TRUE(none.empty());
   Advance(Seconds(1));
-  JOBPACT_ASSERT_OK_AND_ASSIGN(int one, queue_->RecoverExpiredLeases(3));
-  EXPECT_EQ(one, 1);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<LeaseRecovery> one, queue_->RecoverExpiredLeases(3));
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].job_id, "job_short");
+  EXPECT_EQ(one[0].to, JobStatus::kQueued);
+  EXPECT_EQ(one[0].reason, reason::kLeaseExpired);
+  EXPECT_EQ(one[0].lease_recoveries, 1);
+  EXPECT_EQ(one[0].envelope.job_id, "job_short");
+  EXPECT_EQ(one[0].envelope.job_type, shortlease.job_type);
+  EXPECT_EQ(one[0].envelope.attempt, 1);
   JobRecord rec = MustGet("job_short");
   EXPECT_EQ(rec.status, JobStatus::kQueued);
   EXPECT_EQ(rec.lease_recoveries, 1);
@@ -377,22 +389,62 @@ TEST_P(QueueBackendContract, RecoverExpiredLeasesRequeuesOnlyExpiredOnes) {
   EXPECT_EQ(TakeOne("job_short").job.envelope.attempt, 2);
 }
 
+TEST_P(QueueBackendContract, RecoverExpiredLeasesReportsEachJob) {
+  Put(MakeJob("job_again"));
+  TakeOne("job_again");
+  Advance(Seconds(45));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<LeaseRecovery> first, queue_->RecoverExpiredLeases(1));
+  ASSERT_EQ(first.size(), 1u);
+  Put(MakeJob("job_fresh"));
+  ASSERT_EQ(Take(2).size(), 2u);
+  Advance(Seconds(45));
+  // One call moves both: job_again over the cap, job_fresh back to the queue.
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<LeaseRecovery> both, queue_->RecoverExpiredLeases(1));
+  ASSERT_EQ(both.size(), 2u);
+  std::sort(both.begin(), both.end(),
+            [](const LeaseRecovery& a, const LeaseRecovery& b) { return a.job_id < b.job_id; });
+  EXPECT_EQ(both[0].job_id, "job_again");
+  EXPECT_EQ(both[0].to, JobStatus::kDeadLettered);
+  EXPECT_EQ(both[0].reason, reason::kLeaseExpiredRepeatedly);
+  EXPECT_EQ(both[0].lease_recoveries, 2);
+  EXPECT_EQ(both[0].envelope.job_id, "job_again");
+  EXPECT_EQ(both[1].job_id, "job_fresh");
+  EXPECT_EQ(both[1].to, JobStatus::kQueued);
+  EXPECT_EQ(both[1].reason, reason::kLeaseExpired);
+  EXPECT_EQ(both[1].lease_recoveries, 1);
+  EXPECT_EQ(both[1].envelope.job_id, "job_fresh");
+  EXPECT_EQ(MustGet("job_again").status, JobStatus::kDeadLettered);
+  EXPECT_EQ(MustGet("job_fresh").status, JobStatus::kQueued);
+}
+
 TEST_P(QueueBackendContract, RepeatedLeaseExpiryDeadLettersTheJob) {
   Put(MakeJob("job_crashy"));
   const int max_recoveries = 2;
   for (int i = 1; i <= max_recoveries; ++i) {
     TakeOne("job_crashy");
     Advance(Seconds(45));
-    JOBPACT_ASSERT_OK_AND_ASSIGN(int n, queue_->RecoverExpiredLeases(max_recoveries));
-    EXPECT_EQ(n, 1);
+    JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<LeaseRecovery> n,
+                                 queue_->RecoverExpiredLeases(max_recoveries));
+    ASSERT_EQ(n.size(), 1u);
+    EXPECT_EQ(n[0].job_id, "job_crashy");
+    EXPECT_EQ(n[0].to, JobStatus::kQueued);
+    EXPECT_EQ(n[0].reason, reason::kLeaseExpired);
+    EXPECT_EQ(n[0].lease_recoveries, i);
     JobRecord rec = MustGet("job_crashy");
     EXPECT_EQ(rec.status, JobStatus::kQueued) << "recovery " << i;
     EXPECT_EQ(rec.lease_recoveries, i);
   }
   TakeOne("job_crashy");
   Advance(Seconds(45));
-  JOBPACT_ASSERT_OK_AND_ASSIGN(int n, queue_->RecoverExpiredLeases(max_recoveries));
-  EXPECT_EQ(n, 1);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<LeaseRecovery> n,
+                               queue_->RecoverExpiredLeases(max_recoveries));
+  ASSERT_EQ(n.size(), 1u);
+  EXPECT_EQ(n[0].job_id, "job_crashy");
+  EXPECT_EQ(n[0].to, JobStatus::kDeadLettered);
+  EXPECT_EQ(n[0].reason, reason::kLeaseExpiredRepeatedly);
+  EXPECT_EQ(n[0].lease_recoveries, max_recoveries + 1);
+  EXPECT_EQ(n[0].envelope.job_id, "job_crashy");
+  EXPECT_EQ(n[0].envelope.attempt, max_recoveries + 1);
   JobRecord rec = MustGet("job_crashy");
   EXPECT_EQ(rec.status, JobStatus::kDeadLettered);
   EXPECT_EQ(rec.reason, reason::kLeaseExpiredRepeatedly);

@@ -554,7 +554,7 @@ TEST_F(SqliteTransactionalTest, StaleLeaseNeverRunsTheEffect) {
   ASSERT_OK(backend_->queue()->Enqueue(Job("job_1"), {}).status());
   Delivery first = TakeOne(*backend_->queue());
   clock_->Advance(first.job.envelope.visibility_timeout + Seconds(1));
-  ASSERT_EQ(*backend_->queue()->RecoverExpiredLeases(3), 1);
+  ASSERT_EQ(backend_->queue()->RecoverExpiredLeases(3)->size(), 1u);
   Delivery second = TakeOne(*backend_->queue());
   ASSERT_EQ(second.lease.epoch, first.lease.epoch + 1);
 

@@ -65,7 +65,7 @@ class JOBPACT_EXPORT InMemoryQueueBackend final : public QueueBackend {
   Result<std::vector<Delivery>> Dequeue(const DequeueRequest& request) override;
   Result<Lease> Renew(const Lease& lease, Duration extension, std::string_view checkpoint) override;
   Status Complete(const Lease& lease, const Completion& completion) override;
-  Result<int> RecoverExpiredLeases(int max_recoveries) override;
+  Result<std::vector<LeaseRecovery>> RecoverExpiredLeases(int max_recoveries) override;
   Result<JobRecord> Get(std::string_view job_id) override;
   Result<std::optional<std::string>> FindDuplicate(std::string_view dedup_key,
                                                    std::string_view self_job_id,
