@@ -9,9 +9,12 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include "src/internal/guarded.h"
 
 namespace jobpact {
 namespace {
+
+using internal::Guarded;
 
 using State = IdempotencyRecord::State;
 
@@ -20,19 +23,6 @@ Status CheckArgs(std::string_view key, std::string_view owner, Duration ttl) {
   if (owner.empty()) return Status::InvalidArgument("idempotency owner is empty");
   if (ttl <= Duration::zero()) return Status::InvalidArgument("ttl must be > 0");
   return Status::Ok();
-}
-
-template <typename F>
-auto Guarded(std::string_view op, F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return Status::ResourceExhausted(std::string(op) + ": out of memory");
-  } catch (const std::exception& e) {
-    return Status::Internal(std::string(op) + ": " + e.what());
-  } catch (...) {
-    return Status::Internal(std::string(op) + ": unknown exception");
-  }
 }
 
 }  // namespace

@@ -11,9 +11,12 @@
 #include <utility>
 
 #include "jobpact/job.h"
+#include "src/internal/guarded.h"
 
 namespace jobpact {
 namespace {
+
+using internal::Guarded;
 
 struct LockEntry {
   std::string key;
@@ -29,19 +32,6 @@ Status CheckArgs(std::string_view key, std::string_view owner, Duration ttl) {
   if (owner.empty()) return Status::InvalidArgument("lock owner is empty");
   if (ttl <= Duration::zero()) return Status::InvalidArgument("lock ttl must be > 0");
   return Status::Ok();
-}
-
-template <typename F>
-auto Guarded(std::string_view op, F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return Status::ResourceExhausted(std::string(op) + ": out of memory");
-  } catch (const std::exception& e) {
-    return Status::Internal(std::string(op) + ": " + e.what());
-  } catch (...) {
-    return Status::Internal(std::string(op) + ": unknown exception");
-  }
 }
 
 }  // namespace

@@ -44,9 +44,12 @@
 #include <nlohmann/json.hpp>
 
 #include "jobpact/job_status.h"
+#include "src/internal/guarded.h"
 
 namespace jobpact {
 namespace {
+
+using internal::Guarded;
 
 struct Job;
 
@@ -313,21 +316,6 @@ std::string AuditRecord(std::string_view verb, TimePoint now, const DlqAction& a
   out += ": ";
   out += action.reason;
   return out;
-}
-
-// Runs `f` and turns an escaping exception into a Status (backends never
-// throw). The usual one is std::bad_alloc.
-template <typename F>
-auto Guarded(std::string_view op, F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return Status::ResourceExhausted(std::string(op) + ": out of memory");
-  } catch (const std::exception& e) {
-    return Status::Internal(std::string(op) + ": " + e.what());
-  } catch (...) {
-    return Status::Internal(std::string(op) + ": unknown exception");
-  }
 }
 
 }  // namespace
