@@ -15,6 +15,7 @@
 
 #include "jobpact/testing/harness.h"
 #include "jobpact/testing/matchers.h"
+#include "tests/runner_test_util.h"
 
 namespace jobpact {
 namespace {
@@ -25,18 +26,8 @@ using testing::Harness;
 using testing::IsOk;
 using testing::StatusIs;
 
-Envelope MakeJob(std::string type, std::string payload = "{}") {
-  Envelope e;
-  e.job_type = std::move(type);
-  e.payload = std::move(payload);
-  return e;
-}
-
-std::string EnqueueOk(Harness& h, Envelope env) {
-  Result<EnqueueResult> r = h.Enqueue(std::move(env));
-  EXPECT_THAT(r, IsOk());
-  return r.ok() ? r->job_id : "";
-}
+using test_util::EnqueueOk;
+using test_util::MakeJob;
 
 bool HistoryHas(const JobRecord& r, JobStatus from, JobStatus to, std::string_view why) {
   for (const Transition& t : r.history) {
