@@ -10,7 +10,7 @@
 // keeps that millisecond and increments the random part by one. Ids from one
 // generator are therefore strictly increasing whatever the clock does.
 //
-// NewJobId (src/envelope.cc) uses one process-wide generator; tests build
+// NewJobId (src/core/job.cc) uses one process-wide generator; tests build
 // their own so that their time stamps do not depend on other tests.
 #ifndef JOBPACT_SRC_INTERNAL_ULID_H_
 #define JOBPACT_SRC_INTERNAL_ULID_H_

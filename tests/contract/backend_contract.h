@@ -4,7 +4,7 @@
 // every QueueBackend / LockStore / IdempotencyStore implementation must pass.
 // A backend joins with a factory and one line:
 //
-//   // tests/sqlite/sqlite_contract_test.cc
+//   // tests/backends/sqlite/sqlite_contract_test.cc
 //   #include "tests/contract/backend_contract.h"
 //   JOBPACT_INSTANTIATE_BACKEND_CONTRACT(
 //       Sqlite, jobpact::contract::BackendFactory{"sqlite", [](auto clock) {

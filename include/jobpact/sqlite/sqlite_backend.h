@@ -176,7 +176,7 @@ class JOBPACT_EXPORT SqliteBackend {
   // The schema version found (after migration) in the file.
   int schema_version() const;
 
-  // Internal: the implementation shared by the three stores (src/sqlite).
+  // Internal: the implementation shared by the three stores (src/backends/sqlite).
   class Core;
 
  private:

@@ -10,8 +10,8 @@
 #include <string_view>
 
 #include "jobpact/job.h"
-#include "src/sqlite/connection.h"
-#include "src/sqlite/core.h"
+#include "src/backends/sqlite/connection.h"
+#include "src/backends/sqlite/core.h"
 
 namespace jobpact {
 namespace sqlite {

@@ -19,7 +19,7 @@
 
 #include "jobpact/in_memory/idempotency_store.h"
 #include "jobpact/in_memory/lock_store.h"
-#include "src/internal/runner_core.h"
+#include "src/runner/runner_core.h"
 
 namespace jobpact {
 

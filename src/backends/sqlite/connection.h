@@ -1,7 +1,7 @@
 // Private to the SQLite backend: thin RAII wrappers over sqlite3 handles, the
 // mapping from SQLite result codes to Status, and time encoding.
-#ifndef JOBPACT_SRC_SQLITE_CONNECTION_H_
-#define JOBPACT_SRC_SQLITE_CONNECTION_H_
+#ifndef JOBPACT_SRC_BACKENDS_SQLITE_CONNECTION_H_
+#define JOBPACT_SRC_BACKENDS_SQLITE_CONNECTION_H_
 
 #include <sqlite3.h>
 
@@ -176,4 +176,4 @@ class Connection {
     if (!jobpact_sqlite_status_.ok()) return jobpact_sqlite_status_; \
   } while (0)
 
-#endif  // JOBPACT_SRC_SQLITE_CONNECTION_H_
+#endif  // JOBPACT_SRC_BACKENDS_SQLITE_CONNECTION_H_

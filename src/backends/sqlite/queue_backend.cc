@@ -17,8 +17,8 @@
 #include "jobpact/job.h"
 #include "jobpact/job_status.h"
 #include "jobpact/retry_policy.h"
-#include "src/sqlite/connection.h"
-#include "src/sqlite/core.h"
+#include "src/backends/sqlite/connection.h"
+#include "src/backends/sqlite/core.h"
 
 namespace jobpact {
 namespace sqlite {

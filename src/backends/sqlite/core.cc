@@ -1,4 +1,4 @@
-#include "src/sqlite/core.h"
+#include "src/backends/sqlite/core.h"
 
 #include <exception>
 #include <filesystem>
@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "src/sqlite/schema.h"
+#include "src/backends/sqlite/schema.h"
 
 namespace jobpact {
 namespace sqlite {

@@ -1,4 +1,4 @@
-#include "src/internal/job_logger.h"
+#include "src/runner/job_logger.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>

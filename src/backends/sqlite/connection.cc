@@ -1,4 +1,4 @@
-#include "src/sqlite/connection.h"
+#include "src/backends/sqlite/connection.h"
 
 #include <string>
 #include <utility>

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "tests/doc_blocks.h"
+#include "tests/docs/doc_blocks.h"
 // The README's includes:
 #include "jobpact/jobpact.h"
 #include "jobpact/testing/harness.h"
@@ -65,8 +65,8 @@ TEST(ReadmeTest, TestingSnippetPasses) {
 }
 
 TEST(ReadmeTest, EveryCodeBlockIsHere) {
-  const std::string root = jobpact::doc_blocks::SourceRoot(__FILE__, "tests/readme_test.cc");
-  jobpact::doc_blocks::ExpectEveryCodeBlockIn(root + "README.md", __FILE__, 2);
+  const std::string root = jobpact::doc_blocks::SourceRoot();
+  jobpact::doc_blocks::ExpectEveryCodeBlockIn(root + "README.md", root + "tests/docs/readme_test.cc", 2);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@
 
 #include "jobpact/testing/harness.h"
 #include "jobpact/testing/matchers.h"
-#include "tests/runner_test_util.h"
+#include "tests/runner/runner_test_util.h"
 
 namespace jobpact {
 namespace {

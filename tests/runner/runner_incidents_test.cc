@@ -13,7 +13,7 @@
 #include "jobpact/job_runner.h"
 #include "jobpact/testing/harness.h"
 #include "jobpact/testing/matchers.h"
-#include "tests/runner_test_util.h"
+#include "tests/runner/runner_test_util.h"
 
 namespace jobpact {
 namespace {

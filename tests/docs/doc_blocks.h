@@ -1,8 +1,8 @@
 // Keeps documentation honest: every ```cpp block of a Markdown page must
 // appear verbatim (modulo indentation and blank lines) in a test source, so
 // the page cannot drift from code that compiles and passes.
-#ifndef JOBPACT_TESTS_DOC_BLOCKS_H_
-#define JOBPACT_TESTS_DOC_BLOCKS_H_
+#ifndef JOBPACT_TESTS_DOCS_DOC_BLOCKS_H_
+#define JOBPACT_TESTS_DOCS_DOC_BLOCKS_H_
 
 #include <gtest/gtest.h>
 
@@ -37,12 +37,9 @@ inline std::vector<std::string> NormalizedLines(const std::string& text) {
   return out;
 }
 
-// The source tree's root, from a test file's __FILE__ and its path below
-// the root (e.g. "tests/readme_test.cc").
-inline std::string SourceRoot(const std::string& file, const std::string& relative) {
-  if (file.size() < relative.size()) return "";
-  return file.substr(0, file.size() - relative.size());
-}
+// The source tree's root, with a trailing '/': JOBPACT_SOURCE_DIR, set by
+// tests/CMakeLists.txt (__FILE__ may be relative, e.g. under ccache).
+inline std::string SourceRoot() { return JOBPACT_SOURCE_DIR; }
 
 // Expects each ```cpp block of `doc_path` to stand in `source_path`, and at
 // least `min_blocks` blocks.
@@ -85,4 +82,4 @@ inline void ExpectEveryCodeBlockIn(const std::string& doc_path, const std::strin
 }  // namespace doc_blocks
 }  // namespace jobpact
 
-#endif  // JOBPACT_TESTS_DOC_BLOCKS_H_
+#endif  // JOBPACT_TESTS_DOCS_DOC_BLOCKS_H_

@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "src/sqlite/connection.h"
-#include "src/sqlite/core.h"
+#include "src/backends/sqlite/connection.h"
+#include "src/backends/sqlite/core.h"
 
 namespace jobpact {
 namespace sqlite {

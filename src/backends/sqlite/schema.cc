@@ -1,4 +1,4 @@
-#include "src/sqlite/schema.h"
+#include "src/backends/sqlite/schema.h"
 
 #include <string>
 

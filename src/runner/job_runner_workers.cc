@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "src/internal/runner_core.h"
+#include "src/runner/runner_core.h"
 
 namespace jobpact {
 namespace internal {

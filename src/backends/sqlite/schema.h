@@ -1,10 +1,10 @@
 // Private to the SQLite backend: the versioned schema and its migrations.
-#ifndef JOBPACT_SRC_SQLITE_SCHEMA_H_
-#define JOBPACT_SRC_SQLITE_SCHEMA_H_
+#ifndef JOBPACT_SRC_BACKENDS_SQLITE_SCHEMA_H_
+#define JOBPACT_SRC_BACKENDS_SQLITE_SCHEMA_H_
 
 #include "jobpact/result.h"
 #include "jobpact/sqlite/sqlite_backend.h"
-#include "src/sqlite/connection.h"
+#include "src/backends/sqlite/connection.h"
 
 namespace jobpact {
 namespace sqlite {
@@ -25,4 +25,4 @@ Result<int> ReadSchemaVersion(Connection& conn);
 }  // namespace sqlite
 }  // namespace jobpact
 
-#endif  // JOBPACT_SRC_SQLITE_SCHEMA_H_
+#endif  // JOBPACT_SRC_BACKENDS_SQLITE_SCHEMA_H_

@@ -7,7 +7,7 @@
 // code that compiles and passes.
 #include <memory>
 
-#include "tests/doc_blocks.h"
+#include "tests/docs/doc_blocks.h"
 
 // [docs:includes]
 #include <gmock/gmock.h>
@@ -336,8 +336,8 @@ TEST(FaultInjectionTest, CrashBeforeTheIdempotencyRecordIsWritten) {
 
 TEST(DocsTestingMd, EveryCodeBlockIsCompiledHere) {
   const std::string root =
-      jobpact::doc_blocks::SourceRoot(__FILE__, "tests/docs_testing_example_test.cc");
-  jobpact::doc_blocks::ExpectEveryCodeBlockIn(root + "docs/testing.md", __FILE__, 10);
+      jobpact::doc_blocks::SourceRoot();
+  jobpact::doc_blocks::ExpectEveryCodeBlockIn(root + "docs/testing.md", root + "tests/docs/docs_testing_example_test.cc", 10);
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // Private to the SQLite backend: the state shared by the three stores of one
 // SqliteBackend (the connection pool, the in-process write mutex, the clock),
 // and the factories of the three store views.
-#ifndef JOBPACT_SRC_SQLITE_CORE_H_
-#define JOBPACT_SRC_SQLITE_CORE_H_
+#ifndef JOBPACT_SRC_BACKENDS_SQLITE_CORE_H_
+#define JOBPACT_SRC_BACKENDS_SQLITE_CORE_H_
 
 #include <condition_variable>
 #include <cstdint>
@@ -22,7 +22,7 @@
 #include "jobpact/result.h"
 #include "jobpact/sqlite/sqlite_backend.h"
 #include "jobpact/status.h"
-#include "src/sqlite/connection.h"
+#include "src/backends/sqlite/connection.h"
 
 namespace jobpact {
 namespace sqlite {
@@ -120,4 +120,4 @@ class SqliteBackend::Core {
 }  // namespace sqlite
 }  // namespace jobpact
 
-#endif  // JOBPACT_SRC_SQLITE_CORE_H_
+#endif  // JOBPACT_SRC_BACKENDS_SQLITE_CORE_H_

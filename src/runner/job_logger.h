@@ -1,4 +1,4 @@
-// File: src/internal/job_logger.h
+// File: src/runner/job_logger.h
 //
 // JobLogger writes the runner's structured log lines: one line per status
 // transition (and a few runner events), each carrying the job's identity
@@ -13,8 +13,8 @@
 //              {{"from", "running"}, {"to", "succeeded"}, {"reason", "succeeded"}});
 //
 // Thread-safe (spdlog loggers are; the object is immutable after construction).
-#ifndef JOBPACT_SRC_INTERNAL_JOB_LOGGER_H_
-#define JOBPACT_SRC_INTERNAL_JOB_LOGGER_H_
+#ifndef JOBPACT_SRC_RUNNER_JOB_LOGGER_H_
+#define JOBPACT_SRC_RUNNER_JOB_LOGGER_H_
 
 #include <cstdint>
 #include <initializer_list>
@@ -88,4 +88,4 @@ class JobLogger {
 }  // namespace internal
 }  // namespace jobpact
 
-#endif  // JOBPACT_SRC_INTERNAL_JOB_LOGGER_H_
+#endif  // JOBPACT_SRC_RUNNER_JOB_LOGGER_H_

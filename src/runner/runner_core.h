@@ -1,4 +1,4 @@
-// File: src/internal/runner_core.h
+// File: src/runner/runner_core.h
 //
 // RunnerCore is the JobRunner's machinery: the handler registry, the
 // delivery pipeline (SPEC 3), the worker pool, the watchdog that renews
@@ -19,8 +19,8 @@
 // Every wait goes through the injected Clock, so ManualClock drives them.
 //
 // Thread-safe.
-#ifndef JOBPACT_SRC_INTERNAL_RUNNER_CORE_H_
-#define JOBPACT_SRC_INTERNAL_RUNNER_CORE_H_
+#ifndef JOBPACT_SRC_RUNNER_RUNNER_CORE_H_
+#define JOBPACT_SRC_RUNNER_RUNNER_CORE_H_
 
 #include <atomic>
 #include <condition_variable>
@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "jobpact/job_runner.h"
-#include "src/internal/job_logger.h"
+#include "src/runner/job_logger.h"
 
 namespace jobpact {
 namespace internal {
@@ -236,4 +236,4 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
 }  // namespace internal
 }  // namespace jobpact
 
-#endif  // JOBPACT_SRC_INTERNAL_RUNNER_CORE_H_
+#endif  // JOBPACT_SRC_RUNNER_RUNNER_CORE_H_
