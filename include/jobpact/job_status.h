@@ -87,6 +87,9 @@ inline constexpr std::string_view kHandlerDiscarded = "handler_discarded";
 inline constexpr std::string_view kNoHandler = "no_handler";
 inline constexpr std::string_view kReplay = "replay";
 inline constexpr std::string_view kOperatorDiscard = "operator_discard";
+// An operator cancelled a job that had not started (queued or waiting for a
+// retry): discarded.
+inline constexpr std::string_view kCancelled = "cancelled";
 inline constexpr std::string_view kRetryBudgetExhausted = "retry_budget_exhausted";
 inline constexpr std::string_view kShutdown = "shutdown";
 // A delivery of a paused job type, requeued without spending an attempt

@@ -72,7 +72,23 @@ struct JobRecord {
   std::string reason;
   // The result a handler stored on success (free text, often JSON).
   std::string result;
+  // The most recent transitions, oldest first (at most kMaxHistory).
   std::vector<Transition> history;
+  // While running: the live lease's token and expiry (empty / epoch time
+  // otherwise). The token identifies the worker that holds the job.
+  std::string lease_token;
+  TimePoint lease_expires_at;
+  // Set for input that never was a runnable job, kept whole: an envelope
+  // that failed validation (reason "invalid_envelope") or a stored record
+  // that could no longer be decoded ("undecodable_record"). Such a record
+  // can be inspected and discarded, never replayed.
+  std::optional<std::string> raw_input;
+  // Operator actions on this job (replay, discard, cancel), oldest first:
+  // "<time> <verb> by <actor>: <reason>".
+  std::vector<std::string> audit;
+  // An operator asked to cancel the job while it ran: its handler sees
+  // JobContext::cancelled() at its next heartbeat.
+  bool cancel_requested = false;
 };
 
 // A delivery: the right, until `expires_at`, to finish one job.

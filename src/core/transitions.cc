@@ -1,0 +1,442 @@
+// The contract engine: the pure transitions of jobpact/transitions.h.
+#include "jobpact/transitions.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "src/internal/names.h"
+
+namespace jobpact {
+namespace {
+
+// ValidateEnvelope with no size or buffer bounds: what a store must be able
+// to decode again, whatever ValidationOptions the producer used.
+const ValidationOptions& StorableValidation() {
+  static const ValidationOptions options = [] {
+    ValidationOptions o;
+    o.visibility_buffer = -std::chrono::hours(24 * 365 * 100);
+    o.max_payload_bytes = static_cast<std::size_t>(-1);
+    o.max_name_length = static_cast<std::size_t>(-1);
+    return o;
+  }();
+  return options;
+}
+
+// What a store must find to write over `r`.
+WriteCondition ConditionOf(const JobRecord& r) {
+  WriteCondition w;
+  w.status = r.status;
+  w.epoch = r.epoch;
+  w.lease_token = r.lease_token;
+  return w;
+}
+
+// The change of a stored job: the record as it will be (`record`, modified
+// from the one `expect` was taken of), one history entry.
+JobChange ChangeOf(WriteCondition expect, JobRecord record, JobStatus to, std::string_view why,
+                   TimePoint now) {
+  JobChange c;
+  c.append.push_back(Transition{expect.status, to, now, std::string(why)});
+  c.expect = std::move(expect);
+  record.status = to;
+  record.updated_at = now;
+  record.history.clear();
+  c.record = std::move(record);
+  c.placement = PlacementOf(c.record, now);
+  return c;
+}
+
+void ClearLease(JobRecord& r) {
+  r.lease_token.clear();
+  r.lease_expires_at = TimePoint{};
+}
+
+Status CheckAction(const DlqAction& action, std::string_view what) {
+  if (action.actor.empty()) {
+    return Status::InvalidArgument(std::string(what) + ": DLQ action needs an actor (who)");
+  }
+  if (action.reason.empty()) {
+    return Status::InvalidArgument(std::string(what) + ": DLQ action needs a reason (why)");
+  }
+  return Status::Ok();
+}
+
+Status CheckInDlq(const JobRecord& r) {
+  if (r.status != JobStatus::kDeadLettered) {
+    return Status::NotFound("not in the DLQ: " + r.envelope.job_id + " is " +
+                            std::string(JobStatusName(r.status)));
+  }
+  return Status::Ok();
+}
+
+Status CheckLease(const JobRecord& r, const Lease& lease) {
+  if (r.status != JobStatus::kRunning) {
+    return Status::Aborted("stale lease: job " + lease.job_id + " is " +
+                           std::string(JobStatusName(r.status)));
+  }
+  if (r.epoch != lease.epoch || r.lease_token != lease.token ||
+      r.envelope.job_id != lease.job_id) {
+    return Status::Aborted("stale lease: job " + lease.job_id + " epoch " +
+                           std::to_string(lease.epoch) + " was superseded by epoch " +
+                           std::to_string(r.epoch));
+  }
+  return Status::Ok();
+}
+
+template <typename Delivered>
+Result<JobChange> CompleteImpl(Delivered&& d, const Completion& c, TimePoint now) {
+  JOBPACT_RETURN_IF_ERROR(CheckLease(d.job, d.lease));
+  JOBPACT_RETURN_IF_ERROR(CheckTransition(JobStatus::kRunning, c.to));
+  WriteCondition expect = ConditionOf(d.job);
+  JobRecord r = std::forward<Delivered>(d).job;
+  if (!c.spend_attempt && r.envelope.attempt > 0) --r.envelope.attempt;
+  if (c.lock_wait) ++r.lock_waits;
+  if (c.failure) r.last_failure = c.failure;
+  if (!c.checkpoint.empty()) r.checkpoint = c.checkpoint;
+  r.reason = c.reason;
+  if (c.to == JobStatus::kSucceeded) r.result = c.result;
+  switch (c.to) {
+    case JobStatus::kRetryScheduled:
+      r.previous_delay = c.delay;
+      [[fallthrough]];
+    case JobStatus::kQueued:
+      // Never before the enqueue (the ready order is by ready_at).
+      r.ready_at = std::max(c.ready_at.value_or(now), r.enqueued_at);
+      break;
+    default:  // The DLQ or a final status.
+      r.finished_at = now;
+      break;
+  }
+  ClearLease(r);
+  r.cancel_requested = false;
+  return ChangeOf(std::move(expect), std::move(r), c.to, c.reason, now);
+}
+
+}  // namespace
+
+std::string_view JobPlacementName(JobPlacement p) {
+  switch (p) {
+    case JobPlacement::kReady:
+      return "ready";
+    case JobPlacement::kScheduled:
+      return "scheduled";
+    case JobPlacement::kLeased:
+      return "leased";
+    case JobPlacement::kDeadLettered:
+      return "dead_lettered";
+    case JobPlacement::kFinal:
+      return "final";
+  }
+  return "unknown";
+}
+
+JobPlacement PlacementOf(const JobRecord& r, TimePoint now) {
+  switch (r.status) {
+    case JobStatus::kQueued:
+    case JobStatus::kRetryScheduled:
+      return r.ready_at <= now ? JobPlacement::kReady : JobPlacement::kScheduled;
+    case JobStatus::kRunning:
+      return JobPlacement::kLeased;
+    case JobStatus::kDeadLettered:
+      return JobPlacement::kDeadLettered;
+    default:
+      return JobPlacement::kFinal;
+  }
+}
+
+void AppendHistory(std::vector<Transition>& history, const std::vector<Transition>& entries) {
+  history.insert(history.end(), entries.begin(), entries.end());
+  if (history.size() > kMaxHistory) {
+    history.erase(history.begin(),
+                  history.begin() + static_cast<std::ptrdiff_t>(history.size() - kMaxHistory));
+  }
+}
+
+bool IsQuarantined(const JobRecord& r) { return r.raw_input.has_value(); }
+
+namespace engine {
+
+Status CheckStorable(const Envelope& env) {
+  if (env.job_id.empty()) {
+    return Status::InvalidArgument("job_id is empty (pass the envelope through PrepareForEnqueue)");
+  }
+  if (env.queue.empty()) return Status::InvalidArgument("queue is empty");
+  std::vector<FieldError> problems = ValidateEnvelope(env, StorableValidation());
+  if (problems.empty()) return Status::Ok();
+  std::string message = "envelope of job " + env.job_id + " cannot be stored:";
+  for (const FieldError& p : problems) {
+    message += ' ';
+    message += p.field;
+    message += ": ";
+    message += p.message;
+    message += ';';
+  }
+  return Status::InvalidArgument(std::move(message));
+}
+
+Result<JobChange> NewJob(const Envelope& env, TimePoint now) {
+  JOBPACT_RETURN_IF_ERROR(CheckStorable(env));
+  JobChange c;
+  c.expect.new_job = true;
+  JobRecord& r = c.record;
+  r.envelope = env;
+  r.envelope.attempt = 0;  // A producer's value is never trusted.
+  r.envelope.ttl.reset();
+  if (!r.envelope.created_at) r.envelope.created_at = now;
+  r.status = JobStatus::kQueued;
+  r.enqueued_at = r.updated_at = now;
+  // Never before the enqueue: a job scheduled in the past is ready from now,
+  // in arrival order.
+  r.ready_at = std::max(env.scheduled_at.value_or(now), now);
+  c.append.push_back(
+      Transition{JobStatus::kQueued, JobStatus::kQueued, now, std::string(reason::kEnqueued)});
+  c.placement = PlacementOf(r, now);
+  return c;
+}
+
+std::string InvalidEnvelopeId(std::string_view raw) {
+  nlohmann::json doc = nlohmann::json::parse(raw, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) return {};
+  auto it = doc.find("job_id");
+  if (it == doc.end() || !it->is_string()) return {};
+  std::string id = it->get<std::string>();
+  return internal::IsSafeName(id) ? id : std::string();
+}
+
+JobChange InvalidEnvelope(std::string_view raw, const std::vector<FieldError>& problems,
+                          std::string job_id, TimePoint now) {
+  std::string job_type, trace_id;
+  nlohmann::json doc = nlohmann::json::parse(raw, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_object()) {
+    auto read = [&doc](const char* field, std::string& out) {
+      auto it = doc.find(field);
+      if (it != doc.end() && it->is_string()) out = it->get<std::string>();
+    };
+    read("job_type", job_type);
+    read("trace_id", trace_id);
+  }
+  if (job_type.size() > internal::kMaxNameLength) job_type.resize(internal::kMaxNameLength);
+  if (trace_id.size() > internal::kMaxNameLength) trace_id.resize(internal::kMaxNameLength);
+  std::string message = "invalid envelope:";
+  for (const FieldError& p : problems) {
+    message += ' ';
+    message += p.field;
+    message += ": ";
+    message += p.message;
+    message += ';';
+  }
+  if (problems.empty()) message += " (no problems given)";
+
+  JobChange c;
+  c.expect.new_job = true;
+  JobRecord& r = c.record;
+  r.envelope.job_id = std::move(job_id);
+  r.envelope.job_type = std::move(job_type);
+  r.envelope.trace_id = std::move(trace_id);
+  r.envelope.queue.clear();  // Belongs to no queue: it can never run.
+  r.envelope.created_at = now;
+  r.status = JobStatus::kDeadLettered;
+  r.enqueued_at = r.ready_at = r.updated_at = now;
+  r.finished_at = now;
+  r.raw_input = std::string(raw);
+  r.reason = std::string(reason::kInvalidEnvelope);
+  r.last_failure =
+      Failure{FailureClass::kPermanent, std::string(reason::kInvalidEnvelope), std::move(message)};
+  c.append.push_back(Transition{JobStatus::kDeadLettered, JobStatus::kDeadLettered, now,
+                                std::string(reason::kInvalidEnvelope)});
+  c.placement = JobPlacement::kDeadLettered;
+  return c;
+}
+
+JobChange Quarantine(std::string job_id, std::string raw, std::string_view error, TimePoint now) {
+  JobChange c;
+  JobRecord& r = c.record;
+  r.envelope.job_id = std::move(job_id);
+  r.envelope.job_type.clear();
+  r.envelope.queue.clear();
+  r.envelope.created_at = now;
+  r.status = JobStatus::kDeadLettered;
+  r.enqueued_at = r.ready_at = r.updated_at = now;
+  r.finished_at = now;
+  r.raw_input = std::move(raw);
+  r.reason = std::string(kUndecodableRecord);
+  r.last_failure = Failure{FailureClass::kPermanent, std::string(kUndecodableRecord),
+                           "the stored record could not be decoded: " + std::string(error)};
+  c.append.push_back(Transition{JobStatus::kDeadLettered, JobStatus::kDeadLettered, now,
+                                std::string(kUndecodableRecord)});
+  c.placement = JobPlacement::kDeadLettered;
+  return c;
+}
+
+Result<JobChange> Deliver(const JobRecord& record, std::string lease_token, TimePoint now) {
+  JOBPACT_RETURN_IF_ERROR(CheckTransition(record.status, JobStatus::kRunning));
+  if (record.ready_at > now) {
+    return Status::FailedPrecondition("job " + record.envelope.job_id + " is not ready until " +
+                                      FormatRfc3339(record.ready_at));
+  }
+  if (lease_token.empty()) return Status::InvalidArgument("Deliver: empty lease token");
+  JobRecord r = record;
+  ++r.epoch;
+  ++r.envelope.attempt;
+  r.lease_token = std::move(lease_token);
+  r.lease_expires_at = now + r.envelope.visibility_timeout;
+  return ChangeOf(ConditionOf(record), std::move(r), JobStatus::kRunning, reason::kDelivered, now);
+}
+
+Result<JobChange> Complete(const Delivery& d, const Completion& c, TimePoint now) {
+  return CompleteImpl(d, c, now);
+}
+
+Result<JobChange> Complete(Delivery&& d, const Completion& c, TimePoint now) {
+  return CompleteImpl(std::move(d), c, now);
+}
+
+Result<JobChange> Renew(const JobRecord& record, const Lease& lease, Duration extension,
+                        std::string_view checkpoint, TimePoint now) {
+  if (extension <= Duration::zero()) return Status::InvalidArgument("extension must be > 0");
+  JOBPACT_RETURN_IF_ERROR(CheckLease(record, lease));
+  JobChange c;
+  c.expect = ConditionOf(record);
+  c.record = record;
+  c.record.history.clear();
+  c.record.lease_expires_at = now + extension;
+  if (!checkpoint.empty()) c.record.checkpoint = std::string(checkpoint);
+  c.record.updated_at = now;
+  c.placement = JobPlacement::kLeased;
+  return c;
+}
+
+Result<JobChange> RecoverLease(const JobRecord& record, int max_recoveries, TimePoint now) {
+  if (record.status != JobStatus::kRunning) {
+    return Status::FailedPrecondition("job " + record.envelope.job_id + " is not running");
+  }
+  if (now < record.lease_expires_at) {
+    return Status::FailedPrecondition("the lease of job " + record.envelope.job_id +
+                                      " has not expired");
+  }
+  JobRecord r = record;
+  ++r.lease_recoveries;
+  ClearLease(r);
+  r.cancel_requested = false;
+  if (r.lease_recoveries > max_recoveries) {
+    r.reason = std::string(reason::kLeaseExpiredRepeatedly);
+    r.last_failure =
+        Failure{FailureClass::kUnknown, std::string(reason::kLeaseExpiredRepeatedly),
+                "lease expired " + std::to_string(r.lease_recoveries) + " times (max_recoveries " +
+                    std::to_string(max_recoveries) +
+                    "): the job keeps killing or hanging its worker"};
+    r.finished_at = now;
+    return ChangeOf(ConditionOf(record), std::move(r), JobStatus::kDeadLettered, reason::kLeaseExpiredRepeatedly, now);
+  }
+  r.reason = std::string(reason::kLeaseExpired);
+  r.ready_at = std::max(now, r.enqueued_at);
+  return ChangeOf(ConditionOf(record), std::move(r), JobStatus::kQueued, reason::kLeaseExpired, now);
+}
+
+LeaseRecovery RecoveryReport(const JobChange& change) {
+  LeaseRecovery r;
+  r.job_id = change.record.envelope.job_id;
+  r.to = change.record.status;
+  r.reason = change.record.reason;
+  r.lease_recoveries = change.record.lease_recoveries;
+  r.envelope = change.record.envelope;
+  return r;
+}
+
+std::string AuditLine(std::string_view verb, TimePoint now, const DlqAction& action) {
+  std::string out = FormatRfc3339(now);
+  out += ' ';
+  out += verb;
+  out += " by ";
+  out += action.actor;
+  out += ": ";
+  out += action.reason;
+  return out;
+}
+
+Result<JobChange> Replay(const JobRecord& record, const DlqAction& action, TimePoint now) {
+  JOBPACT_RETURN_IF_ERROR(CheckAction(action, "Replay"));
+  if (action.extra_attempts < 0) {
+    return Status::InvalidArgument("Replay: extra_attempts must be >= 0");
+  }
+  JOBPACT_RETURN_IF_ERROR(CheckInDlq(record));
+  if (IsQuarantined(record)) {
+    return Status::FailedPrecondition(
+        "Replay: job " + record.envelope.job_id + " is " +
+        (record.reason == kUndecodableRecord ? "an undecodable record"
+                                             : "an invalid envelope") +
+        " and cannot run; fix it and enqueue it again");
+  }
+  JOBPACT_RETURN_IF_ERROR(CheckTransition(record.status, JobStatus::kQueued));
+  JobRecord r = record;
+  std::string line = AuditLine(reason::kReplay, now, action);
+  line += action.reset_attempts
+              ? std::string(" (attempts reset)")
+              : " (extra_attempts " + std::to_string(action.extra_attempts) + ")";
+  r.audit.push_back(std::move(line));
+  r.reason = std::string(reason::kReplay);
+  if (action.reset_attempts) {
+    r.envelope.attempt = 0;
+  } else {
+    r.envelope.max_attempts += action.extra_attempts;
+  }
+  // A replay is a fresh chance: crash and lock-wait budgets start again.
+  r.lease_recoveries = 0;
+  r.lock_waits = 0;
+  r.previous_delay = Duration::zero();
+  r.finished_at.reset();
+  r.ready_at = std::max(action.ready_at.value_or(now), r.enqueued_at);
+  return ChangeOf(ConditionOf(record), std::move(r), JobStatus::kQueued, reason::kReplay, now);
+}
+
+Result<JobChange> Cancel(const JobRecord& record, const DlqAction& action, TimePoint now) {
+  JOBPACT_RETURN_IF_ERROR(CheckAction(action, "Cancel"));
+  const std::string& id = record.envelope.job_id;
+  switch (record.status) {
+    case JobStatus::kQueued:
+    case JobStatus::kRetryScheduled: {
+      JobRecord r = record;
+      r.audit.push_back(AuditLine("cancel", now, action));
+      r.reason = std::string(reason::kCancelled);
+      r.finished_at = now;
+      return ChangeOf(ConditionOf(record), std::move(r), JobStatus::kDiscarded, reason::kCancelled,
+                      now);
+    }
+    case JobStatus::kRunning: {
+      // Not a transition: the handler sees cancelled() at its next
+      // heartbeat and its outcome is then written as usual.
+      JobChange c;
+      c.expect = ConditionOf(record);
+      c.record = record;
+      c.record.history.clear();
+      c.record.cancel_requested = true;
+      c.record.audit.push_back(AuditLine("cancel", now, action));
+      c.record.updated_at = now;
+      c.placement = JobPlacement::kLeased;
+      return c;
+    }
+    case JobStatus::kDeadLettered:
+      return Status::FailedPrecondition("Cancel: job " + id +
+                                        " is in the dead-letter queue; discard it instead");
+    default:
+      return Status::FailedPrecondition("Cancel: job " + id + " is already " +
+                                        std::string(JobStatusName(record.status)));
+  }
+}
+
+Result<JobChange> Discard(const JobRecord& record, const DlqAction& action, TimePoint now) {
+  JOBPACT_RETURN_IF_ERROR(CheckAction(action, "Discard"));
+  JOBPACT_RETURN_IF_ERROR(CheckInDlq(record));
+  JOBPACT_RETURN_IF_ERROR(CheckTransition(record.status, JobStatus::kDiscarded));
+  JobRecord r = record;
+  r.audit.push_back(AuditLine("discard", now, action));
+  r.reason = std::string(reason::kOperatorDiscard);
+  r.finished_at = now;
+  return ChangeOf(ConditionOf(record), std::move(r), JobStatus::kDiscarded, reason::kOperatorDiscard, now);
+}
+
+}  // namespace engine
+}  // namespace jobpact

@@ -1,0 +1,501 @@
+// The contract engine's pure transitions (jobpact/transitions.h), table by
+// table: every (from, to) pair each function is asked for, legal or not, and
+// what each legal change does to the record, its indexes and its history.
+#include "jobpact/transitions.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "jobpact/testing/matchers.h"
+
+namespace jobpact {
+namespace {
+
+using ::jobpact::testing::IsOk;
+using ::jobpact::testing::StatusIs;
+using ::testing::HasSubstr;
+
+const TimePoint kT0 = TimePoint{} + std::chrono::hours(24 * 365 * 56);
+
+Envelope MakeEnvelope() {
+  Envelope env;
+  env.job_id = "job_1";
+  env.job_type = "invoice.generate";
+  env.payload = R"({"order_id":"ord_987"})";
+  env.max_attempts = 5;
+  return env;
+}
+
+// A record in status `s`, as a store would hold it.
+JobRecord RecordIn(JobStatus s) {
+  JobRecord r;
+  r.envelope = MakeEnvelope();
+  r.status = s;
+  r.enqueued_at = r.updated_at = r.ready_at = kT0;
+  r.epoch = 2;
+  r.envelope.attempt = 2;
+  if (s == JobStatus::kRunning) {
+    r.lease_token = "w1#7";
+    r.lease_expires_at = kT0 + Seconds(45);
+  }
+  if (s == JobStatus::kDeadLettered || IsFinal(s)) r.finished_at = kT0;
+  return r;
+}
+
+Delivery DeliveryOf(const JobRecord& r) {
+  return Delivery{r, Lease{r.envelope.job_id, r.lease_token, r.epoch, r.lease_expires_at}};
+}
+
+Completion To(JobStatus to, std::string why = "because") {
+  Completion c;
+  c.to = to;
+  c.reason = std::move(why);
+  if (to == JobStatus::kRetryScheduled || to == JobStatus::kQueued) c.ready_at = kT0 + Seconds(10);
+  return c;
+}
+
+const DlqAction kOperator{"alice", "upstream fixed", true, 0, std::nullopt};
+
+// Runs every engine function on a record of every status and collects the
+// (from, to) pairs it accepted.
+std::set<std::pair<JobStatus, JobStatus>> AcceptedPairs() {
+  std::set<std::pair<JobStatus, JobStatus>> accepted;
+  auto note = [&](const Result<JobChange>& c) {
+    if (!c.ok()) return;
+    for (const Transition& t : c->append) accepted.emplace(t.from, t.to);
+  };
+  for (JobStatus from : kAllJobStatuses) {
+    const JobRecord r = RecordIn(from);
+    note(engine::Deliver(r, "w2#1", kT0 + Seconds(1)));
+    for (JobStatus to : kAllJobStatuses) note(engine::Complete(DeliveryOf(r), To(to), kT0));
+    note(engine::RecoverLease(r, 3, kT0 + Seconds(60)));
+    note(engine::Replay(r, kOperator, kT0));
+    note(engine::Discard(r, kOperator, kT0));
+    note(engine::Cancel(r, kOperator, kT0));
+  }
+  return accepted;
+}
+
+TEST(TransitionsTest, EngineProducesExactlyTheSpecTable) {
+  std::set<std::pair<JobStatus, JobStatus>> legal;
+  for (JobStatus from : kAllJobStatuses) {
+    for (JobStatus to : kAllJobStatuses) {
+      if (IsLegalTransition(from, to)) legal.emplace(from, to);
+    }
+  }
+  EXPECT_EQ(AcceptedPairs(), legal);
+}
+
+TEST(TransitionsTest, DeliverOnlyFromQueuedOrRetryScheduled) {
+  for (JobStatus from : kAllJobStatuses) {
+    Result<JobChange> c = engine::Deliver(RecordIn(from), "w2#1", kT0 + Seconds(1));
+    if (from == JobStatus::kQueued || from == JobStatus::kRetryScheduled) {
+      EXPECT_THAT(c.status(), IsOk()) << JobStatusName(from);
+    } else {
+      EXPECT_THAT(c.status(), StatusIs(StatusCode::kFailedPrecondition)) << JobStatusName(from);
+    }
+  }
+}
+
+TEST(TransitionsTest, DeliverRefusesAJobThatIsNotReadyYet) {
+  JobRecord r = RecordIn(JobStatus::kRetryScheduled);
+  r.ready_at = kT0 + Seconds(5);
+  EXPECT_THAT(engine::Deliver(r, "w#1", kT0 + Seconds(4)).status(),
+              StatusIs(StatusCode::kFailedPrecondition, HasSubstr("not ready")));
+  EXPECT_THAT(engine::Deliver(r, "w#1", kT0 + Seconds(5)).status(), IsOk());
+}
+
+TEST(TransitionsTest, DeliverStartsANewLeaseAndAttempt) {
+  const JobRecord before = RecordIn(JobStatus::kQueued);
+  const TimePoint now = kT0 + Seconds(3);
+  JobChange c = engine::Deliver(before, "w2#9", now).value();
+  EXPECT_EQ(c.record.status, JobStatus::kRunning);
+  EXPECT_EQ(c.record.epoch, before.epoch + 1);
+  EXPECT_EQ(c.record.envelope.attempt, before.envelope.attempt + 1);
+  EXPECT_EQ(c.record.lease_token, "w2#9");
+  EXPECT_EQ(c.record.lease_expires_at, now + before.envelope.visibility_timeout);
+  EXPECT_EQ(c.record.updated_at, now);
+  EXPECT_EQ(c.placement, JobPlacement::kLeased);
+  // Written only over the record as the engine saw it.
+  EXPECT_FALSE(c.expect.new_job);
+  EXPECT_EQ(c.expect.status, JobStatus::kQueued);
+  EXPECT_EQ(c.expect.epoch, before.epoch);
+  EXPECT_EQ(c.expect.lease_token, "");
+  ASSERT_EQ(c.append.size(), 1u);
+  EXPECT_EQ(c.append[0].from, JobStatus::kQueued);
+  EXPECT_EQ(c.append[0].to, JobStatus::kRunning);
+  EXPECT_EQ(c.append[0].reason, reason::kDelivered);
+  EXPECT_EQ(c.append[0].at, now);
+}
+
+// Every target of a completion from running: legal ones per the SPEC table,
+// the others refused as illegal.
+TEST(TransitionsTest, CompleteEveryTarget) {
+  struct Row {
+    JobStatus to;
+    bool legal;
+    JobPlacement placement;
+  };
+  const Row table[] = {
+      {JobStatus::kSucceeded, true, JobPlacement::kFinal},
+      {JobStatus::kRetryScheduled, true, JobPlacement::kScheduled},
+      {JobStatus::kFailed, true, JobPlacement::kFinal},
+      {JobStatus::kDeadLettered, true, JobPlacement::kDeadLettered},
+      {JobStatus::kDiscarded, true, JobPlacement::kFinal},
+      {JobStatus::kQueued, true, JobPlacement::kScheduled},
+      {JobStatus::kRunning, false, JobPlacement::kLeased},
+  };
+  for (const Row& row : table) {
+    const JobRecord r = RecordIn(JobStatus::kRunning);
+    Result<JobChange> c = engine::Complete(DeliveryOf(r), To(row.to), kT0 + Seconds(1));
+    if (!row.legal) {
+      EXPECT_THAT(c.status(), StatusIs(StatusCode::kFailedPrecondition)) << JobStatusName(row.to);
+      continue;
+    }
+    ASSERT_THAT(c.status(), IsOk()) << JobStatusName(row.to);
+    EXPECT_EQ(c->record.status, row.to);
+    EXPECT_EQ(c->placement, row.placement) << JobStatusName(row.to);
+    EXPECT_EQ(c->record.reason, "because");
+    EXPECT_EQ(c->record.lease_token, "");
+    EXPECT_EQ(c->expect.status, JobStatus::kRunning);
+    EXPECT_EQ(c->expect.epoch, r.epoch);
+    EXPECT_EQ(c->expect.lease_token, r.lease_token);
+    const bool finished = row.to != JobStatus::kRetryScheduled && row.to != JobStatus::kQueued;
+    EXPECT_EQ(c->record.finished_at.has_value(), finished) << JobStatusName(row.to);
+  }
+}
+
+TEST(TransitionsTest, CompleteWithAStaleLeaseIsAborted) {
+  const JobRecord r = RecordIn(JobStatus::kRunning);
+  Delivery stale_epoch = DeliveryOf(r);
+  stale_epoch.lease.epoch = r.epoch - 1;
+  EXPECT_THAT(engine::Complete(stale_epoch, To(JobStatus::kSucceeded), kT0).status(),
+              StatusIs(StatusCode::kAborted, HasSubstr("superseded")));
+  Delivery stale_token = DeliveryOf(r);
+  stale_token.lease.token = "someone-else";
+  EXPECT_THAT(engine::Complete(stale_token, To(JobStatus::kSucceeded), kT0).status(),
+              StatusIs(StatusCode::kAborted));
+  for (JobStatus s : kAllJobStatuses) {
+    if (s == JobStatus::kRunning) continue;
+    EXPECT_THAT(engine::Complete(DeliveryOf(RecordIn(s)), To(JobStatus::kSucceeded), kT0).status(),
+                StatusIs(StatusCode::kAborted))
+        << JobStatusName(s);
+  }
+}
+
+TEST(TransitionsTest, CompleteKeepsWhatTheOutcomeCarries) {
+  const JobRecord r = RecordIn(JobStatus::kRunning);
+  Completion ok = To(JobStatus::kSucceeded, "succeeded");
+  ok.result = R"({"invoice":"inv_1"})";
+  JobChange done = engine::Complete(DeliveryOf(r), ok, kT0 + Seconds(2)).value();
+  EXPECT_EQ(done.record.result, ok.result);
+  EXPECT_EQ(done.record.finished_at, kT0 + Seconds(2));
+
+  Completion retry = To(JobStatus::kRetryScheduled, "transient_error");
+  retry.delay = Seconds(7);
+  retry.failure = Failure{FailureClass::kTransient, "UNAVAILABLE", "upstream 503"};
+  retry.checkpoint = "page=3";
+  JobChange again = engine::Complete(DeliveryOf(r), retry, kT0 + Seconds(2)).value();
+  EXPECT_EQ(again.record.previous_delay, Seconds(7));
+  EXPECT_EQ(again.record.ready_at, kT0 + Seconds(10));
+  EXPECT_EQ(again.record.checkpoint, "page=3");
+  ASSERT_TRUE(again.record.last_failure.has_value());
+  EXPECT_EQ(again.record.last_failure->message, "upstream 503");
+  EXPECT_EQ(again.record.result, "");  // Only a success stores a result.
+  EXPECT_EQ(again.record.envelope.attempt, r.envelope.attempt);  // Spent.
+}
+
+TEST(TransitionsTest, RequeueWithoutSpendingGivesTheAttemptBackAndCountsLockWaits) {
+  const JobRecord r = RecordIn(JobStatus::kRunning);
+  Completion busy = To(JobStatus::kRetryScheduled, "lock_busy");
+  busy.spend_attempt = false;
+  busy.lock_wait = true;
+  JobChange c = engine::Complete(DeliveryOf(r), busy, kT0).value();
+  EXPECT_EQ(c.record.envelope.attempt, r.envelope.attempt - 1);
+  EXPECT_EQ(c.record.lock_waits, r.lock_waits + 1);
+}
+
+TEST(TransitionsTest, ARetryIsNeverReadyBeforeTheEnqueue) {
+  JobRecord r = RecordIn(JobStatus::kRunning);
+  r.enqueued_at = kT0 + Seconds(100);
+  Completion c = To(JobStatus::kRetryScheduled);
+  c.ready_at = kT0;
+  EXPECT_EQ(engine::Complete(DeliveryOf(r), c, kT0).value().record.ready_at, r.enqueued_at);
+}
+
+TEST(TransitionsTest, CompleteConsumingTheDeliveryGivesTheSameChange) {
+  const JobRecord r = RecordIn(JobStatus::kRunning);
+  JobChange copied = engine::Complete(DeliveryOf(r), To(JobStatus::kSucceeded), kT0).value();
+  JobChange moved = engine::Complete(Delivery(DeliveryOf(r)), To(JobStatus::kSucceeded), kT0).value();
+  EXPECT_EQ(SerializeEnvelope(copied.record.envelope), SerializeEnvelope(moved.record.envelope));
+  EXPECT_EQ(copied.record.status, moved.record.status);
+  EXPECT_EQ(copied.append.size(), moved.append.size());
+}
+
+TEST(TransitionsTest, RenewExtendsTheLeaseOnlyForItsHolder) {
+  const JobRecord r = RecordIn(JobStatus::kRunning);
+  const Lease lease = DeliveryOf(r).lease;
+  JobChange c = engine::Renew(r, lease, Seconds(45), "page=4", kT0 + Seconds(20)).value();
+  EXPECT_EQ(c.record.lease_expires_at, kT0 + Seconds(65));
+  EXPECT_EQ(c.record.checkpoint, "page=4");
+  EXPECT_TRUE(c.append.empty());  // Not a transition.
+  EXPECT_EQ(c.record.status, JobStatus::kRunning);
+  Lease stale = lease;
+  stale.epoch = 1;
+  EXPECT_THAT(engine::Renew(r, stale, Seconds(45), "", kT0).status(),
+              StatusIs(StatusCode::kAborted));
+  EXPECT_THAT(engine::Renew(r, lease, Seconds(0), "", kT0).status(),
+              StatusIs(StatusCode::kInvalidArgument));
+}
+
+TEST(TransitionsTest, RecoverLeaseRequeuesThenDeadLettersPastTheCap) {
+  JobRecord r = RecordIn(JobStatus::kRunning);
+  const TimePoint now = r.lease_expires_at;  // Expired at its expiry.
+  EXPECT_THAT(engine::RecoverLease(r, 3, now - Duration(1)).status(),
+              StatusIs(StatusCode::kFailedPrecondition, HasSubstr("not expired")));
+  r.lease_recoveries = 2;
+  JobChange back = engine::RecoverLease(r, 3, now).value();
+  EXPECT_EQ(back.record.status, JobStatus::kQueued);
+  EXPECT_EQ(back.record.reason, reason::kLeaseExpired);
+  EXPECT_EQ(back.record.lease_recoveries, 3);
+  EXPECT_EQ(back.record.ready_at, now);
+  EXPECT_EQ(back.record.lease_token, "");
+  EXPECT_EQ(back.placement, JobPlacement::kReady);
+  EXPECT_EQ(back.expect.lease_token, r.lease_token);
+  LeaseRecovery report = engine::RecoveryReport(back);
+  EXPECT_EQ(report.to, JobStatus::kQueued);
+  EXPECT_EQ(report.lease_recoveries, 3);
+  EXPECT_EQ(report.job_id, "job_1");
+
+  r.lease_recoveries = 3;
+  JobChange dead = engine::RecoverLease(r, 3, now).value();
+  EXPECT_EQ(dead.record.status, JobStatus::kDeadLettered);
+  EXPECT_EQ(dead.record.reason, reason::kLeaseExpiredRepeatedly);
+  ASSERT_TRUE(dead.record.last_failure.has_value());
+  EXPECT_THAT(dead.record.last_failure->message, HasSubstr("lease expired 4 times"));
+  EXPECT_EQ(dead.placement, JobPlacement::kDeadLettered);
+  EXPECT_EQ(dead.record.finished_at, now);
+}
+
+TEST(TransitionsTest, ReplayResetsOrExtendsTheBudgetWithAnAudit) {
+  JobRecord r = RecordIn(JobStatus::kDeadLettered);
+  r.lease_recoveries = 2;
+  r.lock_waits = 4;
+  r.previous_delay = Seconds(30);
+  JobChange reset = engine::Replay(r, kOperator, kT0 + Seconds(5)).value();
+  EXPECT_EQ(reset.record.status, JobStatus::kQueued);
+  EXPECT_EQ(reset.record.envelope.attempt, 0);
+  EXPECT_EQ(reset.record.lease_recoveries, 0);
+  EXPECT_EQ(reset.record.lock_waits, 0);
+  EXPECT_EQ(reset.record.previous_delay, Duration::zero());
+  EXPECT_FALSE(reset.record.finished_at.has_value());
+  EXPECT_EQ(reset.record.reason, reason::kReplay);
+  ASSERT_EQ(reset.record.audit.size(), 1u);
+  EXPECT_THAT(reset.record.audit[0],
+              HasSubstr("replay by alice: upstream fixed (attempts reset)"));
+
+  DlqAction extra = kOperator;
+  extra.reset_attempts = false;
+  extra.extra_attempts = 2;
+  extra.ready_at = kT0 + Seconds(60);
+  JobChange more = engine::Replay(r, extra, kT0 + Seconds(5)).value();
+  EXPECT_EQ(more.record.envelope.attempt, r.envelope.attempt);
+  EXPECT_EQ(more.record.envelope.max_attempts, r.envelope.max_attempts + 2);
+  EXPECT_EQ(more.record.ready_at, kT0 + Seconds(60));
+  EXPECT_EQ(more.placement, JobPlacement::kScheduled);
+  EXPECT_THAT(more.record.audit.back(), HasSubstr("(extra_attempts 2)"));
+}
+
+TEST(TransitionsTest, OperatorActionsNeedWhoAndWhyAndADlqEntry) {
+  const JobRecord dead = RecordIn(JobStatus::kDeadLettered);
+  DlqAction nobody = kOperator;
+  nobody.actor.clear();
+  DlqAction no_reason = kOperator;
+  no_reason.reason.clear();
+  DlqAction negative = kOperator;
+  negative.reset_attempts = false;
+  negative.extra_attempts = -1;
+  EXPECT_THAT(engine::Replay(dead, nobody, kT0).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("actor")));
+  EXPECT_THAT(engine::Replay(dead, no_reason, kT0).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("reason")));
+  EXPECT_THAT(engine::Replay(dead, negative, kT0).status(),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(engine::Discard(dead, nobody, kT0).status(),
+              StatusIs(StatusCode::kInvalidArgument));
+  for (JobStatus s : kAllJobStatuses) {
+    if (s == JobStatus::kDeadLettered) continue;
+    EXPECT_THAT(engine::Replay(RecordIn(s), kOperator, kT0).status(),
+                StatusIs(StatusCode::kNotFound))
+        << JobStatusName(s);
+    EXPECT_THAT(engine::Discard(RecordIn(s), kOperator, kT0).status(),
+                StatusIs(StatusCode::kNotFound))
+        << JobStatusName(s);
+  }
+}
+
+TEST(TransitionsTest, DiscardKeepsWhoAndWhy) {
+  JobChange c = engine::Discard(RecordIn(JobStatus::kDeadLettered), kOperator, kT0).value();
+  EXPECT_EQ(c.record.status, JobStatus::kDiscarded);
+  EXPECT_EQ(c.record.reason, reason::kOperatorDiscard);
+  EXPECT_EQ(c.placement, JobPlacement::kFinal);
+  ASSERT_EQ(c.record.audit.size(), 1u);
+  EXPECT_THAT(c.record.audit[0], HasSubstr("discard by alice: upstream fixed"));
+}
+
+TEST(TransitionsTest, CancelDiscardsAWaitingJobAndFlagsARunningOne) {
+  for (JobStatus s : {JobStatus::kQueued, JobStatus::kRetryScheduled}) {
+    JobChange c = engine::Cancel(RecordIn(s), kOperator, kT0).value();
+    EXPECT_EQ(c.record.status, JobStatus::kDiscarded);
+    EXPECT_EQ(c.record.reason, reason::kCancelled);
+    EXPECT_EQ(c.placement, JobPlacement::kFinal);
+    EXPECT_THAT(c.record.audit.back(), HasSubstr("cancel by alice: upstream fixed"));
+  }
+  const JobRecord running = RecordIn(JobStatus::kRunning);
+  JobChange flagged = engine::Cancel(running, kOperator, kT0).value();
+  EXPECT_EQ(flagged.record.status, JobStatus::kRunning);
+  EXPECT_TRUE(flagged.record.cancel_requested);
+  EXPECT_TRUE(flagged.append.empty());
+  EXPECT_EQ(flagged.expect.lease_token, running.lease_token);
+  EXPECT_EQ(flagged.record.lease_token, running.lease_token);
+  EXPECT_THAT(engine::Cancel(RecordIn(JobStatus::kDeadLettered), kOperator, kT0).status(),
+              StatusIs(StatusCode::kFailedPrecondition, HasSubstr("discard it instead")));
+  for (JobStatus s : {JobStatus::kSucceeded, JobStatus::kFailed, JobStatus::kDiscarded}) {
+    EXPECT_THAT(engine::Cancel(RecordIn(s), kOperator, kT0).status(),
+                StatusIs(StatusCode::kFailedPrecondition, HasSubstr("already")));
+  }
+  // The outcome written after a cancel request clears it.
+  Delivery d = DeliveryOf(flagged.record);
+  EXPECT_FALSE(engine::Complete(d, To(JobStatus::kDiscarded), kT0).value().record.cancel_requested);
+}
+
+TEST(TransitionsTest, NewJobIsQueuedWithItsCreationEntry) {
+  Envelope env = MakeEnvelope();
+  env.attempt = 9;  // A producer's value is never trusted.
+  env.scheduled_at = kT0 - Seconds(30);
+  JobChange c = engine::NewJob(env, kT0).value();
+  EXPECT_TRUE(c.expect.new_job);
+  EXPECT_EQ(c.record.status, JobStatus::kQueued);
+  EXPECT_EQ(c.record.envelope.attempt, 0);
+  EXPECT_EQ(c.record.envelope.created_at, kT0);
+  EXPECT_EQ(c.record.ready_at, kT0);  // Never before the enqueue.
+  EXPECT_EQ(c.record.epoch, 0);
+  EXPECT_EQ(c.placement, JobPlacement::kReady);
+  ASSERT_EQ(c.append.size(), 1u);
+  EXPECT_EQ(c.append[0].from, JobStatus::kQueued);
+  EXPECT_EQ(c.append[0].to, JobStatus::kQueued);
+  EXPECT_EQ(c.append[0].reason, reason::kEnqueued);
+
+  env.scheduled_at = kT0 + Seconds(30);
+  EXPECT_EQ(engine::NewJob(env, kT0).value().placement, JobPlacement::kScheduled);
+}
+
+TEST(TransitionsTest, NewJobRefusesWhatCouldNotBeReadBack) {
+  Envelope no_id = MakeEnvelope();
+  no_id.job_id.clear();
+  EXPECT_THAT(engine::NewJob(no_id, kT0).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("job_id")));
+  Envelope bad_tenant = MakeEnvelope();
+  bad_tenant.tenant_id = "acme corp";
+  EXPECT_THAT(engine::NewJob(bad_tenant, kT0).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("tenant_id")));
+  Envelope no_queue = MakeEnvelope();
+  no_queue.queue.clear();
+  EXPECT_THAT(engine::NewJob(no_queue, kT0).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("queue")));
+  // The producer's own, looser bounds are not applied again.
+  Envelope big = MakeEnvelope();
+  big.payload = "\"" + std::string(300 * 1024, 'x') + "\"";
+  EXPECT_THAT(engine::NewJob(big, kT0).status(), IsOk());
+}
+
+TEST(TransitionsTest, InvalidEnvelopeIsBornDeadLetteredWithItsRawForm) {
+  const std::string raw = R"({"job_id":"job_9","job_type":"x","trace_id":"t1","timeout_seconds":-3})";
+  EXPECT_EQ(engine::InvalidEnvelopeId(raw), "job_9");
+  EXPECT_EQ(engine::InvalidEnvelopeId(R"({"job_id":"bad id"})"), "");
+  EXPECT_EQ(engine::InvalidEnvelopeId("not json"), "");
+  JobChange c = engine::InvalidEnvelope(raw, {{"timeout_seconds", "must be > 0"}}, "job_9", kT0);
+  EXPECT_TRUE(c.expect.new_job);
+  EXPECT_EQ(c.record.status, JobStatus::kDeadLettered);
+  EXPECT_EQ(c.record.reason, reason::kInvalidEnvelope);
+  EXPECT_EQ(c.record.raw_input, raw);
+  EXPECT_TRUE(IsQuarantined(c.record));
+  EXPECT_EQ(c.record.envelope.job_type, "x");
+  EXPECT_EQ(c.record.envelope.trace_id, "t1");
+  EXPECT_EQ(c.placement, JobPlacement::kDeadLettered);
+  ASSERT_TRUE(c.record.last_failure.has_value());
+  EXPECT_EQ(c.record.last_failure->failure_class, FailureClass::kPermanent);
+  EXPECT_THAT(c.record.last_failure->message, HasSubstr("timeout_seconds: must be > 0"));
+  ASSERT_EQ(c.append.size(), 1u);
+  EXPECT_EQ(c.append[0].from, JobStatus::kDeadLettered);
+  EXPECT_EQ(c.append[0].to, JobStatus::kDeadLettered);
+  // It can be discarded, never replayed.
+  EXPECT_THAT(engine::Replay(c.record, kOperator, kT0).status(),
+              StatusIs(StatusCode::kFailedPrecondition, HasSubstr("invalid envelope")));
+  EXPECT_THAT(engine::Discard(c.record, kOperator, kT0).status(), IsOk());
+}
+
+TEST(TransitionsTest, QuarantineKeepsTheUndecodableRecord) {
+  JobChange c = engine::Quarantine("job_5", "{garbage", "envelope does not parse", kT0);
+  EXPECT_EQ(c.record.status, JobStatus::kDeadLettered);
+  EXPECT_EQ(c.record.reason, kUndecodableRecord);
+  EXPECT_EQ(c.record.raw_input, "{garbage");
+  EXPECT_THAT(c.record.last_failure->message, HasSubstr("envelope does not parse"));
+  EXPECT_THAT(engine::Replay(c.record, kOperator, kT0).status(),
+              StatusIs(StatusCode::kFailedPrecondition, HasSubstr("undecodable")));
+}
+
+TEST(TransitionsTest, PlacementFollowsStatusAndReadyTime) {
+  for (JobStatus s : kAllJobStatuses) {
+    JobRecord r = RecordIn(s);
+    r.ready_at = kT0 + Seconds(1);
+    const JobPlacement before = PlacementOf(r, kT0);
+    const JobPlacement at = PlacementOf(r, kT0 + Seconds(1));
+    switch (s) {
+      case JobStatus::kQueued:
+      case JobStatus::kRetryScheduled:
+        EXPECT_EQ(before, JobPlacement::kScheduled);
+        EXPECT_EQ(at, JobPlacement::kReady);
+        break;
+      case JobStatus::kRunning:
+        EXPECT_EQ(at, JobPlacement::kLeased);
+        break;
+      case JobStatus::kDeadLettered:
+        EXPECT_EQ(at, JobPlacement::kDeadLettered);
+        break;
+      default:
+        EXPECT_EQ(at, JobPlacement::kFinal);
+        break;
+    }
+  }
+  EXPECT_EQ(JobPlacementName(JobPlacement::kDeadLettered), "dead_lettered");
+}
+
+TEST(TransitionsTest, HistoryKeepsTheNewestEntriesOnly) {
+  std::vector<Transition> history;
+  for (std::size_t i = 0; i < kMaxHistory + 10; ++i) {
+    AppendHistory(history, {Transition{JobStatus::kQueued, JobStatus::kRunning,
+                                       kT0 + Seconds(static_cast<int>(i)), "delivered"}});
+  }
+  ASSERT_EQ(history.size(), kMaxHistory);
+  EXPECT_EQ(history.front().at, kT0 + Seconds(10));
+  EXPECT_EQ(history.back().at, kT0 + Seconds(static_cast<int>(kMaxHistory) + 9));
+}
+
+TEST(TransitionsTest, SameInputsGiveTheSameChange) {
+  const JobRecord r = RecordIn(JobStatus::kRunning);
+  JobChange a = engine::Complete(DeliveryOf(r), To(JobStatus::kFailed), kT0).value();
+  JobChange b = engine::Complete(DeliveryOf(r), To(JobStatus::kFailed), kT0).value();
+  EXPECT_EQ(SerializeEnvelope(a.record.envelope), SerializeEnvelope(b.record.envelope));
+  EXPECT_EQ(a.record.updated_at, b.record.updated_at);
+  EXPECT_EQ(a.append[0].at, b.append[0].at);
+}
+
+}  // namespace
+}  // namespace jobpact
