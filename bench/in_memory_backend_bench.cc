@@ -72,7 +72,7 @@ void BM_EnqueueDequeueComplete(benchmark::State& state) {
       (void)queue.Enqueue(env, {});
     }
     Result<std::vector<Delivery>> got = queue.Dequeue(req);
-    for (const Delivery& d : *got) (void)queue.Complete(d.lease, done);
+    for (const Delivery& d : *got) (void)queue.Complete(d, done);
     jobs += static_cast<std::int64_t>(got->size());
     if (jobs % 16384 < batch) (void)queue.PurgeFinished(clock->Now() + Seconds(1));
   }
@@ -107,7 +107,7 @@ void BM_DequeueCompleteTwoThreads(benchmark::State& state) {
       (void)queue->Enqueue(env, {});
     }
     Result<std::vector<Delivery>> got = queue->Dequeue(req);
-    for (const Delivery& d : *got) (void)queue->Complete(d.lease, done);
+    for (const Delivery& d : *got) (void)queue->Complete(d, done);
     jobs += static_cast<std::int64_t>(got->size());
     if (jobs % 16384 < 16) (void)queue->PurgeFinished(clock->Now() + Seconds(1));
   }

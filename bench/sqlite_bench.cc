@@ -162,7 +162,7 @@ void BM_SqliteProcess(benchmark::State& state) {
           }
           if (got->empty()) return;
           for (const Delivery& d : *got) {
-            if (!queue->Complete(d.lease, done).ok()) failed = true;
+            if (!queue->Complete(d, done).ok()) failed = true;
           }
         }
       });

@@ -156,6 +156,12 @@ struct Completion {
   std::function<Status(void* native)> transactional_effect;
 };
 
+// One completion of CompleteBatch.
+struct CompletionRequest {
+  Delivery delivery;
+  Completion completion;
+};
+
 // One job moved by RecoverExpiredLeases (SPEC 5): what happened to it, with
 // its envelope for the runner's metrics and transition log line (SPEC 8).
 struct LeaseRecovery {
@@ -267,11 +273,19 @@ class JOBPACT_EXPORT QueueBackend {
   virtual Result<Lease> Renew(const Lease& lease, Duration extension,
                               std::string_view checkpoint) = 0;
 
-  // Writes the outcome of a delivery in one atomic step. kAborted if the
-  // lease is stale (fenced completion: a worker that lost its lease never
-  // overwrites its successor's outcome) -- an expired but not yet recovered
-  // lease is still accepted. kFailedPrecondition for an illegal transition.
-  virtual Status Complete(const Lease& lease, const Completion& completion) = 0;
+  // Writes the outcome of a delivery in one atomic step: the record the
+  // delivery carries, changed as engine::Complete says, stored only if the
+  // job still holds the delivery's lease. kAborted if the lease is stale
+  // (fenced completion: a worker that lost its lease never overwrites its
+  // successor's outcome) -- an expired but not yet recovered lease is still
+  // accepted. kFailedPrecondition for an illegal transition.
+  virtual Status Complete(const Delivery& delivery, const Completion& completion) = 0;
+
+  // Several completions in one write (one transaction, one round trip)
+  // where the store allows it; results in input order. Each commits or is
+  // refused alone: a stale lease or a failed transactional effect rolls back
+  // that completion only. The default calls Complete per request.
+  virtual std::vector<Status> CompleteBatch(const std::vector<CompletionRequest>& requests);
 
   // Finds running jobs whose lease has expired and, in one atomic step per
   // job, moves each back to queued (reason "lease_expired", ready now,

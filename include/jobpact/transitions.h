@@ -69,9 +69,11 @@ struct WriteCondition {
 
 // One state change of one job, as the engine computed it.
 struct JobChange {
-  // The whole record after the change, to store in place of the old one.
-  // Its `history` is not written: the store appends `append` to the history
-  // it has (see AppendHistory).
+  // The whole record after the change, to store in place of the old one,
+  // with two exceptions: its `history` is not written (the store appends
+  // `append` to the history it has, see AppendHistory), and an empty
+  // `checkpoint` keeps the stored one (a heartbeat may have stored a newer
+  // checkpoint than the record a completion was computed from).
   JobRecord record;
   // The transitions this change adds to the history (usually one).
   std::vector<Transition> append;

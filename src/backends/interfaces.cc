@@ -1,6 +1,5 @@
 // Out-of-line pieces of the backend interfaces: their virtual destructors
 // (one home for each vtable) and the defaults of non-pure methods.
-#include <new>
 #include <utility>
 #include <vector>
 
@@ -8,6 +7,7 @@
 #include "jobpact/lock_store.h"
 #include "jobpact/metrics_sink.h"
 #include "jobpact/queue_backend.h"
+#include "src/internal/guarded.h"
 
 namespace jobpact {
 
@@ -18,9 +18,9 @@ MetricsSink::~MetricsSink() = default;
 
 Result<std::vector<EnqueueResult>> QueueBackend::EnqueueBatch(const std::vector<Envelope>& envs,
                                                               const EnqueueOptions& options) {
-  // Not atomic: a failure leaves the jobs before it stored. Backends that can
-  // do better (one transaction) override this.
-  try {
+  // Not atomic: a failure leaves the jobs before it stored. StoreBackend
+  // does better (one atomic insert).
+  return internal::Guarded("EnqueueBatch", [&]() -> Result<std::vector<EnqueueResult>> {
     std::vector<EnqueueResult> results;
     results.reserve(envs.size());
     for (const Envelope& env : envs) {
@@ -29,9 +29,14 @@ Result<std::vector<EnqueueResult>> QueueBackend::EnqueueBatch(const std::vector<
       results.push_back(std::move(*r));
     }
     return results;
-  } catch (const std::bad_alloc&) {
-    return Status::ResourceExhausted("EnqueueBatch: out of memory");
-  }
+  });
+}
+
+std::vector<Status> QueueBackend::CompleteBatch(const std::vector<CompletionRequest>& requests) {
+  std::vector<Status> out;
+  out.reserve(requests.size());
+  for (const CompletionRequest& r : requests) out.push_back(Complete(r.delivery, r.completion));
+  return out;
 }
 
 }  // namespace jobpact

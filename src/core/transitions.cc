@@ -95,7 +95,9 @@ Result<JobChange> CompleteImpl(Delivered&& d, const Completion& c, TimePoint now
   if (!c.spend_attempt && r.envelope.attempt > 0) --r.envelope.attempt;
   if (c.lock_wait) ++r.lock_waits;
   if (c.failure) r.last_failure = c.failure;
-  if (!c.checkpoint.empty()) r.checkpoint = c.checkpoint;
+  // The delivered record's checkpoint may be older than the one a heartbeat
+  // stored since: only a checkpoint the outcome carries is written.
+  r.checkpoint = c.checkpoint;
   r.reason = c.reason;
   if (c.to == JobStatus::kSucceeded) r.result = c.result;
   switch (c.to) {

@@ -789,7 +789,7 @@ void RunnerCore::Finish(DeliveryRun& run, Completion c) {
   if (run.given_back) {
     st = Status::Aborted("the lease was given back at shutdown");
   } else {
-    st = options_.queue->Complete(lease, c);
+    st = options_.queue->Complete(run.d, c);
   }
 
   if (record_after_ack && st.ok()) RecordAfterAck(run, c);
@@ -1072,13 +1072,14 @@ void RunnerCore::OnCircuitChange(const CircuitStateChange& change) {
                {"failure_rate", change.failure_rate}});
 }
 
-void RunnerCore::GiveBack(const Lease& lease, const Envelope& env, std::string_view why) {
+void RunnerCore::GiveBack(const Delivery& d, std::string_view why) {
+  const Envelope& env = d.job.envelope;
   Completion c;
   c.to = JobStatus::kQueued;
   c.reason = std::string(why);
   c.ready_at = clock().Now();
   c.spend_attempt = false;
-  Status s = options_.queue->Complete(lease, c);
+  Status s = options_.queue->Complete(d, c);
   if (s.ok()) {
     logger_.Log(LogLevel::kInfo, "transition", &env,
                 {{"from", "running"}, {"to", "queued"}, {"reason", why}, {"attempt_spent", "false"}});

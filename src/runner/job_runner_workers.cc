@@ -213,7 +213,7 @@ void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
       // Stop taking work: the rest of the batch goes back at once so other
       // runners can take it. Taken under the slot lock (next = size), so
       // Shutdown() never gives the same leases back twice.
-      std::vector<std::pair<Lease, Envelope>> rest;
+      std::vector<Delivery> rest;
       {
         std::lock_guard<std::mutex> l(slot->mu);
         // A hung worker's remaining batch is not renewed any more (see
@@ -222,7 +222,7 @@ void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
         if (slot->next >= slot->batch.size() || slot->hung) break;
         if (stopping_.load(std::memory_order_acquire)) {
           for (std::size_t i = slot->next; i < slot->batch.size(); ++i) {
-            rest.emplace_back(slot->batch[i].lease, slot->batch[i].job.envelope);
+            rest.push_back(slot->batch[i]);
           }
           slot->next = slot->batch.size();
         } else {
@@ -232,7 +232,7 @@ void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
         }
       }
       if (!rest.empty()) {
-        for (auto& [lease, env] : rest) GiveBack(lease, env, reason::kShutdown);
+        for (const Delivery& r : rest) GiveBack(r, reason::kShutdown);
         break;
       }
       if (!EnsureLease(d)) continue;
@@ -443,20 +443,20 @@ Status RunnerCore::Shutdown(Duration grace) {
   // claim are left to expire with their TTL rather than released, because
   // the handler may still be writing.
   for (const auto& slot : slots) {
-    std::vector<std::pair<Lease, Envelope>> leases;
+    std::vector<Delivery> leases;
     {
       std::lock_guard<std::mutex> l(slot->mu);
       if (slot->running && !slot->given_back) {
         slot->given_back = true;
         slot->job.cancel->shutdown.store(true, std::memory_order_release);
-        leases.emplace_back(slot->job.delivery->lease, slot->job.delivery->job.envelope);
+        leases.push_back(*slot->job.delivery);
       }
       for (std::size_t i = slot->next; i < slot->batch.size(); ++i) {
-        leases.emplace_back(slot->batch[i].lease, slot->batch[i].job.envelope);
+        leases.push_back(slot->batch[i]);
       }
       slot->next = slot->batch.size();
     }
-    for (auto& [lease, env] : leases) GiveBack(lease, env, reason::kShutdown);
+    for (const Delivery& r : leases) GiveBack(r, reason::kShutdown);
   }
   // 5. Join what finished; detach what is still inside a handler (it holds
   // the core alive and exits when the handler returns).

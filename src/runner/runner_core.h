@@ -161,7 +161,7 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // The circuit state gauge of one dependency.
   void SetCircuitGauge(std::string_view dependency, CircuitState state);
   // Gives a lease back (running -> queued, no attempt spent).
-  void GiveBack(const Lease& lease, const Envelope& env, std::string_view why);
+  void GiveBack(const Delivery& d, std::string_view why);
   // Valid while `cache` holds its map (the worker's whole delivery).
   const HandlerEntry* FindHandler(std::string_view job_type, HandlerCache& cache);
   bool IsPaused(std::string_view job_type) const;

@@ -63,7 +63,7 @@ TEST_P(ConcurrencyContract, EightThreadsDequeueEveryJobExactlyOnce) {
         Completion c;
         c.to = JobStatus::kSucceeded;
         c.reason = "succeeded";
-        if (!queue_->Complete(d.lease, c).ok()) ++errors;
+        if (!queue_->Complete(d, c).ok()) ++errors;
       }
     }
   });

@@ -92,7 +92,7 @@ void BackendContractTest::PutInDlq(const Envelope& env, std::string why, Failure
   c.to = JobStatus::kDeadLettered;
   c.reason = std::move(why);
   c.failure = std::move(failure);
-  Status s = queue_->Complete(d.lease, c);
+  Status s = queue_->Complete(d, c);
   EXPECT_TRUE(s.ok()) << s;
 }
 

@@ -249,7 +249,7 @@ TEST_P(QueueBackendContract, EachDeliveryGrowsEpochAndAttemptWithANewToken) {
   Put(MakeJob("job_a"));
   Delivery d1 = TakeOne("job_a");
   Completion retry = Outcome(JobStatus::kRetryScheduled, std::string(reason::kTransientError));
-  JOBPACT_ASSERT_OK(queue_->Complete(d1.lease, retry));
+  JOBPACT_ASSERT_OK(queue_->Complete(d1, retry));
   Delivery d2 = TakeOne("job_a");
   EXPECT_EQ(d2.lease.epoch, 2);
   EXPECT_EQ(d2.job.epoch, 2);
@@ -284,29 +284,38 @@ TEST_P(QueueBackendContract, RenewExtendsTheLeaseAndStoresTheCheckpoint) {
   EXPECT_TRUE(n.empty());
   // The next attempt reads the checkpoint.
   Completion retry = Outcome(JobStatus::kRetryScheduled, std::string(reason::kTransientError));
-  JOBPACT_ASSERT_OK(queue_->Complete(renewed, retry));
+  Delivery current = d;
+  current.lease = renewed;
+  JOBPACT_ASSERT_OK(queue_->Complete(current, retry));
   EXPECT_EQ(TakeOne("job_a").job.checkpoint, "page=3");
 }
 
 TEST_P(QueueBackendContract, StaleEpochOrWrongTokenIsAborted) {
   Put(MakeJob("job_a"));
   Delivery d = TakeOne("job_a");
-  Lease old_epoch = d.lease;
-  old_epoch.epoch -= 1;
-  Lease wrong_token = d.lease;
-  wrong_token.token = "someone-else#1";
+  Delivery old_epoch = d;
+  old_epoch.lease.epoch -= 1;
+  old_epoch.job.epoch -= 1;
+  Delivery wrong_token = d;
+  wrong_token.lease.token = "someone-else#1";
+  wrong_token.job.lease_token = "someone-else#1";
   Completion done = Outcome(JobStatus::kSucceeded, std::string(reason::kSucceeded));
-  JOBPACT_EXPECT_CODE(queue_->Renew(old_epoch, Seconds(30), "").status(), kAborted);
-  JOBPACT_EXPECT_CODE(queue_->Renew(wrong_token, Seconds(30), "").status(), kAborted);
+  JOBPACT_EXPECT_CODE(queue_->Renew(old_epoch.lease, Seconds(30), "").status(), kAborted);
+  JOBPACT_EXPECT_CODE(queue_->Renew(wrong_token.lease, Seconds(30), "").status(), kAborted);
   JOBPACT_EXPECT_CODE(queue_->Complete(old_epoch, done), kAborted);
   JOBPACT_EXPECT_CODE(queue_->Complete(wrong_token, done), kAborted);
   EXPECT_EQ(MustGet("job_a").status, JobStatus::kRunning);
-  JOBPACT_EXPECT_OK(queue_->Complete(d.lease, done));
+  JOBPACT_EXPECT_OK(queue_->Complete(d, done));
 }
 
 TEST_P(QueueBackendContract, LeaseOfUnknownJobIsNotFound) {
-  Lease ghost{"job_ghost", "w#1", 1, Now() + Seconds(10)};
-  JOBPACT_EXPECT_CODE(queue_->Renew(ghost, Seconds(10), "").status(), kNotFound);
+  Delivery ghost;
+  ghost.job.envelope = MakeJob("job_ghost");
+  ghost.job.status = JobStatus::kRunning;
+  ghost.job.epoch = 1;
+  ghost.job.lease_token = "w#1";
+  ghost.lease = Lease{"job_ghost", "w#1", 1, Now() + Seconds(10)};
+  JOBPACT_EXPECT_CODE(queue_->Renew(ghost.lease, Seconds(10), "").status(), kNotFound);
   JOBPACT_EXPECT_CODE(queue_->Complete(ghost, Outcome(JobStatus::kSucceeded, "succeeded")),
                       kNotFound);
 }
@@ -324,23 +333,23 @@ TEST_P(QueueBackendContract, CompletionAfterRecoveryAndRedeliveryIsFenced) {
   Completion done = Outcome(JobStatus::kSucceeded, std::string(reason::kSucceeded));
   done.result = "from the lost worker";
   // Requeued, not yet redelivered: the old lease is already stale.
-  JOBPACT_EXPECT_CODE(queue_->Complete(lost.lease, done), kAborted);
+  JOBPACT_EXPECT_CODE(queue_->Complete(lost, done), kAborted);
   JOBPACT_EXPECT_CODE(queue_->Renew(lost.lease, Seconds(30), "").status(), kAborted);
   Delivery next = TakeOne("job_a", "worker-next");
   EXPECT_EQ(next.lease.epoch, 2);
   EXPECT_EQ(next.job.envelope.attempt, 2);
   // Redelivered to another worker: the old one still cannot write.
-  JOBPACT_EXPECT_CODE(queue_->Complete(lost.lease, done), kAborted);
+  JOBPACT_EXPECT_CODE(queue_->Complete(lost, done), kAborted);
   JOBPACT_EXPECT_CODE(queue_->Renew(lost.lease, Seconds(30), "").status(), kAborted);
   Completion mine = Outcome(JobStatus::kSucceeded, std::string(reason::kSucceeded));
   mine.result = "from the successor";
-  JOBPACT_ASSERT_OK(queue_->Complete(next.lease, mine));
+  JOBPACT_ASSERT_OK(queue_->Complete(next, mine));
   JobRecord rec = MustGet("job_a");
   EXPECT_EQ(rec.status, JobStatus::kSucceeded);
   EXPECT_EQ(rec.result, "from the successor");
   // And after the successor finished, the old lease still cannot overwrite.
-  JOBPACT_EXPECT_CODE(queue_->Complete(lost.lease, done), kAborted);
-  JOBPACT_EXPECT_CODE(queue_->Complete(next.lease, done), kAborted);
+  JOBPACT_EXPECT_CODE(queue_->Complete(lost, done), kAborted);
+  JOBPACT_EXPECT_CODE(queue_->Complete(next, done), kAborted);
   EXPECT_EQ(MustGet("job_a").result, "from the successor");
 }
 
@@ -348,7 +357,7 @@ TEST_P(QueueBackendContract, ExpiredButUnrecoveredLeaseStillCompletes) {
   Put(MakeJob("job_a"));
   Delivery d = TakeOne("job_a");
   Advance(Seconds(100));
-  JOBPACT_EXPECT_OK(queue_->Complete(d.lease, Outcome(JobStatus::kSucceeded, "succeeded")));
+  JOBPACT_EXPECT_OK(queue_->Complete(d, Outcome(JobStatus::kSucceeded, "succeeded")));
   EXPECT_EQ(MustGet("job_a").status, JobStatus::kSucceeded);
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<LeaseRecovery> n, queue_->RecoverExpiredLeases(3));
   EXPECT_TRUE(n.empty());
@@ -465,7 +474,7 @@ TEST_P(QueueBackendContract, CompleteSucceededStoresTheResult) {
   Advance(Seconds(3));
   Completion c = Outcome(JobStatus::kSucceeded, std::string(reason::kSucceeded));
   c.result = R"({"invoice":"inv_1"})";
-  JOBPACT_ASSERT_OK(queue_->Complete(d.lease, c));
+  JOBPACT_ASSERT_OK(queue_->Complete(d, c));
   JobRecord rec = MustGet("job_a");
   EXPECT_EQ(rec.status, JobStatus::kSucceeded);
   EXPECT_EQ(rec.result, R"({"invoice":"inv_1"})");
@@ -486,7 +495,7 @@ TEST_P(QueueBackendContract, CompleteRetryScheduledKeepsReadyAtAndDelay) {
   c.delay = Seconds(5);
   c.failure = Failure{FailureClass::kTransient, "http_503", "upstream unavailable"};
   c.checkpoint = "step=2";
-  JOBPACT_ASSERT_OK(queue_->Complete(d.lease, c));
+  JOBPACT_ASSERT_OK(queue_->Complete(d, c));
   JobRecord rec = MustGet("job_a");
   EXPECT_EQ(rec.status, JobStatus::kRetryScheduled);
   EXPECT_EQ(rec.ready_at, Now() + Seconds(5));
@@ -514,7 +523,7 @@ TEST_P(QueueBackendContract, RequeueWithoutSpendingAnAttemptGivesItBack) {
   c.spend_attempt = false;
   c.lock_wait = true;
   c.ready_at = Now() + Millis(300);
-  JOBPACT_ASSERT_OK(queue_->Complete(d.lease, c));
+  JOBPACT_ASSERT_OK(queue_->Complete(d, c));
   JobRecord rec = MustGet("job_a");
   EXPECT_EQ(rec.status, JobStatus::kQueued);
   EXPECT_EQ(rec.envelope.attempt, 0);
@@ -529,7 +538,7 @@ TEST_P(QueueBackendContract, RequeueWithoutSpendingAnAttemptGivesItBack) {
   // A snooze (no lock wait) does not count as a lock wait.
   Completion snooze = Outcome(JobStatus::kQueued, std::string(reason::kSnoozed));
   snooze.spend_attempt = false;
-  JOBPACT_ASSERT_OK(queue_->Complete(again.lease, snooze));
+  JOBPACT_ASSERT_OK(queue_->Complete(again, snooze));
   rec = MustGet("job_a");
   EXPECT_EQ(rec.lock_waits, 1);
   EXPECT_EQ(rec.envelope.attempt, 0);
@@ -541,7 +550,7 @@ TEST_P(QueueBackendContract, CompleteFailedIsFinal) {
   Delivery d = TakeOne("job_a");
   Completion c = Outcome(JobStatus::kFailed, std::string(reason::kPermanentError));
   c.failure = Failure{FailureClass::kPermanent, "bad_input", "order ord_987 does not exist"};
-  JOBPACT_ASSERT_OK(queue_->Complete(d.lease, c));
+  JOBPACT_ASSERT_OK(queue_->Complete(d, c));
   JobRecord rec = MustGet("job_a");
   EXPECT_EQ(rec.status, JobStatus::kFailed);
   EXPECT_EQ(rec.reason, reason::kPermanentError);
@@ -551,7 +560,7 @@ TEST_P(QueueBackendContract, CompleteFailedIsFinal) {
   // Not in the DLQ, never delivered again, and the lease is spent.
   JOBPACT_EXPECT_CODE(queue_->GetDeadLetter("job_a").status(), kNotFound);
   EXPECT_THAT(Take(10), IsEmpty());
-  JOBPACT_EXPECT_CODE(queue_->Complete(d.lease, Outcome(JobStatus::kSucceeded, "succeeded")),
+  JOBPACT_EXPECT_CODE(queue_->Complete(d, Outcome(JobStatus::kSucceeded, "succeeded")),
                       kAborted);
 }
 
@@ -564,7 +573,7 @@ TEST_P(QueueBackendContract, CompleteDeadLetteredKeepsTheFailure) {
   Advance(Seconds(7));
   Completion c = Outcome(JobStatus::kDeadLettered, std::string(reason::kMaxAttemptsExceeded));
   c.failure = Failure{FailureClass::kTransient, "http_503", "gave up"};
-  JOBPACT_ASSERT_OK(queue_->Complete(d.lease, c));
+  JOBPACT_ASSERT_OK(queue_->Complete(d, c));
   JobRecord rec = MustGet("job_a");
   EXPECT_EQ(rec.status, JobStatus::kDeadLettered);
   EXPECT_EQ(rec.finished_at, Now());
@@ -591,7 +600,7 @@ TEST_P(QueueBackendContract, CompleteDiscardedIsFinal) {
   Put(MakeJob("job_a"));
   Delivery d = TakeOne("job_a");
   JOBPACT_ASSERT_OK(
-      queue_->Complete(d.lease, Outcome(JobStatus::kDiscarded, std::string(reason::kExpired))));
+      queue_->Complete(d, Outcome(JobStatus::kDiscarded, std::string(reason::kExpired))));
   JobRecord rec = MustGet("job_a");
   EXPECT_EQ(rec.status, JobStatus::kDiscarded);
   EXPECT_EQ(rec.reason, reason::kExpired);
@@ -602,13 +611,13 @@ TEST_P(QueueBackendContract, CompleteDiscardedIsFinal) {
 TEST_P(QueueBackendContract, IllegalTransitionIsRefusedAndChangesNothing) {
   Put(MakeJob("job_a"));
   Delivery d = TakeOne("job_a");
-  JOBPACT_EXPECT_CODE(queue_->Complete(d.lease, Outcome(JobStatus::kRunning, "again")),
+  JOBPACT_EXPECT_CODE(queue_->Complete(d, Outcome(JobStatus::kRunning, "again")),
                       kFailedPrecondition);
   JobRecord rec = MustGet("job_a");
   EXPECT_EQ(rec.status, JobStatus::kRunning);
   EXPECT_EQ(rec.history.size(), 2u);
   // The lease is still good for a legal outcome.
-  JOBPACT_EXPECT_OK(queue_->Complete(d.lease, Outcome(JobStatus::kSucceeded, "succeeded")));
+  JOBPACT_EXPECT_OK(queue_->Complete(d, Outcome(JobStatus::kSucceeded, "succeeded")));
 }
 
 TEST_P(QueueBackendContract, TransactionalEffectCommitsWithTheCompletion) {
@@ -620,7 +629,7 @@ TEST_P(QueueBackendContract, TransactionalEffectCommitsWithTheCompletion) {
     ++calls;
     return Status::Unavailable("business write failed");
   };
-  Status s = queue_->Complete(d.lease, failing);
+  Status s = queue_->Complete(d, failing);
   if (s.code() == StatusCode::kUnimplemented) GTEST_SKIP() << "no transactional completion";
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   EXPECT_EQ(calls, 1);
@@ -630,7 +639,7 @@ TEST_P(QueueBackendContract, TransactionalEffectCommitsWithTheCompletion) {
     ++calls;
     return Status::Ok();
   };
-  JOBPACT_ASSERT_OK(queue_->Complete(d.lease, ok));
+  JOBPACT_ASSERT_OK(queue_->Complete(d, ok));
   EXPECT_EQ(calls, 2);
   EXPECT_EQ(MustGet("job_a").status, JobStatus::kSucceeded);
 }
@@ -645,11 +654,11 @@ TEST_P(QueueBackendContract, HistoryRecordsEveryTransitionWithTimeAndReason) {
   Advance(Seconds(1));
   Completion retry = Outcome(JobStatus::kRetryScheduled, std::string(reason::kTimeout));
   retry.ready_at = Now() + Seconds(2);
-  JOBPACT_ASSERT_OK(queue_->Complete(d1.lease, retry));
+  JOBPACT_ASSERT_OK(queue_->Complete(d1, retry));
   Advance(Seconds(2));
   Delivery d2 = TakeOne("job_a");
   Advance(Seconds(1));
-  JOBPACT_ASSERT_OK(queue_->Complete(d2.lease, Outcome(JobStatus::kSucceeded, "succeeded")));
+  JOBPACT_ASSERT_OK(queue_->Complete(d2, Outcome(JobStatus::kSucceeded, "succeeded")));
   std::vector<Transition> h = MustGet("job_a").history;
   ASSERT_EQ(h.size(), 5u);
   auto expect = [&h](std::size_t i, JobStatus from, JobStatus to, TimePoint at, std::string_view why) {
@@ -673,7 +682,7 @@ TEST_P(QueueBackendContract, HistoryIsBoundedToTheMostRecentEntries) {
     Advance(Seconds(1));
     Completion snooze = Outcome(JobStatus::kQueued, "snooze_" + std::to_string(i));
     snooze.spend_attempt = false;
-    JOBPACT_ASSERT_OK(queue_->Complete(d.lease, snooze));
+    JOBPACT_ASSERT_OK(queue_->Complete(d, snooze));
   }
   std::vector<Transition> h = MustGet("job_a").history;
   ASSERT_EQ(h.size(), kMaxHistory);
@@ -704,7 +713,7 @@ TEST_P(QueueBackendContract, DuplicateWithinTheWindowReturnsTheExistingJob) {
   JOBPACT_ASSERT_OK_AND_ASSIGN(EnqueueResult r2, queue_->Enqueue(second, opts));
   EXPECT_TRUE(r2.duplicate);
   EXPECT_EQ(r2.status, JobStatus::kRunning);
-  JOBPACT_ASSERT_OK(queue_->Complete(d.lease, Outcome(JobStatus::kSucceeded, "succeeded")));
+  JOBPACT_ASSERT_OK(queue_->Complete(d, Outcome(JobStatus::kSucceeded, "succeeded")));
   JOBPACT_ASSERT_OK_AND_ASSIGN(EnqueueResult r3, queue_->Enqueue(second, opts));
   EXPECT_TRUE(r3.duplicate);
   EXPECT_EQ(r3.status, JobStatus::kSucceeded);
@@ -754,7 +763,7 @@ TEST_P(QueueBackendContract, DedupIgnoresJobsThatEndedWithoutEffect) {
     first.dedup_key = key;
     Put(first);
     Delivery d = TakeOne(first.job_id);
-    JOBPACT_ASSERT_OK(queue_->Complete(d.lease, Outcome(c.end, c.reason)));
+    JOBPACT_ASSERT_OK(queue_->Complete(d, Outcome(c.end, c.reason)));
     Envelope second = MakeJob("job_second_" + std::to_string(n));
     second.dedup_key = key;
     JOBPACT_ASSERT_OK_AND_ASSIGN(EnqueueResult r, queue_->Enqueue(second, {}));
@@ -787,7 +796,7 @@ TEST_P(QueueBackendContract, FindDuplicateSeesRunningOrRecentlySucceededJobs) {
   EXPECT_FALSE(self.has_value());  // Never itself; job_2 is only queued.
   Advance(Seconds(10));
   const TimePoint t1 = Now();
-  JOBPACT_ASSERT_OK(queue_->Complete(d1.lease, Outcome(JobStatus::kSucceeded, "succeeded")));
+  JOBPACT_ASSERT_OK(queue_->Complete(d1, Outcome(JobStatus::kSucceeded, "succeeded")));
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<std::string> recent,
                                queue_->FindDuplicate("k", "job_2", t1));
   EXPECT_EQ(recent, std::optional<std::string>("job_1"));
@@ -810,8 +819,8 @@ TEST_P(QueueBackendContract, FindDuplicateIgnoresFailedAndDeadLetteredJobs) {
   const TimePoint t0 = Now();
   Delivery d1 = TakeOne("job_1");
   Delivery d2 = TakeOne("job_2");
-  JOBPACT_ASSERT_OK(queue_->Complete(d1.lease, Outcome(JobStatus::kFailed, "permanent_error")));
-  JOBPACT_ASSERT_OK(queue_->Complete(d2.lease, Outcome(JobStatus::kDeadLettered, "permanent_error")));
+  JOBPACT_ASSERT_OK(queue_->Complete(d1, Outcome(JobStatus::kFailed, "permanent_error")));
+  JOBPACT_ASSERT_OK(queue_->Complete(d2, Outcome(JobStatus::kDeadLettered, "permanent_error")));
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<std::string> dup,
                                queue_->FindDuplicate("k", "job_3", t0));
   EXPECT_FALSE(dup.has_value());
@@ -826,15 +835,15 @@ TEST_P(QueueBackendContract, PurgeFinishedRemovesOnlyOldFinalJobs) {
     Put(MakeJob(id));
   }
   Put(MakeJob("job_queued", "t", -1));
-  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_1ok").lease, Outcome(JobStatus::kSucceeded, "succeeded")));
+  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_1ok"), Outcome(JobStatus::kSucceeded, "succeeded")));
   Advance(std::chrono::hours(1));
-  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_2failed").lease, Outcome(JobStatus::kFailed, "permanent_error")));
-  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_3discarded").lease, Outcome(JobStatus::kDiscarded, "expired")));
-  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_4dlq").lease, Outcome(JobStatus::kDeadLettered, "permanent_error")));
+  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_2failed"), Outcome(JobStatus::kFailed, "permanent_error")));
+  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_3discarded"), Outcome(JobStatus::kDiscarded, "expired")));
+  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_4dlq"), Outcome(JobStatus::kDeadLettered, "permanent_error")));
   TakeOne("job_5running");
   Completion retry = Outcome(JobStatus::kRetryScheduled, "transient_error");
   retry.ready_at = Now() + std::chrono::hours(100);
-  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_6retry").lease, retry));
+  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_6retry"), retry));
 
   JOBPACT_ASSERT_OK_AND_ASSIGN(int first, queue_->PurgeFinished(t0 + std::chrono::minutes(30)));
   EXPECT_EQ(first, 1);
@@ -855,7 +864,7 @@ TEST_P(QueueBackendContract, PurgedJobNoLongerCountsForDedup) {
   Envelope a = MakeJob("job_1");
   a.dedup_key = "k";
   Put(a);
-  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_1").lease, Outcome(JobStatus::kSucceeded, "succeeded")));
+  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_1"), Outcome(JobStatus::kSucceeded, "succeeded")));
   JOBPACT_ASSERT_OK_AND_ASSIGN(int n, queue_->PurgeFinished(Now() + Seconds(1)));
   EXPECT_EQ(n, 1);
   Envelope b = MakeJob("job_2");
@@ -881,9 +890,9 @@ TEST_P(QueueBackendContract, StatsReportDepthAgeRunningStatusesAndDlq) {
   Put(MakeJob("job_b2", "t", 0, "q2"));
   Put(MakeJob("job_c1", "t", 0, "q3"));
   TakeOne("job_b1", "w", {"q2"});
-  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_b2", "w", {"q2"}).lease,
+  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_b2", "w", {"q2"}),
                                      Outcome(JobStatus::kDeadLettered, "permanent_error")));
-  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_c1", "w", {"q3"}).lease,
+  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_c1", "w", {"q3"}),
                                      Outcome(JobStatus::kSucceeded, "succeeded")));
   Advance(Seconds(5));
 

@@ -205,6 +205,14 @@ TEST(TransitionsTest, CompleteKeepsWhatTheOutcomeCarries) {
   EXPECT_EQ(again.record.previous_delay, Seconds(7));
   EXPECT_EQ(again.record.ready_at, kT0 + Seconds(10));
   EXPECT_EQ(again.record.checkpoint, "page=3");
+  // Without one, the change leaves the stored checkpoint alone (a heartbeat
+  // may have stored a newer one than the delivered record has).
+  JobRecord checkpointed = r;
+  checkpointed.checkpoint = "page=1";
+  EXPECT_EQ(engine::Complete(DeliveryOf(checkpointed), To(JobStatus::kSucceeded), kT0)
+                .value()
+                .record.checkpoint,
+            "");
   ASSERT_TRUE(again.record.last_failure.has_value());
   EXPECT_EQ(again.record.last_failure->message, "upstream 503");
   EXPECT_EQ(again.record.result, "");  // Only a success stores a result.

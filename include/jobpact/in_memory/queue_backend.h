@@ -1,12 +1,14 @@
 // File: jobpact/in_memory/queue_backend.h
 //
 // InMemoryQueueBackend is the reference QueueBackend: every rule of
-// jobpact/queue_backend.h, held in process memory behind one mutex. It is
+// jobpact/queue_backend.h, held in process memory behind one mutex: the
+// storage primitives of StoreBackend over standard maps and sets, with the
+// state machine left to the engine (jobpact/transitions.h). It is
 // what unit tests run against (with a testing::ManualClock) and what the
 // backend contract suite (tests/contract) is first checked on. It is also
 // fast enough for a single-process service that can afford to lose its queue
-// on a crash: dequeue and complete are O(log n) in the backlog, and a small
-// queued job costs well under 1 KiB.
+// on a crash: dequeue and complete are O(log n) in the backlog (figures in
+// docs/benchmarks.md).
 //
 // Example:
 //   auto clock = std::make_shared<jobpact::testing::ManualClock>();
@@ -44,39 +46,16 @@
 
 #include "jobpact/clock.h"
 #include "jobpact/export.h"
-#include "jobpact/queue_backend.h"
+#include "jobpact/store_backend.h"
 
 namespace jobpact {
 
-class JOBPACT_EXPORT InMemoryQueueBackend final : public QueueBackend {
+class JOBPACT_EXPORT InMemoryQueueBackend final : public StoreBackend {
  public:
   explicit InMemoryQueueBackend(std::shared_ptr<Clock> clock = SystemClock::Default());
   ~InMemoryQueueBackend() override;
 
   std::string_view Name() const override { return "in_memory"; }
-
-  Result<EnqueueResult> Enqueue(const Envelope& env, const EnqueueOptions& options) override;
-  // Atomic here: either every job is stored (or found a duplicate) or, on
-  // kAlreadyExists / kInvalidArgument for any of them, none is.
-  Result<std::vector<EnqueueResult>> EnqueueBatch(const std::vector<Envelope>& envs,
-                                                  const EnqueueOptions& options) override;
-  Result<std::string> DeadLetterInvalid(std::string_view raw,
-                                        const std::vector<FieldError>& problems) override;
-  Result<std::vector<Delivery>> Dequeue(const DequeueRequest& request) override;
-  Result<Lease> Renew(const Lease& lease, Duration extension, std::string_view checkpoint) override;
-  Status Complete(const Lease& lease, const Completion& completion) override;
-  Result<std::vector<LeaseRecovery>> RecoverExpiredLeases(int max_recoveries) override;
-  Result<JobRecord> Get(std::string_view job_id) override;
-  Result<std::optional<std::string>> FindDuplicate(std::string_view dedup_key,
-                                                   std::string_view self_job_id,
-                                                   TimePoint since) override;
-  Result<std::vector<DlqEntry>> ListDeadLetters(const DlqFilter& filter) override;
-  Result<DlqEntry> GetDeadLetter(std::string_view job_id) override;
-  Status Replay(std::string_view job_id, const DlqAction& action) override;
-  Status Discard(std::string_view job_id, const DlqAction& action) override;
-  Result<int> PurgeDeadLetters(TimePoint older_than) override;
-  Result<int> PurgeFinished(TimePoint older_than) override;
-  Result<QueueStats> Stats() override;
 
   // --- Inspection and fault injection, for tests and demos ---
 
@@ -89,6 +68,24 @@ class JOBPACT_EXPORT InMemoryQueueBackend final : public QueueBackend {
   // takes it back. kNotFound for an unknown job; kFailedPrecondition if it
   // is not running.
   Status ForceExpireLease(std::string_view job_id);
+
+ protected:
+  // Storage primitives (jobpact/store_backend.h).
+  Result<std::vector<EnqueueResult>> InsertJobs(std::vector<JobChange>& jobs,
+                                                const EnqueueOptions& options,
+                                                TimePoint now) override;
+  std::vector<Status> WriteJobs(std::vector<JobWrite>& writes) override;
+  Result<std::vector<Delivery>> LeaseJobs(const DequeueRequest& request, TimePoint now) override;
+  Result<Lease> RenewLease(const Lease& lease, TimePoint expires_at, std::string_view checkpoint,
+                           TimePoint now) override;
+  Result<std::vector<JobChange>> RecoverJobs(int max_recoveries, TimePoint now) override;
+  Result<std::optional<JobRecord>> LoadJob(std::string_view job_id) override;
+  Result<std::vector<JobRecord>> QueryJobs(const JobQuery& query) override;
+  Result<std::optional<std::string>> FindDuplicateJob(std::string_view dedup_key,
+                                                      std::string_view self_job_id,
+                                                      TimePoint since) override;
+  Result<int> DeleteJobs(JobPlacement placement, TimePoint older_than) override;
+  Result<QueueStats> ReadStats(TimePoint now) override;
 
  private:
   class Impl;

@@ -33,7 +33,7 @@
 //   faulty->FailNext(jobpact::testing::QueueMethod::kComplete,
 //                    jobpact::Status::Unavailable("connection reset"));
 //
-// Part of the core target so that users' own tests can use it. Thread-safe.
+// Part of jobpact::testing, for users' own tests. Thread-safe.
 #ifndef JOBPACT_TESTING_FAILING_BACKENDS_H_
 #define JOBPACT_TESTING_FAILING_BACKENDS_H_
 
@@ -49,33 +49,22 @@
 #include "jobpact/idempotency_store.h"
 #include "jobpact/lock_store.h"
 #include "jobpact/queue_backend.h"
+#include "jobpact/queue_backend_wrapper.h"
 
 namespace jobpact {
 namespace testing {
 
-// The QueueBackend methods that can be commanded.
-enum class QueueMethod {
-  kEnqueue,
-  kEnqueueBatch,
-  kDeadLetterInvalid,
-  kDequeue,
-  kRenew,
-  kComplete,
-  kRecoverExpiredLeases,
-  kGet,
-  kFindDuplicate,
-  kListDeadLetters,
-  kGetDeadLetter,
-  kReplay,
-  kDiscard,
-  kPurgeDeadLetters,
-  kPurgeFinished,
-  kStats,
-};
-// "Enqueue", "Complete", ...
-JOBPACT_EXPORT std::string_view QueueMethodName(QueueMethod m);
+// The QueueBackend methods that can be commanded (jobpact/queue_backend_wrapper.h).
+using ::jobpact::QueueMethod;
+using ::jobpact::QueueMethodName;
 
-class JOBPACT_EXPORT FailingQueueBackend final : public QueueBackend {
+namespace testing_internal {
+class FaultScript;
+}  // namespace testing_internal
+
+// Wraps a QueueBackend (a QueueBackendWrapper: everything not commanded
+// passes through unchanged). Thread-safe.
+class JOBPACT_EXPORT FailingQueueBackend final : public QueueBackendWrapper {
  public:
   // REQUIRES: base != nullptr.
   explicit FailingQueueBackend(std::shared_ptr<QueueBackend> base);
@@ -105,56 +94,24 @@ class JOBPACT_EXPORT FailingQueueBackend final : public QueueBackend {
   // duplicates excluded), in order.
   std::vector<std::string> EnqueuedJobIds() const;
 
-  QueueBackend& base() { return *base_; }
+  QueueBackend& base() { return target(); }
 
-  // QueueBackend.
-  std::string_view Name() const override { return base_->Name(); }
+  // The calls this wrapper does more with than fault injection.
   Result<EnqueueResult> Enqueue(const Envelope& env, const EnqueueOptions& options) override;
   Result<std::vector<EnqueueResult>> EnqueueBatch(const std::vector<Envelope>& envs,
                                                   const EnqueueOptions& options) override;
-  Result<std::string> DeadLetterInvalid(std::string_view raw,
-                                        const std::vector<FieldError>& problems) override;
   Result<std::vector<Delivery>> Dequeue(const DequeueRequest& request) override;
-  Result<Lease> Renew(const Lease& lease, Duration extension, std::string_view checkpoint) override;
-  Status Complete(const Lease& lease, const Completion& completion) override;
-  Result<std::vector<LeaseRecovery>> RecoverExpiredLeases(int max_recoveries) override;
-  Result<JobRecord> Get(std::string_view job_id) override;
-  Result<std::optional<std::string>> FindDuplicate(std::string_view dedup_key,
-                                                   std::string_view self_job_id,
-                                                   TimePoint since) override;
-  Result<std::vector<DlqEntry>> ListDeadLetters(const DlqFilter& filter) override;
-  Result<DlqEntry> GetDeadLetter(std::string_view job_id) override;
-  Status Replay(std::string_view job_id, const DlqAction& action) override;
-  Status Discard(std::string_view job_id, const DlqAction& action) override;
-  Result<int> PurgeDeadLetters(TimePoint older_than) override;
-  Result<int> PurgeFinished(TimePoint older_than) override;
-  Result<QueueStats> Stats() override;
+
+ protected:
+  Status Intercept(QueueMethod method, const std::function<Status()>& call) override;
 
  private:
-  struct Command {
-    enum class Kind { kFailBefore, kFailAfter, kHook };
-    Kind kind = Kind::kFailBefore;
-    Status status;
-    std::function<void()> hook;
-  };
-  // What to do with one call, taken from the pending commands.
-  struct Plan {
-    std::vector<std::function<void()>> hooks;
-    bool fail_before = false;
-    bool fail_after = false;
-    Status status;
-  };
-  Plan Take(QueueMethod method);
-  template <typename R, typename F>
-  R Call(QueueMethod method, F&& f);
   void RecordEnqueued(const std::string& job_id);
 
-  const std::shared_ptr<QueueBackend> base_;
+  const std::unique_ptr<testing_internal::FaultScript> script_;
   mutable std::mutex mu_;
-  std::map<QueueMethod, std::vector<Command>> commands_;  // Guarded by mu_.
-  std::map<QueueMethod, int> calls_;                      // Guarded by mu_.
-  int deliver_twice_ = 0;                                 // Guarded by mu_.
-  std::vector<std::string> enqueued_;                     // Guarded by mu_.
+  int deliver_twice_ = 0;              // Guarded by mu_.
+  std::vector<std::string> enqueued_;  // Guarded by mu_.
 };
 
 namespace testing_internal {

@@ -332,8 +332,8 @@ class SqliteQueueBackend final : public QueueBackend {
         "Renew", [&]() -> Result<Lease> { return RenewImpl(lease, extension, checkpoint); });
   }
 
-  Status Complete(const Lease& lease, const Completion& completion) override {
-    return CatchingStatus("Complete", [&] { return CompleteImpl(lease, completion); });
+  Status Complete(const Delivery& delivery, const Completion& completion) override {
+    return CatchingStatus("Complete", [&] { return CompleteImpl(delivery.lease, completion); });
   }
 
   Result<std::vector<LeaseRecovery>> RecoverExpiredLeases(int max_recoveries) override {

@@ -167,15 +167,15 @@ TEST_F(SqliteBackendTest, NewFileGetsTheCurrentSchemaInWalMode) {
 }
 
 TEST_F(SqliteBackendTest, ReopeningKeepsJobsAndLeases) {
-  Lease lease;
+  Delivery lease;
   {
     auto backend = MustOpen();
     ASSERT_NE(backend, nullptr);
     for (const char* id : {"job_a", "job_b", "job_c"}) {
       ASSERT_OK(backend->queue()->Enqueue(Job(id), {}).status());
     }
-    lease = TakeOne(*backend->queue()).lease;
-    ASSERT_EQ(lease.job_id, "job_a");
+    lease = TakeOne(*backend->queue());
+    ASSERT_EQ(lease.lease.job_id, "job_a");
   }
   auto backend = MustOpen();
   ASSERT_NE(backend, nullptr);
@@ -506,7 +506,7 @@ TEST_F(SqliteTransactionalTest, CompletionCommitsTheEffectWithTheOutcome) {
   Completion done;
   done.reason = "succeeded";
   done.transactional_effect = [](void* native) { return InsertEffect(native, "job_1"); };
-  ASSERT_OK(backend_->queue()->Complete(d.lease, done));
+  ASSERT_OK(backend_->queue()->Complete(d, done));
   EXPECT_EQ(backend_->queue()->Get("job_1")->status, JobStatus::kSucceeded);
   EXPECT_EQ(Count("effects"), "1");
 }
@@ -520,7 +520,7 @@ TEST_F(SqliteTransactionalTest, FailingEffectRollsBackTheEffectAndTheOutcome) {
     JOBPACT_RETURN_IF_ERROR(InsertEffect(native, "job_1"));
     return Status::Unavailable("ledger said no");
   };
-  Status s = backend_->queue()->Complete(d.lease, done);
+  Status s = backend_->queue()->Complete(d, done);
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr("ledger said no"));
   EXPECT_EQ(Count("effects"), "0");
@@ -532,7 +532,7 @@ TEST_F(SqliteTransactionalTest, FailingEffectRollsBackTheEffectAndTheOutcome) {
   retry.to = JobStatus::kRetryScheduled;
   retry.reason = "transient_error";
   retry.ready_at = clock_->Now() + Seconds(1);
-  ASSERT_OK(backend_->queue()->Complete(d.lease, retry));
+  ASSERT_OK(backend_->queue()->Complete(d, retry));
 }
 
 TEST_F(SqliteTransactionalTest, ThrowingEffectRollsBack) {
@@ -544,7 +544,7 @@ TEST_F(SqliteTransactionalTest, ThrowingEffectRollsBack) {
     InsertEffect(native, "job_1").IgnoreError();
     throw std::runtime_error("effect exploded");
   };
-  Status s = backend_->queue()->Complete(d.lease, done);
+  Status s = backend_->queue()->Complete(d, done);
   EXPECT_EQ(s.code(), StatusCode::kInternal) << s;
   EXPECT_EQ(Count("effects"), "0");
   EXPECT_EQ(backend_->queue()->Get("job_1")->status, JobStatus::kRunning);
@@ -565,10 +565,10 @@ TEST_F(SqliteTransactionalTest, StaleLeaseNeverRunsTheEffect) {
     ran = true;
     return InsertEffect(native, "job_1");
   };
-  EXPECT_CODE(backend_->queue()->Complete(first.lease, late), kAborted);
+  EXPECT_CODE(backend_->queue()->Complete(first, late), kAborted);
   EXPECT_FALSE(ran);
   Completion done = late;
-  ASSERT_OK(backend_->queue()->Complete(second.lease, done));
+  ASSERT_OK(backend_->queue()->Complete(second, done));
   EXPECT_TRUE(ran);
   EXPECT_EQ(Count("effects"), "1");
 }
@@ -586,7 +586,7 @@ TEST_F(SqliteTransactionalTest, CompletionAlsoRecordsTheDeliverysIdempotencyClai
   Completion failing;
   failing.reason = "succeeded";
   failing.transactional_effect = [](void*) { return Status::Unavailable("no"); };
-  EXPECT_CODE(backend_->queue()->Complete(d.lease, failing), kUnavailable);
+  EXPECT_CODE(backend_->queue()->Complete(d, failing), kUnavailable);
   auto rec = backend_->idempotency()->Get("invoice:ord_1");
   ASSERT_TRUE(rec.ok() && rec->has_value());
   EXPECT_EQ((*rec)->state, IdempotencyRecord::State::kInProgress);
@@ -595,7 +595,7 @@ TEST_F(SqliteTransactionalTest, CompletionAlsoRecordsTheDeliverysIdempotencyClai
   done.reason = "succeeded";
   done.result = "inv_42";
   done.transactional_effect = [](void* native) { return InsertEffect(native, "job_1"); };
-  ASSERT_OK(backend_->queue()->Complete(d.lease, done));
+  ASSERT_OK(backend_->queue()->Complete(d, done));
   rec = backend_->idempotency()->Get("invoice:ord_1");
   ASSERT_TRUE(rec.ok() && rec->has_value());
   EXPECT_EQ((*rec)->state, IdempotencyRecord::State::kCompleted);
@@ -659,7 +659,7 @@ TEST_F(SqliteBackendTest, JobsEnqueuedByOtherProcessesAreAllProcessedOnce) {
     for (const Delivery& d : *batch) {
       Completion c;
       c.reason = "succeeded";
-      ASSERT_OK(q->Complete(d.lease, c));
+      ASSERT_OK(q->Complete(d, c));
       ++done;
     }
   }
@@ -702,7 +702,7 @@ TEST_F(SqliteBackendTest, ManyThreadsShareOneBackendWithoutDoubleDelivery) {
         for (const Delivery& d : *batch) {
           Completion c;
           c.reason = "succeeded";
-          if (!q->Complete(d.lease, c).ok()) ++errors;
+          if (!q->Complete(d, c).ok()) ++errors;
           ++delivered;
         }
       }

@@ -1,0 +1,109 @@
+// File: jobpact/queue_backend_wrapper.h
+//
+// QueueBackendWrapper forwards every QueueBackend method to another backend
+// (after leveldb's EnvWrapper), so that a decorator -- a fault injector, a
+// tracer, a metrics counter -- overrides only what it changes. Every
+// forwarded call goes through Intercept(), one hook that sees which method
+// is called and can run code before and after it, or answer in its place.
+//
+// Example:
+//   class CountingBackend : public jobpact::QueueBackendWrapper {
+//    public:
+//     using QueueBackendWrapper::QueueBackendWrapper;
+//     std::atomic<int> calls{0};
+//    protected:
+//     jobpact::Status Intercept(jobpact::QueueMethod m,
+//                               const std::function<jobpact::Status()>& call) override {
+//       ++calls;
+//       return call();
+//     }
+//   };
+//
+// Thread-safe if the target is and Intercept is.
+#ifndef JOBPACT_QUEUE_BACKEND_WRAPPER_H_
+#define JOBPACT_QUEUE_BACKEND_WRAPPER_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "jobpact/export.h"
+#include "jobpact/queue_backend.h"
+
+namespace jobpact {
+
+// The QueueBackend methods, as Intercept() names them.
+enum class QueueMethod {
+  kEnqueue,
+  kEnqueueBatch,
+  kDeadLetterInvalid,
+  kDequeue,
+  kRenew,
+  kComplete,
+  kCompleteBatch,
+  kRecoverExpiredLeases,
+  kGet,
+  kFindDuplicate,
+  kListDeadLetters,
+  kGetDeadLetter,
+  kReplay,
+  kDiscard,
+  kPurgeDeadLetters,
+  kPurgeFinished,
+  kStats,
+};
+// "Enqueue", "Complete", ...
+JOBPACT_EXPORT std::string_view QueueMethodName(QueueMethod m);
+
+class JOBPACT_EXPORT QueueBackendWrapper : public QueueBackend {
+ public:
+  // REQUIRES: target != nullptr.
+  explicit QueueBackendWrapper(std::shared_ptr<QueueBackend> target);
+  ~QueueBackendWrapper() override;
+
+  QueueBackend& target() const { return *target_; }
+
+  std::string_view Name() const override { return target_->Name(); }
+  Result<EnqueueResult> Enqueue(const Envelope& env, const EnqueueOptions& options) override;
+  Result<std::vector<EnqueueResult>> EnqueueBatch(const std::vector<Envelope>& envs,
+                                                  const EnqueueOptions& options) override;
+  Result<std::string> DeadLetterInvalid(std::string_view raw,
+                                        const std::vector<FieldError>& problems) override;
+  Result<std::vector<Delivery>> Dequeue(const DequeueRequest& request) override;
+  Result<Lease> Renew(const Lease& lease, Duration extension, std::string_view checkpoint) override;
+  Status Complete(const Delivery& delivery, const Completion& completion) override;
+  std::vector<Status> CompleteBatch(const std::vector<CompletionRequest>& requests) override;
+  Result<std::vector<LeaseRecovery>> RecoverExpiredLeases(int max_recoveries) override;
+  Result<JobRecord> Get(std::string_view job_id) override;
+  Result<std::optional<std::string>> FindDuplicate(std::string_view dedup_key,
+                                                   std::string_view self_job_id,
+                                                   TimePoint since) override;
+  Result<std::vector<DlqEntry>> ListDeadLetters(const DlqFilter& filter) override;
+  Result<DlqEntry> GetDeadLetter(std::string_view job_id) override;
+  Status Replay(std::string_view job_id, const DlqAction& action) override;
+  Status Discard(std::string_view job_id, const DlqAction& action) override;
+  Result<int> PurgeDeadLetters(TimePoint older_than) override;
+  Result<int> PurgeFinished(TimePoint older_than) override;
+  Result<QueueStats> Stats() override;
+
+ protected:
+  // Runs for every forwarded call, on the caller's thread. `call` performs
+  // the call on the target and returns its status; the default just calls
+  // it. Returning the status of `call` gives the caller the target's result;
+  // returning another non-OK status gives the caller that status instead
+  // (whether `call` ran or not: a fault before or after the change).
+  virtual Status Intercept(QueueMethod method, const std::function<Status()>& call);
+
+ private:
+  template <typename R, typename F>
+  R Forward(QueueMethod method, F&& f);
+
+  const std::shared_ptr<QueueBackend> target_;
+};
+
+}  // namespace jobpact
+
+#endif  // JOBPACT_QUEUE_BACKEND_WRAPPER_H_

@@ -1,0 +1,178 @@
+// File: jobpact/store_backend.h
+//
+// StoreBackend is the one base of every QueueBackend (in memory, SQLite,
+// and the ones users write). It implements the QueueBackend methods once,
+// `final`: the argument and name checks, the contract engine's transitions
+// (jobpact/transitions.h) and one exception boundary (a stray exception
+// becomes a Status: std::bad_alloc kResourceExhausted, anything else
+// kInternal, each naming the method). A backend then only stores: it
+// implements the protected storage primitives below, and joins the
+// conformance suite with one INSTANTIATE line (jobpact/testing/).
+//
+// What a backend stores is what the engine computed; it never decides what a
+// completion, a replay or a discard means. Only two steps run inside the
+// store, because they must pick jobs atomically: leasing the next ready jobs
+// (LeaseJobs) and recovering expired leases (RecoverJobs). Each must give,
+// per job, exactly what engine::Deliver / engine::RecoverLease give (an
+// in-process store simply calls them; a SQL or Lua store encodes the same
+// rule), and the conformance suite compares the two.
+//
+// Contract for the primitives: each is one atomic operation on the store;
+// they may be called concurrently from many threads; they must not throw
+// (the base catches what escapes anyway); time is the `now` passed in.
+//
+// Thread-safe.
+#ifndef JOBPACT_STORE_BACKEND_H_
+#define JOBPACT_STORE_BACKEND_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "jobpact/clock.h"
+#include "jobpact/export.h"
+#include "jobpact/queue_backend.h"
+#include "jobpact/transitions.h"
+
+namespace jobpact {
+
+// One conditional write of WriteJobs: the change the engine computed and,
+// for a transactional completion, the effect to run inside the same atomic
+// step (Completion::transactional_effect; null: none).
+struct JobWrite {
+  JobChange change;
+  const std::function<Status(void* native)>* effect = nullptr;
+};
+
+// Which stored jobs QueryJobs returns.
+struct JobQuery {
+  std::optional<JobStatus> status;
+  std::optional<std::string> job_type;
+  std::optional<std::string> queue;
+  // Only jobs whose finished_at (the time dead-lettered, for DLQ entries) is
+  // in [finished_after, finished_before).
+  std::optional<TimePoint> finished_after;
+  std::optional<TimePoint> finished_before;
+  // DLQ filters on the record's reason and last failure class.
+  std::optional<std::string> reason;
+  std::optional<FailureClass> failure_class;
+  // At most this many, in the order below.
+  std::size_t limit = 1000;
+  // Order: by finished_at then job id (DLQ listings), or by job id.
+  bool by_finished_at = false;
+};
+
+class JOBPACT_EXPORT StoreBackend : public QueueBackend {
+ public:
+  ~StoreBackend() override;
+
+  // --- QueueBackend, implemented once for every store ---
+  Result<EnqueueResult> Enqueue(const Envelope& env, const EnqueueOptions& options) final;
+  // Atomic: every job is stored (or found a duplicate), or none is.
+  Result<std::vector<EnqueueResult>> EnqueueBatch(const std::vector<Envelope>& envs,
+                                                  const EnqueueOptions& options) final;
+  Result<std::string> DeadLetterInvalid(std::string_view raw,
+                                        const std::vector<FieldError>& problems) final;
+  Result<std::vector<Delivery>> Dequeue(const DequeueRequest& request) final;
+  Result<Lease> Renew(const Lease& lease, Duration extension, std::string_view checkpoint) final;
+  Status Complete(const Delivery& delivery, const Completion& completion) final;
+  std::vector<Status> CompleteBatch(const std::vector<CompletionRequest>& requests) final;
+  Result<std::vector<LeaseRecovery>> RecoverExpiredLeases(int max_recoveries) final;
+  Result<JobRecord> Get(std::string_view job_id) final;
+  Result<std::optional<std::string>> FindDuplicate(std::string_view dedup_key,
+                                                   std::string_view self_job_id,
+                                                   TimePoint since) final;
+  Result<std::vector<DlqEntry>> ListDeadLetters(const DlqFilter& filter) final;
+  Result<DlqEntry> GetDeadLetter(std::string_view job_id) final;
+  Status Replay(std::string_view job_id, const DlqAction& action) final;
+  Status Discard(std::string_view job_id, const DlqAction& action) final;
+  Result<int> PurgeDeadLetters(TimePoint older_than) final;
+  Result<int> PurgeFinished(TimePoint older_than) final;
+  Result<QueueStats> Stats() final;
+
+  const std::shared_ptr<Clock>& clock() const { return clock_; }
+
+ protected:
+  // REQUIRES: clock != nullptr (null: SystemClock::Default()).
+  explicit StoreBackend(std::shared_ptr<Clock> clock);
+
+  // --- Storage primitives ---
+
+  // Inserts new jobs (each change.expect.new_job) in one atomic step, in
+  // order. A job whose envelope.dedup_key matches a stored job enqueued
+  // within options.dedup_window (now - enqueued_at < window) that did not
+  // end without effect (discarded, failed, dead-lettered) is not stored: its
+  // result names the existing job with duplicate = true. kAlreadyExists if
+  // an id is taken (nothing is stored then).
+  virtual Result<std::vector<EnqueueResult>> InsertJobs(std::vector<JobChange>& jobs,
+                                                        const EnqueueOptions& options,
+                                                        TimePoint now) = 0;
+
+  // Writes each change over the stored record if that record still matches
+  // change.expect (status, epoch, lease token), appending change.append to
+  // its history (AppendHistory). Per write: OK, kAborted (the record no
+  // longer matches: a stale lease), kNotFound, or the store's error. With an
+  // effect, it runs inside the write's atomic step before it commits (with
+  // the store's native handle) and a non-OK status aborts that write alone.
+  // The writes may share one transaction, but each commits or rolls back
+  // alone. May move from `writes`.
+  virtual std::vector<Status> WriteJobs(std::vector<JobWrite>& writes) = 0;
+
+  // Leases up to request.max_jobs ready jobs of request.queues (empty: all),
+  // highest priority first, then oldest ready_at, then job id; each as
+  // engine::Deliver(record, token, now) gives it, with a token unique per
+  // delivery in this store (request.worker_id kept in it for diagnosis).
+  // REQUIRES: request.max_jobs >= 1.
+  virtual Result<std::vector<Delivery>> LeaseJobs(const DequeueRequest& request,
+                                                  TimePoint now) = 0;
+
+  // Extends the live lease to `expires_at` and keeps `checkpoint` if not
+  // empty. kAborted for a stale lease (or a job no longer running),
+  // kNotFound for an unknown job.
+  virtual Result<Lease> RenewLease(const Lease& lease, TimePoint expires_at,
+                                   std::string_view checkpoint, TimePoint now) = 0;
+
+  // Applies engine::RecoverLease(record, max_recoveries, now) to every
+  // running job whose lease has expired (expires_at <= now), each in one
+  // atomic step, and returns the changes made.
+  virtual Result<std::vector<JobChange>> RecoverJobs(int max_recoveries, TimePoint now) = 0;
+
+  // The stored record with its whole history, or empty.
+  virtual Result<std::optional<JobRecord>> LoadJob(std::string_view job_id) = 0;
+
+  // Stored records matching `query`, with their history.
+  virtual Result<std::vector<JobRecord>> QueryJobs(const JobQuery& query) = 0;
+
+  // Another job than `self_job_id` with this dedup key that is running, or
+  // succeeded at or after `since`.
+  virtual Result<std::optional<std::string>> FindDuplicateJob(std::string_view dedup_key,
+                                                              std::string_view self_job_id,
+                                                              TimePoint since) = 0;
+
+  // Deletes jobs at `placement` (kDeadLettered or kFinal) whose finished_at
+  // is before `older_than`. Returns how many.
+  virtual Result<int> DeleteJobs(JobPlacement placement, TimePoint older_than) = 0;
+
+  // Counts for Stats(), at `now` (see QueueStats).
+  virtual Result<QueueStats> ReadStats(TimePoint now) = 0;
+
+ private:
+  Result<std::vector<EnqueueResult>> EnqueueAll(const std::vector<const Envelope*>& envs,
+                                                const EnqueueOptions& options);
+  // Loads a job for an operator action: kNotFound naming the id if absent.
+  Result<JobRecord> MustLoad(std::string_view job_id, std::string_view what);
+  // Writes one change computed outside the store.
+  Status WriteOne(JobChange change, const std::function<Status(void*)>* effect = nullptr);
+
+  const std::shared_ptr<Clock> clock_;
+};
+
+// The DLQ view of a dead-lettered record (SPEC 7).
+JOBPACT_EXPORT DlqEntry ToDlqEntry(const JobRecord& record);
+
+}  // namespace jobpact
+
+#endif  // JOBPACT_STORE_BACKEND_H_

@@ -1,0 +1,175 @@
+#include "jobpact/queue_backend_wrapper.h"
+
+#include <utility>
+
+namespace jobpact {
+namespace {
+
+template <typename T>
+Status StatusOf(const Result<T>& r) {
+  return r.status();
+}
+Status StatusOf(const Status& s) { return s; }
+
+}  // namespace
+
+std::string_view QueueMethodName(QueueMethod m) {
+  switch (m) {
+    case QueueMethod::kEnqueue:
+      return "Enqueue";
+    case QueueMethod::kEnqueueBatch:
+      return "EnqueueBatch";
+    case QueueMethod::kDeadLetterInvalid:
+      return "DeadLetterInvalid";
+    case QueueMethod::kDequeue:
+      return "Dequeue";
+    case QueueMethod::kRenew:
+      return "Renew";
+    case QueueMethod::kComplete:
+      return "Complete";
+    case QueueMethod::kCompleteBatch:
+      return "CompleteBatch";
+    case QueueMethod::kRecoverExpiredLeases:
+      return "RecoverExpiredLeases";
+    case QueueMethod::kGet:
+      return "Get";
+    case QueueMethod::kFindDuplicate:
+      return "FindDuplicate";
+    case QueueMethod::kListDeadLetters:
+      return "ListDeadLetters";
+    case QueueMethod::kGetDeadLetter:
+      return "GetDeadLetter";
+    case QueueMethod::kReplay:
+      return "Replay";
+    case QueueMethod::kDiscard:
+      return "Discard";
+    case QueueMethod::kPurgeDeadLetters:
+      return "PurgeDeadLetters";
+    case QueueMethod::kPurgeFinished:
+      return "PurgeFinished";
+    case QueueMethod::kStats:
+      return "Stats";
+  }
+  return "?";
+}
+
+QueueBackendWrapper::QueueBackendWrapper(std::shared_ptr<QueueBackend> target)
+    : target_(std::move(target)) {}
+
+QueueBackendWrapper::~QueueBackendWrapper() = default;
+
+Status QueueBackendWrapper::Intercept(QueueMethod, const std::function<Status()>& call) {
+  return call();
+}
+
+template <typename R, typename F>
+R QueueBackendWrapper::Forward(QueueMethod method, F&& f) {
+  std::optional<R> result;
+  Status s = Intercept(method, [&]() -> Status {
+    result.emplace(f());
+    return StatusOf(*result);
+  });
+  if (result.has_value() && s == StatusOf(*result)) return std::move(*result);
+  if (s.ok()) {
+    return Status::Internal(std::string(QueueMethodName(method)) +
+                            ": Intercept returned OK without calling the target");
+  }
+  return s;
+}
+
+Result<EnqueueResult> QueueBackendWrapper::Enqueue(const Envelope& env,
+                                                   const EnqueueOptions& options) {
+  return Forward<Result<EnqueueResult>>(QueueMethod::kEnqueue,
+                                        [&] { return target_->Enqueue(env, options); });
+}
+
+Result<std::vector<EnqueueResult>> QueueBackendWrapper::EnqueueBatch(
+    const std::vector<Envelope>& envs, const EnqueueOptions& options) {
+  return Forward<Result<std::vector<EnqueueResult>>>(
+      QueueMethod::kEnqueueBatch, [&] { return target_->EnqueueBatch(envs, options); });
+}
+
+Result<std::string> QueueBackendWrapper::DeadLetterInvalid(
+    std::string_view raw, const std::vector<FieldError>& problems) {
+  return Forward<Result<std::string>>(QueueMethod::kDeadLetterInvalid,
+                                      [&] { return target_->DeadLetterInvalid(raw, problems); });
+}
+
+Result<std::vector<Delivery>> QueueBackendWrapper::Dequeue(const DequeueRequest& request) {
+  return Forward<Result<std::vector<Delivery>>>(QueueMethod::kDequeue,
+                                                [&] { return target_->Dequeue(request); });
+}
+
+Result<Lease> QueueBackendWrapper::Renew(const Lease& lease, Duration extension,
+                                         std::string_view checkpoint) {
+  return Forward<Result<Lease>>(QueueMethod::kRenew,
+                                [&] { return target_->Renew(lease, extension, checkpoint); });
+}
+
+Status QueueBackendWrapper::Complete(const Delivery& delivery, const Completion& completion) {
+  return Forward<Status>(QueueMethod::kComplete,
+                         [&] { return target_->Complete(delivery, completion); });
+}
+
+std::vector<Status> QueueBackendWrapper::CompleteBatch(
+    const std::vector<CompletionRequest>& requests) {
+  std::vector<Status> out;
+  Status s = Intercept(QueueMethod::kCompleteBatch, [&]() -> Status {
+    out = target_->CompleteBatch(requests);
+    return Status::Ok();
+  });
+  if (s.ok() && out.size() == requests.size()) return out;
+  if (s.ok()) s = Status::Internal("CompleteBatch: Intercept returned OK without calling the target");
+  return std::vector<Status>(requests.size(), s);
+}
+
+Result<std::vector<LeaseRecovery>> QueueBackendWrapper::RecoverExpiredLeases(int max_recoveries) {
+  return Forward<Result<std::vector<LeaseRecovery>>>(
+      QueueMethod::kRecoverExpiredLeases, [&] { return target_->RecoverExpiredLeases(max_recoveries); });
+}
+
+Result<JobRecord> QueueBackendWrapper::Get(std::string_view job_id) {
+  return Forward<Result<JobRecord>>(QueueMethod::kGet, [&] { return target_->Get(job_id); });
+}
+
+Result<std::optional<std::string>> QueueBackendWrapper::FindDuplicate(std::string_view dedup_key,
+                                                                      std::string_view self_job_id,
+                                                                      TimePoint since) {
+  return Forward<Result<std::optional<std::string>>>(QueueMethod::kFindDuplicate, [&] {
+    return target_->FindDuplicate(dedup_key, self_job_id, since);
+  });
+}
+
+Result<std::vector<DlqEntry>> QueueBackendWrapper::ListDeadLetters(const DlqFilter& filter) {
+  return Forward<Result<std::vector<DlqEntry>>>(QueueMethod::kListDeadLetters,
+                                                [&] { return target_->ListDeadLetters(filter); });
+}
+
+Result<DlqEntry> QueueBackendWrapper::GetDeadLetter(std::string_view job_id) {
+  return Forward<Result<DlqEntry>>(QueueMethod::kGetDeadLetter,
+                                   [&] { return target_->GetDeadLetter(job_id); });
+}
+
+Status QueueBackendWrapper::Replay(std::string_view job_id, const DlqAction& action) {
+  return Forward<Status>(QueueMethod::kReplay, [&] { return target_->Replay(job_id, action); });
+}
+
+Status QueueBackendWrapper::Discard(std::string_view job_id, const DlqAction& action) {
+  return Forward<Status>(QueueMethod::kDiscard, [&] { return target_->Discard(job_id, action); });
+}
+
+Result<int> QueueBackendWrapper::PurgeDeadLetters(TimePoint older_than) {
+  return Forward<Result<int>>(QueueMethod::kPurgeDeadLetters,
+                              [&] { return target_->PurgeDeadLetters(older_than); });
+}
+
+Result<int> QueueBackendWrapper::PurgeFinished(TimePoint older_than) {
+  return Forward<Result<int>>(QueueMethod::kPurgeFinished,
+                              [&] { return target_->PurgeFinished(older_than); });
+}
+
+Result<QueueStats> QueueBackendWrapper::Stats() {
+  return Forward<Result<QueueStats>>(QueueMethod::kStats, [&] { return target_->Stats(); });
+}
+
+}  // namespace jobpact

@@ -1,0 +1,272 @@
+// StoreBackend: the QueueBackend methods, once for every store (see
+// jobpact/store_backend.h). Each public method checks its arguments, asks
+// the engine (jobpact/transitions.h) what the change is, hands the result to
+// one storage primitive, and runs inside the one exception boundary.
+#include "jobpact/store_backend.h"
+
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "src/internal/guarded.h"
+#include "src/internal/names.h"
+
+namespace jobpact {
+
+using internal::Guarded;
+
+StoreBackend::StoreBackend(std::shared_ptr<Clock> clock)
+    : clock_(clock ? std::move(clock) : SystemClock::Default()) {}
+
+StoreBackend::~StoreBackend() = default;
+
+Result<std::vector<EnqueueResult>> StoreBackend::EnqueueAll(
+    const std::vector<const Envelope*>& envs, const EnqueueOptions& options) {
+  const TimePoint now = clock_->Now();
+  std::vector<JobChange> jobs;
+  jobs.reserve(envs.size());
+  std::unordered_set<std::string_view> ids;
+  for (std::size_t i = 0; i < envs.size(); ++i) {
+    Result<JobChange> c = engine::NewJob(*envs[i], now);
+    if (!c.ok()) {
+      if (envs.size() == 1) return c.status();
+      return Status(c.status().code(),
+                    "job " + std::to_string(i) + " of the batch: " + c.status().message());
+    }
+    if (!ids.insert(envs[i]->job_id).second) {
+      return Status::AlreadyExists("job id given twice in one batch: " + envs[i]->job_id);
+    }
+    jobs.push_back(std::move(*c));
+  }
+  return InsertJobs(jobs, options, now);
+}
+
+Result<EnqueueResult> StoreBackend::Enqueue(const Envelope& env, const EnqueueOptions& options) {
+  return Guarded("Enqueue", [&]() -> Result<EnqueueResult> {
+    JOBPACT_ASSIGN_OR_RETURN(std::vector<EnqueueResult> r, EnqueueAll({&env}, options));
+    return std::move(r.front());
+  });
+}
+
+Result<std::vector<EnqueueResult>> StoreBackend::EnqueueBatch(const std::vector<Envelope>& envs,
+                                                              const EnqueueOptions& options) {
+  return Guarded("EnqueueBatch", [&]() -> Result<std::vector<EnqueueResult>> {
+    if (envs.empty()) return std::vector<EnqueueResult>{};
+    std::vector<const Envelope*> ptrs;
+    ptrs.reserve(envs.size());
+    for (const Envelope& e : envs) ptrs.push_back(&e);
+    return EnqueueAll(ptrs, options);
+  });
+}
+
+Result<std::string> StoreBackend::DeadLetterInvalid(std::string_view raw,
+                                                    const std::vector<FieldError>& problems) {
+  return Guarded("DeadLetterInvalid", [&]() -> Result<std::string> {
+    const TimePoint now = clock_->Now();
+    // A readable id that is already taken belongs to another job: never
+    // overwrite it, file this input under a new id instead.
+    std::string id = engine::InvalidEnvelopeId(raw);
+    for (int tries = 0; tries < 8; ++tries) {
+      if (id.empty()) id = NewJobId(now);
+      std::vector<JobChange> jobs;
+      jobs.push_back(engine::InvalidEnvelope(raw, problems, id, now));
+      EnqueueOptions no_dedup;
+      no_dedup.dedup_window = Duration::zero();
+      Result<std::vector<EnqueueResult>> r = InsertJobs(jobs, no_dedup, now);
+      if (r.ok()) return id;
+      if (r.status().code() != StatusCode::kAlreadyExists) return r.status();
+      id.clear();
+    }
+    return Status::Internal("DeadLetterInvalid: no free job id after 8 tries");
+  });
+}
+
+Result<std::vector<Delivery>> StoreBackend::Dequeue(const DequeueRequest& request) {
+  return Guarded("Dequeue", [&]() -> Result<std::vector<Delivery>> {
+    if (request.max_jobs < 1) return Status::InvalidArgument("max_jobs must be >= 1");
+    for (const std::string& q : request.queues) {
+      if (!internal::IsSafeName(q)) {
+        return Status::InvalidArgument("Dequeue: queue name '" + q +
+                                       "' is not a safe name ([A-Za-z0-9._:-], at most 255)");
+      }
+    }
+    return LeaseJobs(request, clock_->Now());
+  });
+}
+
+Result<Lease> StoreBackend::Renew(const Lease& lease, Duration extension,
+                                  std::string_view checkpoint) {
+  return Guarded("Renew", [&]() -> Result<Lease> {
+    if (extension <= Duration::zero()) return Status::InvalidArgument("extension must be > 0");
+    if (lease.job_id.empty()) return Status::InvalidArgument("Renew: lease has no job id");
+    const TimePoint now = clock_->Now();
+    return RenewLease(lease, now + extension, checkpoint, now);
+  });
+}
+
+Status StoreBackend::WriteOne(JobChange change, const std::function<Status(void*)>* effect) {
+  std::vector<JobWrite> writes;
+  writes.push_back(JobWrite{std::move(change), effect});
+  std::vector<Status> out = WriteJobs(writes);
+  if (out.size() != 1) return Status::Internal("WriteJobs returned a result per write, not 1");
+  return std::move(out.front());
+}
+
+Status StoreBackend::Complete(const Delivery& delivery, const Completion& completion) {
+  return Guarded("Complete", [&]() -> Status {
+    JOBPACT_ASSIGN_OR_RETURN(JobChange c,
+                             engine::Complete(delivery, completion, clock_->Now()));
+    return WriteOne(std::move(c), completion.transactional_effect
+                                      ? &completion.transactional_effect
+                                      : nullptr);
+  });
+}
+
+std::vector<Status> StoreBackend::CompleteBatch(const std::vector<CompletionRequest>& requests) {
+  std::vector<Status> out(requests.size());
+  Status failed = Guarded("CompleteBatch", [&]() -> Status {
+    const TimePoint now = clock_->Now();
+    std::vector<JobWrite> writes;
+    std::vector<std::size_t> index;  // writes[k] is requests[index[k]].
+    writes.reserve(requests.size());
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      const Completion& c = requests[i].completion;
+      Result<JobChange> change = engine::Complete(requests[i].delivery, c, now);
+      if (!change.ok()) {
+        out[i] = change.status();
+        continue;
+      }
+      writes.push_back(JobWrite{std::move(*change),
+                                c.transactional_effect ? &c.transactional_effect : nullptr});
+      index.push_back(i);
+    }
+    if (writes.empty()) return Status::Ok();
+    std::vector<Status> written = WriteJobs(writes);
+    if (written.size() != writes.size()) {
+      return Status::Internal("WriteJobs returned " + std::to_string(written.size()) +
+                              " results for " + std::to_string(writes.size()) + " writes");
+    }
+    for (std::size_t k = 0; k < written.size(); ++k) out[index[k]] = std::move(written[k]);
+    return Status::Ok();
+  });
+  if (!failed.ok()) {
+    for (Status& s : out) {
+      if (s.ok()) s = failed;
+    }
+  }
+  return out;
+}
+
+Result<std::vector<LeaseRecovery>> StoreBackend::RecoverExpiredLeases(int max_recoveries) {
+  return Guarded("RecoverExpiredLeases", [&]() -> Result<std::vector<LeaseRecovery>> {
+    if (max_recoveries < 0) return Status::InvalidArgument("max_recoveries must be >= 0");
+    JOBPACT_ASSIGN_OR_RETURN(std::vector<JobChange> changes,
+                             RecoverJobs(max_recoveries, clock_->Now()));
+    std::vector<LeaseRecovery> out;
+    out.reserve(changes.size());
+    for (const JobChange& c : changes) out.push_back(engine::RecoveryReport(c));
+    return out;
+  });
+}
+
+Result<JobRecord> StoreBackend::MustLoad(std::string_view job_id, std::string_view what) {
+  if (job_id.empty()) return Status::InvalidArgument(std::string(what) + ": empty job id");
+  JOBPACT_ASSIGN_OR_RETURN(std::optional<JobRecord> r, LoadJob(job_id));
+  if (!r) return Status::NotFound(std::string(what) + ": no job " + std::string(job_id));
+  return std::move(*r);
+}
+
+Result<JobRecord> StoreBackend::Get(std::string_view job_id) {
+  return Guarded("Get", [&]() -> Result<JobRecord> { return MustLoad(job_id, "Get"); });
+}
+
+Result<std::optional<std::string>> StoreBackend::FindDuplicate(std::string_view dedup_key,
+                                                               std::string_view self_job_id,
+                                                               TimePoint since) {
+  return Guarded("FindDuplicate", [&]() -> Result<std::optional<std::string>> {
+    if (dedup_key.empty()) return std::optional<std::string>();
+    return FindDuplicateJob(dedup_key, self_job_id, since);
+  });
+}
+
+DlqEntry ToDlqEntry(const JobRecord& r) {
+  DlqEntry e;
+  e.job_id = r.envelope.job_id;
+  e.job_type = r.envelope.job_type;
+  e.created_at = r.envelope.created_at.value_or(r.enqueued_at);
+  e.attempts = r.envelope.attempt;
+  e.reason = r.reason;
+  e.last_failure = r.last_failure;
+  e.trace_id = r.envelope.trace_id;
+  e.dead_lettered_at = r.finished_at.value_or(r.updated_at);
+  e.history = r.history;
+  e.audit = r.audit;
+  if (r.raw_input) {
+    e.raw_envelope = *r.raw_input;
+    e.payload = *r.raw_input;
+  } else {
+    e.payload = r.envelope.payload;
+  }
+  return e;
+}
+
+Result<std::vector<DlqEntry>> StoreBackend::ListDeadLetters(const DlqFilter& f) {
+  return Guarded("ListDeadLetters", [&]() -> Result<std::vector<DlqEntry>> {
+    JobQuery q;
+    q.status = JobStatus::kDeadLettered;
+    q.job_type = f.job_type;
+    q.reason = f.reason;
+    q.failure_class = f.failure_class;
+    q.finished_after = f.dead_lettered_after;
+    q.finished_before = f.dead_lettered_before;
+    q.limit = f.limit;
+    q.by_finished_at = true;
+    JOBPACT_ASSIGN_OR_RETURN(std::vector<JobRecord> records, QueryJobs(q));
+    std::vector<DlqEntry> out;
+    out.reserve(records.size());
+    for (const JobRecord& r : records) out.push_back(ToDlqEntry(r));
+    return out;
+  });
+}
+
+Result<DlqEntry> StoreBackend::GetDeadLetter(std::string_view job_id) {
+  return Guarded("GetDeadLetter", [&]() -> Result<DlqEntry> {
+    JOBPACT_ASSIGN_OR_RETURN(std::optional<JobRecord> r, LoadJob(job_id));
+    if (!r || r->status != JobStatus::kDeadLettered) {
+      return Status::NotFound("not in the DLQ: " + std::string(job_id));
+    }
+    return ToDlqEntry(*r);
+  });
+}
+
+Status StoreBackend::Replay(std::string_view job_id, const DlqAction& action) {
+  return Guarded("Replay", [&]() -> Status {
+    JOBPACT_ASSIGN_OR_RETURN(JobRecord r, MustLoad(job_id, "Replay"));
+    JOBPACT_ASSIGN_OR_RETURN(JobChange c, engine::Replay(r, action, clock_->Now()));
+    return WriteOne(std::move(c));
+  });
+}
+
+Status StoreBackend::Discard(std::string_view job_id, const DlqAction& action) {
+  return Guarded("Discard", [&]() -> Status {
+    JOBPACT_ASSIGN_OR_RETURN(JobRecord r, MustLoad(job_id, "Discard"));
+    JOBPACT_ASSIGN_OR_RETURN(JobChange c, engine::Discard(r, action, clock_->Now()));
+    return WriteOne(std::move(c));
+  });
+}
+
+Result<int> StoreBackend::PurgeDeadLetters(TimePoint older_than) {
+  return Guarded("PurgeDeadLetters",
+                 [&] { return DeleteJobs(JobPlacement::kDeadLettered, older_than); });
+}
+
+Result<int> StoreBackend::PurgeFinished(TimePoint older_than) {
+  return Guarded("PurgeFinished", [&] { return DeleteJobs(JobPlacement::kFinal, older_than); });
+}
+
+Result<QueueStats> StoreBackend::Stats() {
+  return Guarded("Stats", [&] { return ReadStats(clock_->Now()); });
+}
+
+}  // namespace jobpact
