@@ -58,6 +58,29 @@ TEST_P(QueueBackendContract, EnqueueStoresAQueuedJob) {
   EXPECT_EQ(rec.history[0].reason, reason::kEnqueued);
 }
 
+// Every entry point checks the envelope through the engine: a record that
+// could not be decoded again is never stored (a tenant "acme corp" stored
+// once used to make every later read of the SQLite file fail).
+TEST_P(QueueBackendContract, EnqueueRefusesAnEnvelopeThatCouldNotBeReadBack) {
+  Put(MakeJob("job_ok"));
+  Envelope bad = MakeJob("job_bad");
+  bad.tenant_id = "acme corp";
+  Result<EnqueueResult> r = queue_->Enqueue(bad, {});
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("tenant_id"));
+  JOBPACT_EXPECT_CODE(queue_->Get("job_bad").status(), kNotFound);
+  // In a batch, one bad envelope refuses the whole batch, naming it.
+  Result<std::vector<EnqueueResult>> batch =
+      queue_->EnqueueBatch({MakeJob("job_b1"), bad, MakeJob("job_b3")}, {});
+  EXPECT_EQ(batch.status().code(), StatusCode::kInvalidArgument) << batch.status();
+  EXPECT_THAT(batch.status().message(), HasSubstr("tenant_id"));
+  JOBPACT_EXPECT_CODE(queue_->Get("job_b1").status(), kNotFound);
+  // The queue keeps working.
+  TakeOne("job_ok");
+  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, queue_->Stats());
+  EXPECT_EQ(st.by_status[JobStatus::kRunning], 1);
+}
+
 TEST_P(QueueBackendContract, EnqueueKeepsTheWholeEnvelope) {
   Envelope env = MakeJob("job_full");
   env.tenant_id = "tenant_123";

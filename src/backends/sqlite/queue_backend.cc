@@ -17,6 +17,7 @@
 #include "jobpact/job.h"
 #include "jobpact/job_status.h"
 #include "jobpact/retry_policy.h"
+#include "jobpact/transitions.h"
 #include "src/backends/sqlite/connection.h"
 #include "src/backends/sqlite/core.h"
 
@@ -1030,11 +1031,12 @@ Result<std::vector<EnqueueResult>> SqliteBackend::Core::EnqueueOn(
   const bool dedup = options.dedup_window > Duration::zero();
   const std::int64_t window_start_ns = now_ns - ToNs(options.dedup_window);
   for (const Envelope* env : envs) {
-    if (env->job_id.empty()) {
-      return Status::InvalidArgument(
-          "Enqueue: job_id is empty (pass the envelope through PrepareForEnqueue first)");
+    // The engine's entry check: what is stored must decode again (a tenant
+    // "acme corp" stored here would make every later read of the row fail).
+    Status storable = engine::CheckStorable(*env);
+    if (!storable.ok()) {
+      return Status(storable.code(), "Enqueue: " + storable.message());
     }
-    if (env->queue.empty()) return Status::InvalidArgument("Enqueue: queue is empty");
   }
   if (envs.size() > 1) {
     // A batch is refused whole when any id is taken, even by a job that
