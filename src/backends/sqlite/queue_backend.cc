@@ -773,8 +773,9 @@ Status SqliteQueueBackend::CompleteImpl(const Lease& lease, const Completion& c)
         // this delivery holds on the job's idempotency key (the runner's
         // claim owner is the lease token) is marked completed in the same
         // transaction as the effect, so no crash can separate "effect
-        // committed" from "key recorded". A claim already completed, or
-        // held by someone else, is left alone.
+        // committed" from "key recorded". A key claimed or completed by
+        // another owner means this delivery lost its claim: the effect must
+        // not commit a second time for the key, so everything rolls back.
         static const std::string complete_claim =
             "UPDATE jobpact_idempotency SET state = 'completed', result = ?3, expires_at_ns = ?4 "
             "WHERE key = (SELECT json_extract(envelope, '$.idempotency_key') FROM jobpact_jobs "
@@ -786,6 +787,24 @@ Status SqliteQueueBackend::CompleteImpl(const Lease& lease, const Completion& c)
             .Bind(3, c.result)
             .Bind(4, now_ns + ToNs(core_->options().idempotency_retention));
         JOBPACT_RETURN_IF_ERROR(StepDone(conn, st, "Complete"));
+        if (sqlite3_changes(conn.db()) == 0) {
+          static const std::string other_owner =
+              "SELECT i.key, i.owner, i.state FROM jobpact_idempotency i WHERE i.key = (SELECT "
+              "json_extract(envelope, '$.idempotency_key') FROM jobpact_jobs WHERE job_id = ?1) "
+              "AND i.owner != ?2";
+          JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw_other, conn.Prepare(other_owner.c_str()));
+          Stmt other(raw_other);
+          other.Bind(1, lease.job_id).Bind(2, lease.token);
+          const int rc = other.Step();
+          if (rc == SQLITE_ROW) {
+            return Status::Aborted(
+                "Complete: the idempotency claim on key '" + other.Text(0) + "' is no longer " +
+                "held by this delivery (" + other.Text(2) + " by " + other.Text(1) +
+                "): the completion of job " + lease.job_id +
+                " and its transactional effect were rolled back");
+          }
+          if (rc != SQLITE_DONE) return conn.Error(rc, "Complete");
+        }
       }
     }
     return Status::Ok();

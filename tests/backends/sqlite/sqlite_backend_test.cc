@@ -603,6 +603,47 @@ TEST_F(SqliteTransactionalTest, CompletionAlsoRecordsTheDeliverysIdempotencyClai
   EXPECT_EQ(Count("effects"), "1");
 }
 
+// A worker whose idempotency claim expired and was taken over must not
+// commit its transactional effect: the key's effect would happen twice
+// (reproduced before the fix: two effect rows for one key, both jobs
+// succeeded).
+TEST_F(SqliteTransactionalTest, CompletionWhoseClaimWasLostRollsBackTheEffect) {
+  for (const char* id : {"job_1", "job_2"}) {
+    Envelope env = Job(id);
+    env.idempotency_key = "invoice:ord_1";
+    ASSERT_OK(backend_->queue()->Enqueue(env, {}).status());
+  }
+  Delivery first = TakeOne(*backend_->queue());
+  ASSERT_OK(backend_->idempotency()->Claim("invoice:ord_1", first.lease.token, Seconds(5)).status());
+  // The first worker stalls past its claim; the second job claims the key
+  // and commits its effect.
+  clock_->Advance(Seconds(6));
+  Delivery second = TakeOne(*backend_->queue());
+  auto claim = backend_->idempotency()->Claim("invoice:ord_1", second.lease.token, Seconds(45));
+  ASSERT_TRUE(claim.ok()) << claim.status();
+  ASSERT_EQ(claim->kind, ClaimOutcome::Kind::kClaimed);
+  Completion done;
+  done.reason = "succeeded";
+  done.result = "inv_2";
+  done.transactional_effect = [](void* native) { return InsertEffect(native, "job_2"); };
+  ASSERT_OK(backend_->queue()->Complete(second, done));
+  ASSERT_EQ(Count("effects"), "1");
+
+  // The stalled worker's lease is still live, but its claim is gone.
+  Completion late = done;
+  late.result = "inv_1";
+  late.transactional_effect = [](void* native) { return InsertEffect(native, "job_1"); };
+  Status s = backend_->queue()->Complete(first, late);
+  EXPECT_EQ(s.code(), StatusCode::kAborted) << s;
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("idempotency claim"));
+  EXPECT_EQ(Count("effects"), "1");
+  EXPECT_EQ(backend_->queue()->Get("job_1")->status, JobStatus::kRunning);
+  auto rec = backend_->idempotency()->Get("invoice:ord_1");
+  ASSERT_TRUE(rec.ok() && rec->has_value());
+  EXPECT_EQ((*rec)->owner, second.lease.token);
+  EXPECT_EQ((*rec)->result, "inv_2");
+}
+
 // --- Several instances and processes on one file ---
 
 TEST_F(SqliteBackendTest, TwoInstancesShareLocksAndFencingTokens) {
