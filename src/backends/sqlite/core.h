@@ -72,6 +72,7 @@ class SqliteBackend::Core {
               const std::function<Status(internal::Connection&)>& fn);
 
   TimePoint Now() const { return clock_->Now(); }
+  const std::shared_ptr<Clock>& clock() const { return clock_; }
   const std::string& path() const { return path_; }
   const std::filesystem::path& canonical_path() const { return canonical_path_; }
   const SqliteOptions& options() const { return options_; }

@@ -1,7 +1,10 @@
-// The SQLite QueueBackend: jobs, leases, history and the DLQ in the
-// jobpact_jobs table (layout in schema.cc). Every method that changes state
-// is one write transaction (Core::Write).
-#include "jobpact/queue_backend.h"
+// The SQLite QueueBackend: the storage primitives of StoreBackend over the
+// jobpact_jobs table (layout in schema.cc). Every primitive that changes
+// state is one write transaction (Core::Write); what a change does to a job
+// is the engine's (jobpact/transitions.h), never SQL's: a job row is written
+// from the record the engine computed, conditional on (job id, status,
+// epoch, lease token).
+#include "jobpact/store_backend.h"
 
 #include <algorithm>
 #include <exception>
@@ -20,6 +23,7 @@
 #include "jobpact/transitions.h"
 #include "src/backends/sqlite/connection.h"
 #include "src/backends/sqlite/core.h"
+#include "src/internal/guarded.h"
 
 namespace jobpact {
 namespace sqlite {
@@ -70,36 +74,6 @@ enum JobCol {
   kColQueue,
   kColPriority,
 };
-
-// SQL that appends one history entry (from the row's current status to
-// `to_expr`) and drops the oldest beyond kMaxHistory. Inside an UPDATE's SET
-// list every expression sees the row's old values, so `status` here is the
-// status before the update wherever the assignment is placed.
-// `extra` adds key/value pairs to the entry (e.g. ", 'worker', ?4").
-std::string AppendHistorySql(const std::string& to_expr, const std::string& at_expr,
-                             const std::string& reason_expr, const std::string& extra = "") {
-  return "history = json_insert(CASE WHEN json_array_length(history) >= " +
-         std::to_string(kMaxHistory) +
-         " THEN json_remove(history, '$[0]') ELSE history END, '$[#]', json_object('from', "
-         "status, 'to', " +
-         to_expr + ", 'at_ns', " + at_expr + ", 'reason', " + reason_expr + extra + "))";
-}
-
-// Appends `entry` to a JSON array column.
-std::string AppendAuditSql(const std::string& entry_expr) {
-  return "audit = json_insert(audit, '$[#]', " + entry_expr + ")";
-}
-
-// Job ids read from invalid input are kept only if they are safe names.
-bool IsSafeName(std::string_view s) {
-  if (s.empty() || s.size() > 255) return false;
-  for (char c : s) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == ':' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
 
 // ParseEnvelope validates; stored envelopes were valid when enqueued, but
 // possibly under the producer's own (looser) ValidationOptions, so reading
@@ -188,18 +162,31 @@ std::optional<Failure> ReadFailure(const Row& st) {
   return f;
 }
 
-// Builds a JobRecord from a row selected with kJobColumns.
+// Builds a JobRecord from a row selected with kJobColumns (history parsed
+// only `with_history`). kDataLoss-like kInternal if the row cannot be
+// decoded: the caller quarantines it.
 template <typename Row>
-Result<JobRecord> ReadJobRow(const Row& st) {
+Result<JobRecord> ReadJobRow(const Row& st, bool with_history = true) {
   JobRecord rec;
   Result<Envelope> env = ParseEnvelope(st.Text(kColEnvelope), LenientValidation());
   if (env.ok()) {
     rec.envelope = std::move(*env);
   } else if (!st.IsNull(kColRawEnvelope)) {
-    // An invalid envelope kept in the DLQ: what could be read of it.
+    // Quarantined input kept in the DLQ: what could be read of it.
     rec.envelope.job_id = st.Text(kColJobId);
     rec.envelope.job_type = st.Text(kColJobType);
     rec.envelope.queue = st.Text(kColQueue);
+    nlohmann::json stored =
+        nlohmann::json::parse(st.Text(kColEnvelope), nullptr, /*allow_exceptions=*/false);
+    if (stored.is_object()) {
+      auto trace = stored.find("trace_id");
+      if (trace != stored.end() && trace->is_string()) rec.envelope.trace_id = trace->get<std::string>();
+      auto created = stored.find("created_at");
+      if (created != stored.end() && created->is_string()) {
+        Result<TimePoint> t = ParseRfc3339(created->get<std::string>());
+        if (t.ok()) rec.envelope.created_at = *t;
+      }
+    }
   } else {
     return Status::Internal("stored envelope of job " + st.Text(kColJobId) +
                             " does not parse: " + env.status().message());
@@ -222,32 +209,17 @@ Result<JobRecord> ReadJobRow(const Row& st) {
   rec.last_failure = ReadFailure(st);
   rec.reason = st.Text(kColReason);
   rec.result = st.Text(kColResult);
-  JOBPACT_ASSIGN_OR_RETURN(rec.history, ParseHistory(st.Text(kColHistory)));
-  return rec;
-}
-
-template <typename Row>
-Result<DlqEntry> ReadDlqRow(const Row& st) {
-  JOBPACT_ASSIGN_OR_RETURN(JobRecord rec, ReadJobRow(st));
-  DlqEntry e;
-  e.job_id = rec.envelope.job_id;
-  e.job_type = rec.envelope.job_type;
-  if (!st.IsNull(kColRawEnvelope)) {
-    e.raw_envelope = st.Text(kColRawEnvelope);
-    e.payload = e.raw_envelope;
-  } else {
-    e.payload = rec.envelope.payload;
+  if (!st.IsNull(kColLeaseToken)) rec.lease_token = st.Text(kColLeaseToken);
+  if (!st.IsNull(kColLeaseExpiresAt)) rec.lease_expires_at = TimeFromNs(st.Int(kColLeaseExpiresAt));
+  if (!st.IsNull(kColRawEnvelope)) rec.raw_input = st.Text(kColRawEnvelope);
+  rec.audit = ParseStringArray(st.Text(kColAudit));
+  if (rec.status == JobStatus::kDeadLettered && !st.IsNull(kColDeadLetteredAt)) {
+    rec.finished_at = TimeFromNs(st.Int(kColDeadLetteredAt));
   }
-  e.created_at = rec.envelope.created_at.value_or(rec.enqueued_at);
-  e.attempts = rec.envelope.attempt;
-  e.reason = rec.reason;
-  e.last_failure = rec.last_failure;
-  e.trace_id = rec.envelope.trace_id;
-  e.dead_lettered_at =
-      st.IsNull(kColDeadLetteredAt) ? rec.updated_at : TimeFromNs(st.Int(kColDeadLetteredAt));
-  e.history = std::move(rec.history);
-  e.audit = ParseStringArray(st.Text(kColAudit));
-  return e;
+  if (with_history) {
+    JOBPACT_ASSIGN_OR_RETURN(rec.history, ParseHistory(st.Text(kColHistory)));
+  }
+  return rec;
 }
 
 // Steps a statement that returns no rows.
@@ -257,713 +229,658 @@ Status StepDone(Connection& conn, Stmt& st, std::string_view what) {
   return Status::Ok();
 }
 
-// Wraps a method body: converts escaping exceptions (std::bad_alloc, a
-// nlohmann error) into kInternal, since backends never throw.
-template <typename T, typename F>
-Result<T> Catching(std::string_view what, F&& fn) {
-  try {
-    return fn();
-  } catch (const std::exception& e) {
-    return Status::Internal(std::string(what) + ": unexpected exception: " + e.what());
-  } catch (...) {
-    return Status::Internal(std::string(what) + ": unexpected non-standard exception");
-  }
+
+// One history entry as stored: a JSON object (from, to, at_ns, reason, and
+// the worker for deliveries).
+std::string HistoryEntryJson(const Transition& t, std::string_view worker) {
+  nlohmann::json e = {{"from", std::string(JobStatusName(t.from))},
+                      {"to", std::string(JobStatusName(t.to))},
+                      {"at_ns", ToNs(t.at)},
+                      {"reason", t.reason}};
+  if (!worker.empty()) e["worker"] = std::string(worker);
+  return e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-template <typename F>
-Status CatchingStatus(std::string_view what, F&& fn) {
-  try {
-    return fn();
-  } catch (const std::exception& e) {
-    return Status::Internal(std::string(what) + ": unexpected exception: " + e.what());
-  } catch (...) {
-    return Status::Internal(std::string(what) + ": unexpected non-standard exception");
-  }
+std::string HistoryJson(const std::vector<Transition>& entries) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const Transition& t : entries) a.push_back(nlohmann::json::parse(HistoryEntryJson(t, "")));
+  return a.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-class SqliteQueueBackend final : public QueueBackend {
+std::string AuditJson(const std::vector<std::string>& audit) {
+  return nlohmann::json(audit).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// A row that no longer decodes, as text: every column by name, so that the
+// quarantined DLQ entry keeps all of it.
+template <typename Row>
+std::string RawRow(const Row& st) {
+  static const char* const kNames[] = {
+      "job_id",        "status",          "attempt",       "max_attempts",  "ready_at_ns",
+      "enqueued_at_ns", "updated_at_ns",  "finished_at_ns", "epoch",        "lease_recoveries",
+      "lock_waits",    "previous_delay_ns", "checkpoint",  "failure_class", "failure_code",
+      "failure_message", "reason",        "result",        "envelope",      "history",
+      "lease_token",   "lease_expires_at_ns", "dead_lettered_at_ns", "raw_envelope", "audit",
+      "job_type",      "queue",           "priority"};
+  nlohmann::json row = nlohmann::json::object();
+  for (int i = 0; i < static_cast<int>(std::size(kNames)); ++i) {
+    if (st.IsNull(i)) {
+      row[kNames[i]] = nullptr;
+    } else if (i == kColStatus || i == kColCheckpoint || i == kColFailureClass ||
+               i == kColFailureCode || i == kColFailureMessage || i == kColReason ||
+               i == kColResult || i == kColEnvelope || i == kColHistory || i == kColLeaseToken ||
+               i == kColRawEnvelope || i == kColAudit || i == kColJobType || i == kColQueue ||
+               i == kColJobId) {
+      row[kNames[i]] = st.Text(i);
+    } else {
+      row[kNames[i]] = st.Int(i);
+    }
+  }
+  return row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// The columns a change writes: every field the engine may change. The
+// envelope, job type, queue, priority, dedup key and visibility timeout are
+// written once, at insert. An empty checkpoint keeps the stored one
+// (JobChange).
+constexpr const char* kUpdateSet =
+    "status = ?5, attempt = ?6, max_attempts = ?7, ready_at_ns = ?8, updated_at_ns = ?9, "
+    "finished_at_ns = ?10, epoch = ?11, lease_recoveries = ?12, lock_waits = ?13, "
+    "previous_delay_ns = ?14, checkpoint = CASE WHEN ?15 = '' THEN checkpoint ELSE ?15 END, "
+    "failure_class = ?16, failure_code = ?17, failure_message = ?18, reason = ?19, "
+    "result = ?20, lease_token = ?21, lease_expires_at_ns = ?22, dead_lettered_at_ns = ?23, "
+    "audit = ?24";
+
+// Binds ?5..?24 (kUpdateSet) from `r`.
+void BindRecord(Stmt& st, const JobRecord& r) {
+  st.Bind(5, JobStatusName(r.status))
+      .Bind(6, r.envelope.attempt)
+      .Bind(7, r.envelope.max_attempts)
+      .Bind(8, ToNs(r.ready_at))
+      .Bind(9, ToNs(r.updated_at));
+  if (r.finished_at) {
+    st.Bind(10, ToNs(*r.finished_at));
+  } else {
+    st.BindNull(10);
+  }
+  st.Bind(11, r.epoch)
+      .Bind(12, r.lease_recoveries)
+      .Bind(13, r.lock_waits)
+      .Bind(14, ToNs(r.previous_delay))
+      .Bind(15, r.checkpoint);
+  if (r.last_failure) {
+    st.Bind(16, FailureClassName(r.last_failure->failure_class))
+        .Bind(17, r.last_failure->code)
+        .Bind(18, r.last_failure->message);
+  } else {
+    st.BindNull(16).BindNull(17).BindNull(18);
+  }
+  st.Bind(19, r.reason).Bind(20, r.result).BindOrNull(21, r.lease_token);
+  if (r.lease_token.empty()) {
+    st.BindNull(22);
+  } else {
+    st.Bind(22, ToNs(r.lease_expires_at));
+  }
+  if (r.status == JobStatus::kDeadLettered && r.finished_at) {
+    st.Bind(23, ToNs(*r.finished_at));
+  } else {
+    st.BindNull(23);
+  }
+  st.Bind(24, AuditJson(r.audit));
+}
+
+class SqliteQueueBackend final : public StoreBackend {
  public:
-  explicit SqliteQueueBackend(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+  explicit SqliteQueueBackend(std::shared_ptr<Core> core)
+      : StoreBackend(core->clock()), core_(std::move(core)) {}
 
   std::string_view Name() const override { return "sqlite"; }
 
-  Result<EnqueueResult> Enqueue(const Envelope& env, const EnqueueOptions& options) override {
-    return Catching<EnqueueResult>("Enqueue", [&]() -> Result<EnqueueResult> {
-      std::vector<EnqueueResult> results;
-      JOBPACT_SQLITE_RETURN_IF_ERROR(core_->Write("Enqueue", [&](Connection& conn) -> Status {
-        JOBPACT_ASSIGN_OR_RETURN(results, core_->EnqueueOn(conn, {&env}, options));
-        return Status::Ok();
-      }));
-      return std::move(results.front());
-    });
+  // Inserts prepared jobs through `conn` (inside a write transaction).
+  static Result<std::vector<EnqueueResult>> InsertOn(Connection& conn,
+                                                     std::vector<JobChange>& jobs,
+                                                     const EnqueueOptions& options,
+                                                     TimePoint now);
+
+ protected:
+  Result<std::vector<EnqueueResult>> InsertJobs(std::vector<JobChange>& jobs,
+                                                const EnqueueOptions& options,
+                                                TimePoint now) override {
+    std::vector<EnqueueResult> results;
+    JOBPACT_SQLITE_RETURN_IF_ERROR(core_->Write("Enqueue", [&](Connection& conn) -> Status {
+      JOBPACT_ASSIGN_OR_RETURN(results, InsertOn(conn, jobs, options, now));
+      return Status::Ok();
+    }));
+    return results;
   }
 
-  Result<std::vector<EnqueueResult>> EnqueueBatch(const std::vector<Envelope>& envs,
-                                                  const EnqueueOptions& options) override {
-    using Out = std::vector<EnqueueResult>;
-    return Catching<Out>("EnqueueBatch", [&]() -> Result<Out> {
-      std::vector<const Envelope*> ptrs;
-      ptrs.reserve(envs.size());
-      for (const Envelope& e : envs) ptrs.push_back(&e);
-      Out results;
-      if (envs.empty()) return results;
-      JOBPACT_SQLITE_RETURN_IF_ERROR(core_->Write("EnqueueBatch", [&](Connection& conn) -> Status {
-        JOBPACT_ASSIGN_OR_RETURN(results, core_->EnqueueOn(conn, ptrs, options));
-        return Status::Ok();
-      }));
-      return results;
-    });
-  }
-
-  Result<std::string> DeadLetterInvalid(std::string_view raw,
-                                        const std::vector<FieldError>& problems) override {
-    return Catching<std::string>("DeadLetterInvalid", [&]() -> Result<std::string> {
-      return DeadLetterInvalidImpl(raw, problems);
-    });
-  }
-
-  Result<std::vector<Delivery>> Dequeue(const DequeueRequest& request) override {
-    using Out = std::vector<Delivery>;
-    return Catching<Out>("Dequeue", [&]() -> Result<Out> { return DequeueImpl(request); });
-  }
-
-  Result<Lease> Renew(const Lease& lease, Duration extension,
-                      std::string_view checkpoint) override {
-    return Catching<Lease>(
-        "Renew", [&]() -> Result<Lease> { return RenewImpl(lease, extension, checkpoint); });
-  }
-
-  Status Complete(const Delivery& delivery, const Completion& completion) override {
-    return CatchingStatus("Complete", [&] { return CompleteImpl(delivery.lease, completion); });
-  }
-
-  Result<std::vector<LeaseRecovery>> RecoverExpiredLeases(int max_recoveries) override {
-    using Out = std::vector<LeaseRecovery>;
-    return Catching<Out>("RecoverExpiredLeases",
-                         [&]() -> Result<Out> { return RecoverImpl(max_recoveries); });
-  }
-
-  Result<JobRecord> Get(std::string_view job_id) override {
-    return Catching<JobRecord>("Get", [&]() -> Result<JobRecord> {
-      std::optional<JobRecord> rec;
-      JOBPACT_SQLITE_RETURN_IF_ERROR(core_->Read("Get", false, [&](Connection& conn) -> Status {
-        static const std::string sql =
-            std::string("SELECT ") + kJobColumns + " FROM jobpact_jobs WHERE job_id = ?1";
-        JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.Prepare(sql.c_str()));
-        Stmt st(raw);
-        st.Bind(1, job_id);
-        int rc = st.Step();
-        if (rc == SQLITE_DONE) return Status::Ok();
-        if (rc != SQLITE_ROW) return conn.Error(rc, "Get");
-        JOBPACT_ASSIGN_OR_RETURN(rec, ReadJobRow(st));
-        return Status::Ok();
-      }));
-      if (!rec) return Status::NotFound("job " + std::string(job_id) + " not found");
-      return std::move(*rec);
-    });
-  }
-
-  Result<std::optional<std::string>> FindDuplicate(std::string_view dedup_key,
-                                                   std::string_view self_job_id,
-                                                   TimePoint since) override {
-    using Out = std::optional<std::string>;
-    return Catching<Out>("FindDuplicate", [&]() -> Result<Out> {
-      Out found;
-      if (dedup_key.empty()) return found;
-      JOBPACT_SQLITE_RETURN_IF_ERROR(
-          core_->Read("FindDuplicate", false, [&](Connection& conn) -> Status {
-            JOBPACT_ASSIGN_OR_RETURN(
-                sqlite3_stmt * raw,
-                conn.Prepare("SELECT job_id FROM jobpact_jobs WHERE dedup_key = ?1 AND "
-                             "job_id != ?2 AND (status = 'running' OR (status = 'succeeded' "
-                             "AND finished_at_ns >= ?3)) ORDER BY enqueued_at_ns, job_id "
-                             "LIMIT 1"));
-            Stmt st(raw);
-            st.Bind(1, dedup_key).Bind(2, self_job_id).Bind(3, ToNs(since));
-            int rc = st.Step();
-            if (rc == SQLITE_ROW) {
-              found = st.Text(0);
-              return Status::Ok();
-            }
-            if (rc != SQLITE_DONE) return conn.Error(rc, "FindDuplicate");
-            return Status::Ok();
-          }));
-      return found;
-    });
-  }
-
-  Result<std::vector<DlqEntry>> ListDeadLetters(const DlqFilter& filter) override {
-    using Out = std::vector<DlqEntry>;
-    return Catching<Out>("ListDeadLetters", [&]() -> Result<Out> {
-      Out out;
-      std::string sql = std::string("SELECT ") + kJobColumns +
-                        " FROM jobpact_jobs WHERE status = 'dead_lettered'";
-      if (filter.job_type) sql += " AND job_type = ?1";
-      if (filter.reason) sql += " AND reason = ?2";
-      if (filter.failure_class) sql += " AND failure_class = ?3";
-      if (filter.dead_lettered_after) sql += " AND dead_lettered_at_ns >= ?4";
-      if (filter.dead_lettered_before) sql += " AND dead_lettered_at_ns < ?5";
-      sql += " ORDER BY dead_lettered_at_ns, job_id LIMIT ?6";
-      JOBPACT_SQLITE_RETURN_IF_ERROR(
-          core_->Read("ListDeadLetters", false, [&](Connection& conn) -> Status {
-            JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.PrepareDynamic(sql));
-            Stmt st(raw);
-            if (filter.job_type) st.Bind(1, *filter.job_type);
-            if (filter.reason) st.Bind(2, *filter.reason);
-            if (filter.failure_class) st.Bind(3, FailureClassName(*filter.failure_class));
-            if (filter.dead_lettered_after) st.Bind(4, ToNs(*filter.dead_lettered_after));
-            if (filter.dead_lettered_before) st.Bind(5, ToNs(*filter.dead_lettered_before));
-            st.Bind(6, static_cast<std::int64_t>(std::min<std::size_t>(
-                           filter.limit, static_cast<std::size_t>(INT64_MAX))));
-            while (true) {
-              int rc = st.Step();
-              if (rc == SQLITE_DONE) break;
-              if (rc != SQLITE_ROW) return conn.Error(rc, "ListDeadLetters");
-              JOBPACT_ASSIGN_OR_RETURN(DlqEntry e, ReadDlqRow(st));
-              out.push_back(std::move(e));
-            }
-            return Status::Ok();
-          }));
-      return out;
-    });
-  }
-
-  Result<DlqEntry> GetDeadLetter(std::string_view job_id) override {
-    return Catching<DlqEntry>("GetDeadLetter", [&]() -> Result<DlqEntry> {
-      std::optional<DlqEntry> entry;
-      JOBPACT_SQLITE_RETURN_IF_ERROR(
-          core_->Read("GetDeadLetter", false, [&](Connection& conn) -> Status {
-            static const std::string sql =
-                std::string("SELECT ") + kJobColumns +
-                " FROM jobpact_jobs WHERE job_id = ?1 AND status = 'dead_lettered'";
-            JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.Prepare(sql.c_str()));
-            Stmt st(raw);
-            st.Bind(1, job_id);
-            int rc = st.Step();
-            if (rc == SQLITE_DONE) return Status::Ok();
-            if (rc != SQLITE_ROW) return conn.Error(rc, "GetDeadLetter");
-            JOBPACT_ASSIGN_OR_RETURN(entry, ReadDlqRow(st));
-            return Status::Ok();
-          }));
-      if (!entry) {
-        return Status::NotFound("job " + std::string(job_id) + " is not in the dead-letter queue");
-      }
-      return std::move(*entry);
-    });
-  }
-
-  Status Replay(std::string_view job_id, const DlqAction& action) override {
-    return CatchingStatus("Replay", [&] { return DlqActionImpl(job_id, action, true); });
-  }
-
-  Status Discard(std::string_view job_id, const DlqAction& action) override {
-    return CatchingStatus("Discard", [&] { return DlqActionImpl(job_id, action, false); });
-  }
-
-  Result<int> PurgeDeadLetters(TimePoint older_than) override {
-    return Catching<int>("PurgeDeadLetters", [&]() -> Result<int> {
-      return PurgeInChunks("PurgeDeadLetters",
-                           "DELETE FROM jobpact_jobs WHERE rowid IN (SELECT rowid FROM "
-                           "jobpact_jobs WHERE status = 'dead_lettered' AND "
-                           "dead_lettered_at_ns < ?1 LIMIT 1000)",
-                           older_than);
-    });
-  }
-
-  Result<int> PurgeFinished(TimePoint older_than) override {
-    return Catching<int>("PurgeFinished", [&]() -> Result<int> {
-      return PurgeInChunks(
-          "PurgeFinished",
-          "DELETE FROM jobpact_jobs WHERE rowid IN (SELECT rowid FROM jobpact_jobs WHERE "
-          "status IN ('succeeded', 'failed', 'discarded') AND finished_at_ns < ?1 LIMIT 1000)",
-          older_than);
-    });
-  }
-
-  Result<QueueStats> Stats() override {
-    return Catching<QueueStats>("Stats", [&]() -> Result<QueueStats> { return StatsImpl(); });
-  }
+  std::vector<Status> WriteJobs(std::vector<JobWrite>& writes) override;
+  Result<std::vector<Delivery>> LeaseJobs(const DequeueRequest& request, TimePoint now) override;
+  Result<Lease> RenewLease(const Lease& lease, TimePoint expires_at, std::string_view checkpoint,
+                           TimePoint now) override;
+  Result<std::vector<JobChange>> RecoverJobs(int max_recoveries, TimePoint now) override;
+  Result<std::optional<JobRecord>> LoadJob(std::string_view job_id) override;
+  Result<std::vector<JobRecord>> QueryJobs(const JobQuery& query) override;
+  Result<std::optional<std::string>> FindDuplicateJob(std::string_view dedup_key,
+                                                      std::string_view self_job_id,
+                                                      TimePoint since) override;
+  Result<int> DeleteJobs(JobPlacement placement, TimePoint older_than) override;
+  Result<QueueStats> ReadStats(TimePoint now) override;
 
  private:
-  Result<std::string> DeadLetterInvalidImpl(std::string_view raw,
-                                            const std::vector<FieldError>& problems);
-  Result<std::vector<Delivery>> DequeueImpl(const DequeueRequest& request);
-  Result<Lease> RenewImpl(const Lease& lease, Duration extension, std::string_view checkpoint);
-  Status CompleteImpl(const Lease& lease, const Completion& completion);
-  Result<std::vector<LeaseRecovery>> RecoverImpl(int max_recoveries);
-  Status DlqActionImpl(std::string_view job_id, const DlqAction& action, bool replay);
+  // Writes `c` over its row if the row matches c.expect (and appends its
+  // history entry, naming `worker` in it if given). kAborted or kNotFound
+  // when it does not.
+  Status UpdateRow(Connection& conn, const JobChange& c, std::string_view worker = {});
+  // Marks the delivery's idempotency claim completed in the completion's
+  // transaction (see WriteJobs); kAborted if another owner holds or
+  // completed the key (this delivery lost its claim).
+  Status CompleteClaimOn(Connection& conn, const JobChange& c, std::int64_t now_ns);
+  // Why a conditional write matched no row: kNotFound or kAborted.
+  Status StaleError(Connection& conn, const JobChange& c, std::string_view what);
+  // The record of a row, or -- for a row that no longer decodes -- the row
+  // quarantined (engine::Quarantine) in its place, with `quarantined` set.
+  // In a write transaction only (the quarantine is a write).
+  template <typename Row>
+  Result<JobRecord> DecodeOrQuarantine(Connection& conn, const Row& row, TimePoint now,
+                                       bool with_history, bool* quarantined);
+  Status WriteQuarantine(Connection& conn, const JobChange& q);
+  // Runs `sql` (a DELETE of at most 1000 rows, ?1 = the cutoff) until it
+  // deletes fewer, each chunk its own transaction.
   Result<int> PurgeInChunks(std::string_view what, const char* sql, TimePoint older_than);
-  Result<QueueStats> StatsImpl();
-
-  // Why a fenced write matched no row: kNotFound or kAborted.
-  // With `check_live`, OK when the lease is in fact live.
-  Status StaleLeaseError(Connection& conn, const Lease& lease, std::string_view what,
-                         bool check_live = false);
 
   const std::shared_ptr<Core> core_;
 };
 
-Status SqliteQueueBackend::StaleLeaseError(Connection& conn, const Lease& lease,
-                                           std::string_view what, bool check_live) {
+Status SqliteQueueBackend::StaleError(Connection& conn, const JobChange& c,
+                                      std::string_view what) {
+  const std::string& id = c.record.envelope.job_id;
   JOBPACT_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
       conn.Prepare("SELECT status, epoch, lease_token FROM jobpact_jobs WHERE job_id = ?1"));
   Stmt st(raw);
-  st.Bind(1, lease.job_id);
+  st.Bind(1, id);
   int rc = st.Step();
-  if (rc == SQLITE_DONE) return Status::NotFound("job " + lease.job_id + " not found");
+  if (rc == SQLITE_DONE) return Status::NotFound(std::string(what) + ": no job " + id);
   if (rc != SQLITE_ROW) return conn.Error(rc, what);
-  if (check_live && st.Text(0) == "running" && st.Int(1) == lease.epoch &&
-      st.Text(2) == lease.token) {
-    return Status::Ok();
-  }
-  return Status::Aborted(std::string(what) + ": stale lease on job " + lease.job_id +
-                         " (lease epoch " + std::to_string(lease.epoch) + ", job epoch " +
+  return Status::Aborted(std::string(what) + ": stale lease on job " + id + " (lease epoch " +
+                         std::to_string(c.expect.epoch) + ", job epoch " +
                          std::to_string(st.Int(1)) + ", status " + st.Text(0) +
                          "): the job was taken over or finished");
 }
 
-Result<std::string> SqliteQueueBackend::DeadLetterInvalidImpl(
-    std::string_view raw, const std::vector<FieldError>& problems) {
-  std::string id;
-  std::string job_type;
-  std::string trace_id;
-  // Not in any queue: an invalid envelope can never run.
-  const std::string queue;
+Status SqliteQueueBackend::UpdateRow(Connection& conn, const JobChange& c,
+                                     std::string_view worker) {
+  // Every change of a stored job adds one history entry at most (the
+  // engine's); more would be dropped here.
+  if (c.append.size() > 1) {
+    return Status::Internal("write job: more than one history entry in one change");
+  }
+  static const std::string with_entry =
+      std::string("UPDATE jobpact_jobs SET ") + kUpdateSet +
+      ", history = json_insert(CASE WHEN json_array_length(history) >= " +
+      std::to_string(kMaxHistory) +
+      " THEN json_remove(history, '$[0]') ELSE history END, '$[#]', json(?25)) "
+      "WHERE job_id = ?1 AND status = ?2 AND epoch = ?3 AND coalesce(lease_token, '') = ?4";
+  static const std::string without_entry =
+      std::string("UPDATE jobpact_jobs SET ") + kUpdateSet +
+      " WHERE job_id = ?1 AND status = ?2 AND epoch = ?3 AND coalesce(lease_token, '') = ?4";
+  JOBPACT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      conn.Prepare(c.append.empty() ? without_entry.c_str() : with_entry.c_str()));
   {
-    nlohmann::json j = nlohmann::json::parse(raw, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object()) {
-      auto str = [&](const char* key) -> std::string {
-        auto it = j.find(key);
-        return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-      };
-      id = str("job_id");
-      job_type = str("job_type");
-      trace_id = str("trace_id");
-    }
+    Stmt st(raw);
+    st.Bind(1, c.record.envelope.job_id)
+        .Bind(2, JobStatusName(c.expect.status))
+        .Bind(3, c.expect.epoch)
+        .Bind(4, c.expect.lease_token);
+    BindRecord(st, c.record);
+    if (!c.append.empty()) st.Bind(25, HistoryEntryJson(c.append.back(), worker));
+    JOBPACT_RETURN_IF_ERROR(StepDone(conn, st, "write job"));
   }
-  if (!IsSafeName(id)) id.clear();
-  if (job_type.size() > 255) job_type.resize(255);
-  if (trace_id.size() > 255) trace_id.resize(255);
-  std::string message = "invalid envelope:";
-  for (const FieldError& p : problems) {
-    message += ' ';
-    message += p.field;
-    message += ": ";
-    message += p.message;
-    message += ';';
-  }
-  if (problems.empty()) message += " (no problems given)";
-  std::string stored_id;
-  JOBPACT_SQLITE_RETURN_IF_ERROR(core_->Write("DeadLetterInvalid", [&](Connection& conn) -> Status {
-    const TimePoint now = core_->Now();
-    stored_id = id;
-    if (!stored_id.empty()) {
-      // A readable id that is already taken (e.g. a bad resend of a stored
-      // job) must not drop the input: it gets a fresh id instead.
-      JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw_st,
-                               conn.Prepare("SELECT 1 FROM jobpact_jobs WHERE job_id = ?1"));
-      Stmt st(raw_st);
-      st.Bind(1, stored_id);
-      int rc = st.Step();
-      if (rc == SQLITE_ROW)
-        stored_id.clear();
-      else if (rc != SQLITE_DONE)
-        return conn.Error(rc, "DeadLetterInvalid");
-    }
-    if (stored_id.empty()) stored_id = NewJobId(now);
-    Envelope env;
-    env.job_id = stored_id;
-    env.job_type = job_type;
-    env.trace_id = trace_id;
-    env.created_at = now;
-    const std::int64_t now_ns = ToNs(now);
-    JOBPACT_ASSIGN_OR_RETURN(
-        sqlite3_stmt * raw_ins,
-        conn.Prepare(
-            "INSERT INTO jobpact_jobs (job_id, job_type, queue, priority, status, attempt, "
-            "max_attempts, ready_at_ns, enqueued_at_ns, updated_at_ns, finished_at_ns, "
-            "visibility_timeout_ns, failure_class, failure_code, failure_message, reason, "
-            "envelope, history, dead_lettered_at_ns, raw_envelope) VALUES (?1, ?2, ?3, 0, "
-            "'dead_lettered', 0, ?4, ?5, ?5, ?5, ?5, 0, 'permanent', 'invalid_envelope', ?6, "
-            "'invalid_envelope', ?7, json_array(json_object('from', 'dead_lettered', "
-            "'to', 'dead_lettered', 'at_ns', ?5, 'reason', 'invalid_envelope')), ?5, ?8)"));
-    Stmt ins(raw_ins);
-    ins.Bind(1, stored_id)
-        .Bind(2, job_type)
-        .Bind(3, queue)
-        .Bind(4, env.max_attempts)
-        .Bind(5, now_ns)
-        .Bind(6, message)
-        .Bind(7, SerializeEnvelope(env))
-        .Bind(8, raw);
-    return StepDone(conn, ins, "DeadLetterInvalid");
-  }));
-  return stored_id;
+  if (sqlite3_changes(conn.db()) == 0) return StaleError(conn, c, "write job");
+  return Status::Ok();
 }
 
-Result<std::vector<Delivery>> SqliteQueueBackend::DequeueImpl(const DequeueRequest& request) {
-  if (request.max_jobs < 1) {
-    return Status::InvalidArgument("Dequeue: max_jobs must be >= 1, got " +
-                                   std::to_string(request.max_jobs));
+Status SqliteQueueBackend::WriteQuarantine(Connection& conn, const JobChange& q) {
+  JOBPACT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      conn.Prepare(std::string(std::string("UPDATE jobpact_jobs SET ") + kUpdateSet +
+                               ", queue = '', raw_envelope = ?25, history = ?26 WHERE job_id = ?1")
+                       .c_str()));
+  Stmt st(raw);
+  st.Bind(1, q.record.envelope.job_id);
+  BindRecord(st, q.record);
+  st.Bind(25, *q.record.raw_input).Bind(26, HistoryJson(q.append));
+  return StepDone(conn, st, "quarantine");
+}
+
+template <typename Row>
+Result<JobRecord> SqliteQueueBackend::DecodeOrQuarantine(Connection& conn, const Row& row,
+                                                         TimePoint now, bool with_history,
+                                                         bool* quarantined) {
+  *quarantined = false;
+  Result<JobRecord> rec = ReadJobRow(row, with_history);
+  if (rec.ok()) return rec;
+  // A record nobody can read must not block the others: it leaves the state
+  // machine as a DLQ entry with the whole row kept (SPEC 1: never dropped).
+  JobChange q = engine::Quarantine(row.Text(kColJobId), RawRow(row), rec.status().message(), now);
+  JOBPACT_RETURN_IF_ERROR(WriteQuarantine(conn, q));
+  *quarantined = true;
+  q.record.history = q.append;
+  return std::move(q.record);
+}
+
+Result<std::vector<EnqueueResult>> SqliteQueueBackend::InsertOn(Connection& conn,
+                                                                std::vector<JobChange>& jobs,
+                                                                const EnqueueOptions& options,
+                                                                TimePoint now) {
+  std::vector<EnqueueResult> results;
+  results.reserve(jobs.size());
+  const std::int64_t now_ns = ToNs(now);
+  // A dedup match is now - enqueued_at < window, so a zero window disables
+  // dedup (the in-memory reference's rule).
+  const bool dedup = options.dedup_window > Duration::zero();
+  const std::int64_t window_start_ns = now_ns - ToNs(options.dedup_window);
+  if (jobs.size() > 1) {
+    // A batch is refused whole when any id is taken, even by a job that
+    // would otherwise be a dedup duplicate (checked before any dedup).
+    JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                             conn.Prepare("SELECT 1 FROM jobpact_jobs WHERE job_id = ?1"));
+    for (const JobChange& c : jobs) {
+      Stmt st(raw);
+      st.Bind(1, c.record.envelope.job_id);
+      int rc = st.Step();
+      if (rc == SQLITE_ROW) {
+        return Status::AlreadyExists("EnqueueBatch: job id " + c.record.envelope.job_id +
+                                     " already exists");
+      }
+      if (rc != SQLITE_DONE) return conn.Error(rc, "EnqueueBatch");
+    }
   }
+  for (const JobChange& c : jobs) {
+    const JobRecord& r = c.record;
+    const Envelope& env = r.envelope;
+    if (dedup && !env.dedup_key.empty()) {
+      // The most recent live job with this key within the window.
+      JOBPACT_ASSIGN_OR_RETURN(
+          sqlite3_stmt * raw,
+          conn.Prepare("SELECT job_id, status FROM jobpact_jobs WHERE dedup_key = ?1 AND "
+                       "enqueued_at_ns > ?2 AND status NOT IN ('discarded', 'failed', "
+                       "'dead_lettered') ORDER BY enqueued_at_ns DESC, job_id DESC LIMIT 1"));
+      Stmt st(raw);
+      st.Bind(1, env.dedup_key).Bind(2, window_start_ns);
+      int rc = st.Step();
+      if (rc == SQLITE_ROW) {
+        EnqueueResult dup;
+        dup.job_id = st.Text(0);
+        dup.duplicate = true;
+        JOBPACT_ASSIGN_OR_RETURN(dup.status, ParseJobStatus(st.Text(1)));
+        results.push_back(std::move(dup));
+        continue;
+      }
+      if (rc != SQLITE_DONE) return conn.Error(rc, "Enqueue");
+    }
+    JOBPACT_ASSIGN_OR_RETURN(
+        sqlite3_stmt * raw,
+        conn.Prepare(
+            "INSERT INTO jobpact_jobs (job_id, job_type, queue, priority, visibility_timeout_ns, "
+            "dedup_key, envelope, raw_envelope, history, status, attempt, max_attempts, "
+            "ready_at_ns, updated_at_ns, finished_at_ns, epoch, lease_recoveries, lock_waits, "
+            "previous_delay_ns, checkpoint, failure_class, failure_code, failure_message, "
+            "reason, result, lease_token, lease_expires_at_ns, dead_lettered_at_ns, audit, "
+            "enqueued_at_ns) VALUES (?1, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?5, ?6, ?7, "
+            "?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, "
+            "?24, ?34)"));
+    Stmt st(raw);
+    st.Bind(1, env.job_id);
+    BindRecord(st, r);
+    // Quarantined input keeps no envelope of its own beyond what could be
+    // read of it (job_id, job_type, trace_id).
+    st.Bind(26, env.job_type)
+        .Bind(27, env.queue)
+        .Bind(28, env.priority)
+        .Bind(29, ToNs(env.visibility_timeout))
+        .BindOrNull(30, env.dedup_key)
+        .Bind(31, SerializeEnvelope(env))
+        .Bind(33, HistoryJson(c.append))
+        .Bind(34, ToNs(r.enqueued_at));
+    if (r.raw_input) {
+      st.Bind(32, *r.raw_input);
+    } else {
+      st.BindNull(32);
+    }
+    int rc = st.Step();
+    if ((rc & 0xff) == SQLITE_CONSTRAINT) {
+      return Status::AlreadyExists("Enqueue: job id " + env.job_id + " already exists");
+    }
+    if (rc != SQLITE_DONE) return conn.Error(rc, "Enqueue");
+    results.push_back(EnqueueResult{env.job_id, false, r.status});
+  }
+  return results;
+}
+
+std::vector<Status> SqliteQueueBackend::WriteJobs(std::vector<JobWrite>& writes) {
+  std::vector<Status> out(writes.size());
+  Status batch = core_->Write("Complete", [&](Connection& conn) -> Status {
+    // The transaction may be retried (a busy file): start each try afresh.
+    std::fill(out.begin(), out.end(), Status::Ok());
+    const std::int64_t now_ns = ToNs(core_->Now());
+    for (std::size_t i = 0; i < writes.size(); ++i) {
+      const JobWrite& w = writes[i];
+      const JobChange& c = w.change;
+      // Each write commits or rolls back alone (a stale lease or a failed
+      // effect), inside the one transaction of the batch.
+      JOBPACT_RETURN_IF_ERROR(conn.Exec("SAVEPOINT jobpact_write", "Complete"));
+      Status s = UpdateRow(conn, c);
+      if (s.ok() && w.effect != nullptr) {
+        // Inside the completion transaction, after the fence: the effect
+        // commits iff this delivery's completion does.
+        Status effect = ::jobpact::internal::Guarded("transactional_effect", [&] {
+          return (*w.effect)(static_cast<void*>(conn.db()));
+        });
+        if (!effect.ok()) {
+          s = Status(effect.code(), "Complete: the transactional effect failed, the completion of job " +
+                                        c.record.envelope.job_id +
+                                        " was rolled back: " + effect.message());
+        } else if (c.record.status == JobStatus::kSucceeded &&
+                   !c.record.envelope.idempotency_key.empty()) {
+          s = CompleteClaimOn(conn, c, now_ns);
+        }
+      }
+      if (sqlite3_get_autocommit(conn.db()) != 0) {
+        // SQLite rolled the whole transaction back (a full disk, an I/O
+        // error): nothing of the batch is written.
+        return s.ok() ? Status::Internal("Complete: the transaction was rolled back") : s;
+      }
+      if (s.ok()) {
+        JOBPACT_RETURN_IF_ERROR(conn.Exec("RELEASE jobpact_write", "Complete"));
+      } else {
+        JOBPACT_RETURN_IF_ERROR(conn.Exec("ROLLBACK TO jobpact_write; RELEASE jobpact_write", "Complete"));
+        const StatusCode code = s.code();
+        // The store's own failures fail the batch; a refused write fails
+        // alone.
+        if (code == StatusCode::kUnavailable || code == StatusCode::kResourceExhausted) {
+          return s;
+        }
+      }
+      out[i] = std::move(s);
+    }
+    return Status::Ok();
+  });
+  if (!batch.ok()) std::fill(out.begin(), out.end(), batch);
+  return out;
+}
+
+Status SqliteQueueBackend::CompleteClaimOn(Connection& conn, const JobChange& c,
+                                           std::int64_t now_ns) {
+  // Same-store exactly-once also for the idempotency record: the claim this
+  // delivery holds (the runner's claim owner is the lease token) is marked
+  // completed in the same transaction as the effect, so no crash can
+  // separate "effect committed" from "key recorded". A key claimed or
+  // completed by another owner means this delivery lost its claim: the
+  // effect must not commit a second time for the key.
+  const std::string& key = c.record.envelope.idempotency_key;
+  const std::string& owner = c.expect.lease_token;
+  {
+    JOBPACT_ASSIGN_OR_RETURN(
+        sqlite3_stmt * raw,
+        conn.Prepare("UPDATE jobpact_idempotency SET state = 'completed', result = ?3, "
+                     "expires_at_ns = ?4 WHERE key = ?1 AND owner = ?2 AND state = "
+                     "'in_progress'"));
+    Stmt st(raw);
+    st.Bind(1, key).Bind(2, owner).Bind(3, c.record.result).Bind(
+        4, now_ns + ToNs(core_->options().idempotency_retention));
+    JOBPACT_RETURN_IF_ERROR(StepDone(conn, st, "Complete"));
+    if (sqlite3_changes(conn.db()) > 0) return Status::Ok();
+  }
+  JOBPACT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      conn.Prepare("SELECT owner, state FROM jobpact_idempotency WHERE key = ?1 AND owner != ?2"));
+  Stmt st(raw);
+  st.Bind(1, key).Bind(2, owner);
+  const int rc = st.Step();
+  if (rc == SQLITE_ROW) {
+    return Status::Aborted("Complete: the idempotency claim on key '" + key +
+                           "' is no longer held by this delivery (" + st.Text(1) + " by " +
+                           st.Text(0) + "): the completion of job " + c.record.envelope.job_id +
+                           " and its transactional effect were rolled back");
+  }
+  if (rc != SQLITE_DONE) return conn.Error(rc, "Complete");
+  return Status::Ok();
+}
+
+Result<std::vector<Delivery>> SqliteQueueBackend::LeaseJobs(const DequeueRequest& request,
+                                                            TimePoint now) {
   std::vector<Delivery> out;
   // The queue filter is a JSON array, so one cached statement serves every
   // list of queues.
   std::string queues_json;
   if (!request.queues.empty()) queues_json = nlohmann::json(request.queues).dump();
-  std::vector<CopiedRow> rows;
   JOBPACT_SQLITE_RETURN_IF_ERROR(core_->Write("Dequeue", [&](Connection& conn) -> Status {
-    rows.clear();
-    const std::int64_t now_ns = ToNs(core_->Now());
-    // One statement leases the whole batch. The subquery's ORDER BY matches
-    // the partial index jobpact_jobs_ready, so SQLite walks it in order and
-    // stops after max_jobs ready rows; its result is materialized before the
-    // UPDATE changes those rows. Lease tokens are "<worker>:<epoch>:<nonce>":
-    // unique per delivery, since a job's epoch grows with every delivery.
-    // The delivery's history entry also names the worker (not part of
-    // Transition; visible in the stored JSON), so that an operator can tell
-    // which process held a job whose lease expired.
-    static const std::string head =
-        "UPDATE jobpact_jobs SET " +
-        AppendHistorySql("'running'", "?1", "'delivered'", ", 'worker', ?4") +
-        ", status = 'running', epoch = epoch + 1, attempt = attempt + 1, "
-        "lease_token = ?4 || ':' || (epoch + 1) || ':' || ?5, "
-        "lease_expires_at_ns = ?1 + visibility_timeout_ns, updated_at_ns = ?1 "
-        "WHERE job_id IN (SELECT job_id FROM jobpact_jobs WHERE status IN ('queued', "
-        "'retry_scheduled') AND ready_at_ns <= ?1 ";
-    static const std::string tail =
-        std::string("ORDER BY priority DESC, ready_at_ns, job_id LIMIT ?2) RETURNING ") +
-        kJobColumns;
+    out.clear();  // The write may be retried.
+    const std::int64_t now_ns = ToNs(now);
+    // The candidates in dequeue order; the ORDER BY matches the partial
+    // index jobpact_jobs_ready, so SQLite walks it in order and stops after
+    // the limit. A quarantined row takes no slot: ask again for what is
+    // missing.
+    static const std::string head = std::string("SELECT ") + kJobColumns +
+                                    " FROM jobpact_jobs WHERE status IN ('queued', "
+                                    "'retry_scheduled') AND ready_at_ns <= ?1 ";
+    static const std::string tail = "ORDER BY priority DESC, ready_at_ns, job_id LIMIT ?2";
     static const std::string any_queue = head + tail;
     static const std::string some_queues =
         head + "AND queue IN (SELECT value FROM json_each(?3)) " + tail;
-    JOBPACT_ASSIGN_OR_RETURN(
-        sqlite3_stmt * raw,
-        conn.Prepare(queues_json.empty() ? any_queue.c_str() : some_queues.c_str()));
-    Stmt st(raw);
-    st.Bind(1, now_ns)
-        .Bind(2, request.max_jobs)
-        .Bind(4, request.worker_id)
-        .Bind(5, core_->NewNonce());
-    if (!queues_json.empty()) st.Bind(3, queues_json);
-    while (true) {
-      int rc = st.Step();
-      if (rc == SQLITE_DONE) break;
-      if (rc != SQLITE_ROW) return conn.Error(rc, "Dequeue");
-      rows.emplace_back(st);
+    for (int round = 0; round < 8 && static_cast<int>(out.size()) < request.max_jobs; ++round) {
+      std::vector<CopiedRow> rows;
+      {
+        JOBPACT_ASSIGN_OR_RETURN(
+            sqlite3_stmt * raw,
+            conn.Prepare(queues_json.empty() ? any_queue.c_str() : some_queues.c_str()));
+        Stmt st(raw);
+        st.Bind(1, now_ns).Bind(2, request.max_jobs - static_cast<int>(out.size()));
+        if (!queues_json.empty()) st.Bind(3, queues_json);
+        while (true) {
+          int rc = st.Step();
+          if (rc == SQLITE_DONE) break;
+          if (rc != SQLITE_ROW) return conn.Error(rc, "Dequeue");
+          rows.emplace_back(st);
+        }
+      }
+      if (rows.empty()) break;
+      bool any_quarantined = false;
+      for (const CopiedRow& row : rows) {
+        bool quarantined = false;
+        JOBPACT_ASSIGN_OR_RETURN(
+            JobRecord rec, DecodeOrQuarantine(conn, row, now, /*with_history=*/false, &quarantined));
+        if (quarantined) {
+          any_quarantined = true;
+          continue;
+        }
+        // Lease tokens are "<worker>:<epoch>:<nonce>": unique per delivery,
+        // since a job's epoch grows with every delivery.
+        std::string token =
+            request.worker_id + ":" + std::to_string(rec.epoch + 1) + ":" + core_->NewNonce();
+        JOBPACT_ASSIGN_OR_RETURN(JobChange c, engine::Deliver(rec, std::move(token), now));
+        // The delivery's history entry also names the worker, so that an
+        // operator can tell which process held a job whose lease expired.
+        JOBPACT_RETURN_IF_ERROR(UpdateRow(conn, c, request.worker_id));
+        Delivery d;
+        d.lease = Lease{c.record.envelope.job_id, c.record.lease_token, c.record.epoch,
+                        c.record.lease_expires_at};
+        d.job = std::move(c.record);
+        d.job.history = std::move(c.append);
+        out.push_back(std::move(d));
+      }
+      if (!any_quarantined) break;
     }
     return Status::Ok();
   }));
-  // Parsed after the commit, outside the write lock: the next writer (a
-  // thread of this process or another process) need not wait for it. A row
-  // that does not parse is a damaged store; its lease is left to expire.
-  out.reserve(rows.size());
-  for (const CopiedRow& row : rows) {
-    Delivery d;
-    JOBPACT_ASSIGN_OR_RETURN(d.job, ReadJobRow(row));
-    d.lease.job_id = d.job.envelope.job_id;
-    d.lease.token = row.Text(kColLeaseToken);
-    d.lease.epoch = d.job.epoch;
-    d.lease.expires_at = TimeFromNs(row.Int(kColLeaseExpiresAt));
-    out.push_back(std::move(d));
-  }
-  // RETURNING gives no order: restore the dequeue order.
-  std::sort(out.begin(), out.end(), [](const Delivery& a, const Delivery& b) {
-    if (a.job.envelope.priority != b.job.envelope.priority) {
-      return a.job.envelope.priority > b.job.envelope.priority;
-    }
-    if (a.job.ready_at != b.job.ready_at) return a.job.ready_at < b.job.ready_at;
-    return a.lease.job_id < b.lease.job_id;
-  });
   return out;
 }
 
-Result<Lease> SqliteQueueBackend::RenewImpl(const Lease& lease, Duration extension,
-                                            std::string_view checkpoint) {
-  if (extension <= Duration::zero()) {
-    return Status::InvalidArgument("Renew: extension must be > 0");
-  }
+Result<Lease> SqliteQueueBackend::RenewLease(const Lease& lease, TimePoint expires_at,
+                                             std::string_view checkpoint, TimePoint now) {
   Lease renewed = lease;
   JOBPACT_SQLITE_RETURN_IF_ERROR(core_->Write("Renew", [&](Connection& conn) -> Status {
-    const std::int64_t now_ns = ToNs(core_->Now());
     JOBPACT_ASSIGN_OR_RETURN(
         sqlite3_stmt * raw,
         conn.Prepare("UPDATE jobpact_jobs SET lease_expires_at_ns = ?4, updated_at_ns = ?5, "
                      "checkpoint = coalesce(?6, checkpoint) WHERE job_id = ?1 AND status = "
                      "'running' AND epoch = ?2 AND lease_token = ?3"));
     Stmt st(raw);
-    const std::int64_t expires_ns = now_ns + ToNs(extension);
     st.Bind(1, lease.job_id)
         .Bind(2, lease.epoch)
         .Bind(3, lease.token)
-        .Bind(4, expires_ns)
-        .Bind(5, now_ns)
+        .Bind(4, ToNs(expires_at))
+        .Bind(5, ToNs(now))
         .BindOrNull(6, checkpoint);
     JOBPACT_RETURN_IF_ERROR(StepDone(conn, st, "Renew"));
-    if (sqlite3_changes(conn.db()) == 0) return StaleLeaseError(conn, lease, "Renew");
-    renewed.expires_at = TimeFromNs(expires_ns);
+    if (sqlite3_changes(conn.db()) == 0) {
+      JobChange probe;
+      probe.record.envelope.job_id = lease.job_id;
+      probe.expect.epoch = lease.epoch;
+      return StaleError(conn, probe, "Renew");
+    }
+    renewed.expires_at = expires_at;
     return Status::Ok();
   }));
   return renewed;
 }
 
-Status SqliteQueueBackend::CompleteImpl(const Lease& lease, const Completion& c) {
-  // The source status of a completion is always running. An illegal target
-  // is reported after the lease check (a stale lease says more), without
-  // writing anything.
-  const Status legal = CheckTransition(JobStatus::kRunning, c.to);
-  return core_->Write("Complete", [&](Connection& conn) -> Status {
-    if (!legal.ok()) {
-      Status stale = StaleLeaseError(conn, lease, "Complete", /*check_live=*/true);
-      return stale.ok() ? legal : stale;
-    }
-    const std::int64_t now_ns = ToNs(core_->Now());
-    static const std::string sql =
-        "UPDATE jobpact_jobs SET " + AppendHistorySql("?4", "?5", "?6") +
-        ", status = ?4, reason = ?6, updated_at_ns = ?5, lease_token = NULL, "
-        "lease_expires_at_ns = NULL, attempt = max(0, attempt - ?7), "
-        "ready_at_ns = coalesce(max(?8, enqueued_at_ns), ready_at_ns), "
-        "previous_delay_ns = coalesce(?9, previous_delay_ns), lock_waits = lock_waits + ?10, "
-        "failure_class = CASE WHEN ?11 IS NULL THEN failure_class ELSE ?11 END, "
-        "failure_code = CASE WHEN ?11 IS NULL THEN failure_code ELSE ?12 END, "
-        "failure_message = CASE WHEN ?11 IS NULL THEN failure_message ELSE ?13 END, "
-        "result = coalesce(?14, result), checkpoint = coalesce(?15, checkpoint), "
-        "finished_at_ns = coalesce(?16, finished_at_ns), "
-        "dead_lettered_at_ns = coalesce(?17, dead_lettered_at_ns) "
-        "WHERE job_id = ?1 AND status = 'running' AND epoch = ?2 AND lease_token = ?3";
-    JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.Prepare(sql.c_str()));
-    {
-      Stmt st(raw);
-      const bool requeue = c.to == JobStatus::kRetryScheduled || c.to == JobStatus::kQueued;
-      const bool final_or_dlq = IsFinal(c.to) || c.to == JobStatus::kDeadLettered;
-      st.Bind(1, lease.job_id)
-          .Bind(2, lease.epoch)
-          .Bind(3, lease.token)
-          .Bind(4, JobStatusName(c.to))
-          .Bind(5, now_ns)
-          .Bind(6, c.reason)
-          .Bind(7, c.spend_attempt ? 0 : 1);
-      if (requeue) st.Bind(8, c.ready_at ? ToNs(*c.ready_at) : now_ns);
-      if (c.to == JobStatus::kRetryScheduled) st.Bind(9, ToNs(c.delay));
-      st.Bind(10, c.lock_wait ? 1 : 0);
-      if (c.failure) {
-        st.Bind(11, FailureClassName(c.failure->failure_class))
-            .Bind(12, c.failure->code)
-            .Bind(13, c.failure->message);
-      }
-      if (c.to == JobStatus::kSucceeded) st.Bind(14, c.result);
-      st.BindOrNull(15, c.checkpoint);
-      if (final_or_dlq) st.Bind(16, now_ns);
-      if (c.to == JobStatus::kDeadLettered) st.Bind(17, now_ns);
-      JOBPACT_RETURN_IF_ERROR(StepDone(conn, st, "Complete"));
-    }
-    if (sqlite3_changes(conn.db()) == 0) return StaleLeaseError(conn, lease, "Complete");
-    if (c.transactional_effect) {
-      // Inside the completion transaction, after the fence: the effect
-      // commits iff this delivery's completion does.
-      Status effect = c.transactional_effect(static_cast<void*>(conn.db()));
-      if (!effect.ok()) {
-        return Status(effect.code(),
-                      "Complete: the transactional effect failed, the completion of job " +
-                          lease.job_id + " was rolled back: " + effect.message());
-      }
-      if (c.to == JobStatus::kSucceeded) {
-        // Same-store exactly-once also for the idempotency record: the claim
-        // this delivery holds on the job's idempotency key (the runner's
-        // claim owner is the lease token) is marked completed in the same
-        // transaction as the effect, so no crash can separate "effect
-        // committed" from "key recorded". A key claimed or completed by
-        // another owner means this delivery lost its claim: the effect must
-        // not commit a second time for the key, so everything rolls back.
-        static const std::string complete_claim =
-            "UPDATE jobpact_idempotency SET state = 'completed', result = ?3, expires_at_ns = ?4 "
-            "WHERE key = (SELECT json_extract(envelope, '$.idempotency_key') FROM jobpact_jobs "
-            "WHERE job_id = ?1) AND owner = ?2 AND state = 'in_progress'";
-        JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw_claim, conn.Prepare(complete_claim.c_str()));
-        Stmt st(raw_claim);
-        st.Bind(1, lease.job_id)
-            .Bind(2, lease.token)
-            .Bind(3, c.result)
-            .Bind(4, now_ns + ToNs(core_->options().idempotency_retention));
-        JOBPACT_RETURN_IF_ERROR(StepDone(conn, st, "Complete"));
-        if (sqlite3_changes(conn.db()) == 0) {
-          static const std::string other_owner =
-              "SELECT i.key, i.owner, i.state FROM jobpact_idempotency i WHERE i.key = (SELECT "
-              "json_extract(envelope, '$.idempotency_key') FROM jobpact_jobs WHERE job_id = ?1) "
-              "AND i.owner != ?2";
-          JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw_other, conn.Prepare(other_owner.c_str()));
-          Stmt other(raw_other);
-          other.Bind(1, lease.job_id).Bind(2, lease.token);
-          const int rc = other.Step();
-          if (rc == SQLITE_ROW) {
-            return Status::Aborted(
-                "Complete: the idempotency claim on key '" + other.Text(0) + "' is no longer " +
-                "held by this delivery (" + other.Text(2) + " by " + other.Text(1) +
-                "): the completion of job " + lease.job_id +
-                " and its transactional effect were rolled back");
-          }
-          if (rc != SQLITE_DONE) return conn.Error(rc, "Complete");
-        }
-      }
-    }
-    return Status::Ok();
-  });
-}
-
-Result<std::vector<LeaseRecovery>> SqliteQueueBackend::RecoverImpl(int max_recoveries) {
-  std::vector<LeaseRecovery> recovered;
+Result<std::vector<JobChange>> SqliteQueueBackend::RecoverJobs(int max_recoveries, TimePoint now) {
+  std::vector<JobChange> recovered;
   JOBPACT_SQLITE_RETURN_IF_ERROR(
       core_->Write("RecoverExpiredLeases", [&](Connection& conn) -> Status {
         recovered.clear();  // The write may be retried.
-        const std::int64_t now_ns = ToNs(core_->Now());
-        // The jobs about to move, read in the same write transaction as the
-        // updates below, for the per-job results (the runner's metrics and
-        // transition log lines).
+        // Uses the partial index on running leases.
         static const std::string select_expired =
             std::string("SELECT ") + kJobColumns +
             " FROM jobpact_jobs WHERE status = 'running' AND lease_expires_at_ns <= ?1 "
             "ORDER BY lease_expires_at_ns, job_id";
-        // Jobs whose next recovery would exceed the cap go to the DLQ first;
-        // the second statement then requeues the rest. Both use the partial
-        // index on running leases.
-        static const std::string to_dlq =
-            "UPDATE jobpact_jobs SET " +
-            AppendHistorySql("'dead_lettered'", "?1", "'lease_expired_repeatedly'") +
-            ", status = 'dead_lettered', reason = 'lease_expired_repeatedly', "
-            "lease_recoveries = lease_recoveries + 1, lease_token = NULL, lease_expires_at_ns = "
-            "NULL, updated_at_ns = ?1, finished_at_ns = ?1, dead_lettered_at_ns = ?1, "
-            "failure_class = 'unknown', failure_code = 'lease_expired_repeatedly', "
-            "failure_message = 'lease expired ' || (lease_recoveries + 1) || ' times "
-            "(max_recoveries ' "
-            "|| ?2 || '): the job keeps killing or hanging its worker' "
-            "WHERE status = 'running' AND lease_expires_at_ns <= ?1 AND lease_recoveries + 1 > ?2";
-        static const std::string to_queue =
-            "UPDATE jobpact_jobs SET " + AppendHistorySql("'queued'", "?1", "'lease_expired'") +
-            ", status = 'queued', reason = 'lease_expired', lease_recoveries = lease_recoveries + "
-            "1, lease_token = NULL, lease_expires_at_ns = NULL, updated_at_ns = ?1, ready_at_ns = "
-            "?1 WHERE status = 'running' AND lease_expires_at_ns <= ?1";
+        std::vector<CopiedRow> rows;
         {
           JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.Prepare(select_expired.c_str()));
           Stmt st(raw);
-          st.Bind(1, now_ns);
+          st.Bind(1, ToNs(now));
           while (true) {
             int rc = st.Step();
             if (rc == SQLITE_DONE) break;
             if (rc != SQLITE_ROW) return conn.Error(rc, "RecoverExpiredLeases");
-            JOBPACT_ASSIGN_OR_RETURN(JobRecord rec, ReadJobRow(st));
-            LeaseRecovery r;
-            r.job_id = rec.envelope.job_id;
-            r.lease_recoveries = rec.lease_recoveries + 1;
-            const bool dlq = r.lease_recoveries > max_recoveries;
-            r.to = dlq ? JobStatus::kDeadLettered : JobStatus::kQueued;
-            r.reason = std::string(dlq ? reason::kLeaseExpiredRepeatedly : reason::kLeaseExpired);
-            r.envelope = std::move(rec.envelope);
-            recovered.push_back(std::move(r));
+            rows.emplace_back(st);
           }
         }
-        if (recovered.empty()) return Status::Ok();
-        std::size_t changed = 0;
-        {
-          JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.Prepare(to_dlq.c_str()));
-          Stmt st(raw);
-          st.Bind(1, now_ns).Bind(2, max_recoveries);
-          JOBPACT_RETURN_IF_ERROR(StepDone(conn, st, "RecoverExpiredLeases"));
-          changed += static_cast<std::size_t>(sqlite3_changes(conn.db()));
-        }
-        {
-          JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.Prepare(to_queue.c_str()));
-          Stmt st(raw);
-          st.Bind(1, now_ns);
-          JOBPACT_RETURN_IF_ERROR(StepDone(conn, st, "RecoverExpiredLeases"));
-          changed += static_cast<std::size_t>(sqlite3_changes(conn.db()));
-        }
-        if (changed != recovered.size()) {
-          return Status::Internal("RecoverExpiredLeases: read " +
-                                  std::to_string(recovered.size()) + " expired leases but moved " +
-                                  std::to_string(changed) + " jobs");
+        for (const CopiedRow& row : rows) {
+          bool quarantined = false;
+          JOBPACT_ASSIGN_OR_RETURN(
+              JobRecord rec,
+              DecodeOrQuarantine(conn, row, now, /*with_history=*/false, &quarantined));
+          if (quarantined) continue;
+          JOBPACT_ASSIGN_OR_RETURN(JobChange c, engine::RecoverLease(rec, max_recoveries, now));
+          JOBPACT_RETURN_IF_ERROR(UpdateRow(conn, c));
+          recovered.push_back(std::move(c));
         }
         return Status::Ok();
       }));
   return recovered;
 }
 
-Status SqliteQueueBackend::DlqActionImpl(std::string_view job_id, const DlqAction& action,
-                                         bool replay) {
-  const char* what = replay ? "Replay" : "Discard";
-  if (action.actor.empty()) {
-    return Status::InvalidArgument(std::string(what) + ": actor (who) is required");
-  }
-  if (action.reason.empty()) {
-    return Status::InvalidArgument(std::string(what) + ": reason (why) is required");
-  }
-  if (replay && action.extra_attempts < 0) {
-    return Status::InvalidArgument("Replay: extra_attempts must be >= 0");
-  }
-  return core_->Write(what, [&](Connection& conn) -> Status {
-    const TimePoint now = core_->Now();
-    const std::int64_t now_ns = ToNs(now);
-    bool invalid = false;
-    {
-      JOBPACT_ASSIGN_OR_RETURN(
-          sqlite3_stmt * raw,
-          conn.Prepare("SELECT raw_envelope IS NOT NULL FROM jobpact_jobs WHERE job_id = ?1 "
-                       "AND status = 'dead_lettered'"));
-      Stmt st(raw);
-      st.Bind(1, job_id);
-      int rc = st.Step();
-      if (rc == SQLITE_DONE) {
-        return Status::NotFound(std::string(what) + ": job " + std::string(job_id) +
-                                " is not in the dead-letter queue");
-      }
-      if (rc != SQLITE_ROW) return conn.Error(rc, what);
-      invalid = st.Int(0) != 0;
-    }
-    if (replay && invalid) {
-      return Status::FailedPrecondition(
-          "Replay: job " + std::string(job_id) +
-          " is an invalid envelope and cannot run; fix it and enqueue it again");
-    }
-    // "<time> replay by <actor>: <reason> (attempts reset)", the in-memory
-    // reference's format.
-    std::string audit = FormatRfc3339(now) + (replay ? " replay" : " discard") + " by " +
-                        action.actor + ": " + action.reason;
-    if (replay) {
-      audit += action.reset_attempts
-                   ? std::string(" (attempts reset)")
-                   : " (extra_attempts " + std::to_string(action.extra_attempts) + ")";
-    }
-    if (replay) {
-      static const std::string sql =
-          "UPDATE jobpact_jobs SET " + AppendHistorySql("'queued'", "?2", "'replay'") + ", " +
-          AppendAuditSql("?3") +
-          ", status = 'queued', reason = 'replay', updated_at_ns = ?2, "
-          "ready_at_ns = max(?4, enqueued_at_ns), "
-          "attempt = CASE WHEN ?5 THEN 0 ELSE attempt END, "
-          "max_attempts = CASE WHEN ?5 THEN max_attempts ELSE max_attempts + ?6 END, "
-          // A replay is a fresh chance: crash and lock-wait budgets start again.
-          "lease_recoveries = 0, lock_waits = 0, previous_delay_ns = 0, "
-          "finished_at_ns = NULL, dead_lettered_at_ns = NULL WHERE job_id = ?1";
-      JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.Prepare(sql.c_str()));
-      Stmt st(raw);
-      st.Bind(1, job_id)
-          .Bind(2, now_ns)
-          .Bind(3, audit)
-          .Bind(4, action.ready_at ? ToNs(*action.ready_at) : now_ns)
-          .Bind(5, action.reset_attempts ? 1 : 0)
-          .Bind(6, action.extra_attempts);
-      return StepDone(conn, st, what);
-    }
+Result<std::optional<JobRecord>> SqliteQueueBackend::LoadJob(std::string_view job_id) {
+  std::optional<JobRecord> rec;
+  JOBPACT_SQLITE_RETURN_IF_ERROR(core_->Read("Get", false, [&](Connection& conn) -> Status {
     static const std::string sql =
-        "UPDATE jobpact_jobs SET " + AppendHistorySql("'discarded'", "?2", "'operator_discard'") +
-        ", " + AppendAuditSql("?3") +
-        ", status = 'discarded', reason = 'operator_discard', updated_at_ns = ?2, "
-        "finished_at_ns = ?2 WHERE job_id = ?1";
+        std::string("SELECT ") + kJobColumns + " FROM jobpact_jobs WHERE job_id = ?1";
     JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.Prepare(sql.c_str()));
     Stmt st(raw);
-    st.Bind(1, job_id).Bind(2, now_ns).Bind(3, audit);
-    return StepDone(conn, st, what);
-  });
+    st.Bind(1, job_id);
+    int rc = st.Step();
+    if (rc == SQLITE_DONE) return Status::Ok();
+    if (rc != SQLITE_ROW) return conn.Error(rc, "Get");
+    Result<JobRecord> r = ReadJobRow(st);
+    if (r.ok()) {
+      rec = std::move(*r);
+    } else {
+      // Shown as it will be quarantined by the next pass that meets it.
+      JobChange q = engine::Quarantine(st.Text(kColJobId), RawRow(st), r.status().message(),
+                                       core_->Now());
+      q.record.history = q.append;
+      rec = std::move(q.record);
+    }
+    return Status::Ok();
+  }));
+  return rec;
+}
+
+Result<std::vector<JobRecord>> SqliteQueueBackend::QueryJobs(const JobQuery& q) {
+  std::vector<JobRecord> out;
+  std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobpact_jobs WHERE 1";
+  // The DLQ listing filters and orders on dead_lettered_at_ns (its partial
+  // index); other listings on finished_at_ns.
+  const bool dlq = q.status == JobStatus::kDeadLettered;
+  const char* finished = dlq ? "dead_lettered_at_ns" : "finished_at_ns";
+  if (q.status) sql += " AND status = ?1";
+  if (q.job_type) sql += " AND job_type = ?2";
+  if (q.queue) sql += " AND queue = ?3";
+  if (q.reason) sql += " AND reason = ?4";
+  if (q.failure_class) sql += " AND failure_class = ?5";
+  if (q.finished_after) sql += std::string(" AND ") + finished + " >= ?6";
+  if (q.finished_before) sql += std::string(" AND ") + finished + " < ?7";
+  sql += q.by_finished_at ? std::string(" ORDER BY ") + finished + ", job_id" : " ORDER BY job_id";
+  sql += " LIMIT ?8";
+  JOBPACT_SQLITE_RETURN_IF_ERROR(core_->Read("QueryJobs", false, [&](Connection& conn) -> Status {
+    out.clear();
+    JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.PrepareDynamic(sql));
+    Stmt st(raw);
+    if (q.status) st.Bind(1, JobStatusName(*q.status));
+    if (q.job_type) st.Bind(2, *q.job_type);
+    if (q.queue) st.Bind(3, *q.queue);
+    if (q.reason) st.Bind(4, *q.reason);
+    if (q.failure_class) st.Bind(5, FailureClassName(*q.failure_class));
+    if (q.finished_after) st.Bind(6, ToNs(*q.finished_after));
+    if (q.finished_before) st.Bind(7, ToNs(*q.finished_before));
+    st.Bind(8, static_cast<std::int64_t>(
+                   std::min<std::size_t>(q.limit, static_cast<std::size_t>(INT64_MAX))));
+    while (true) {
+      int rc = st.Step();
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) return conn.Error(rc, "QueryJobs");
+      Result<JobRecord> r = ReadJobRow(st);
+      if (r.ok()) {
+        out.push_back(std::move(*r));
+      } else {
+        JobChange quarantined = engine::Quarantine(st.Text(kColJobId), RawRow(st),
+                                                   r.status().message(), core_->Now());
+        quarantined.record.history = quarantined.append;
+        out.push_back(std::move(quarantined.record));
+      }
+    }
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Result<std::optional<std::string>> SqliteQueueBackend::FindDuplicateJob(
+    std::string_view dedup_key, std::string_view self_job_id, TimePoint since) {
+  std::optional<std::string> found;
+  JOBPACT_SQLITE_RETURN_IF_ERROR(
+      core_->Read("FindDuplicate", false, [&](Connection& conn) -> Status {
+        JOBPACT_ASSIGN_OR_RETURN(
+            sqlite3_stmt * raw,
+            conn.Prepare("SELECT job_id FROM jobpact_jobs WHERE dedup_key = ?1 AND "
+                         "job_id != ?2 AND (status = 'running' OR (status = 'succeeded' "
+                         "AND finished_at_ns >= ?3)) ORDER BY enqueued_at_ns, job_id "
+                         "LIMIT 1"));
+        Stmt st(raw);
+        st.Bind(1, dedup_key).Bind(2, self_job_id).Bind(3, ToNs(since));
+        int rc = st.Step();
+        if (rc == SQLITE_ROW) {
+          found = st.Text(0);
+          return Status::Ok();
+        }
+        if (rc != SQLITE_DONE) return conn.Error(rc, "FindDuplicate");
+        return Status::Ok();
+      }));
+  return found;
 }
 
 Result<int> SqliteQueueBackend::PurgeInChunks(std::string_view what, const char* sql,
@@ -986,12 +903,30 @@ Result<int> SqliteQueueBackend::PurgeInChunks(std::string_view what, const char*
   }
 }
 
-Result<QueueStats> SqliteQueueBackend::StatsImpl() {
+Result<int> SqliteQueueBackend::DeleteJobs(JobPlacement placement, TimePoint older_than) {
+  if (placement == JobPlacement::kDeadLettered) {
+    return PurgeInChunks("PurgeDeadLetters",
+                         "DELETE FROM jobpact_jobs WHERE rowid IN (SELECT rowid FROM "
+                         "jobpact_jobs WHERE status = 'dead_lettered' AND "
+                         "dead_lettered_at_ns < ?1 LIMIT 1000)",
+                         older_than);
+  }
+  if (placement == JobPlacement::kFinal) {
+    return PurgeInChunks(
+        "PurgeFinished",
+        "DELETE FROM jobpact_jobs WHERE rowid IN (SELECT rowid FROM jobpact_jobs WHERE "
+        "status IN ('succeeded', 'failed', 'discarded') AND finished_at_ns < ?1 LIMIT 1000)",
+        older_than);
+  }
+  return Status::InvalidArgument("DeleteJobs: only DLQ entries and final jobs are purged");
+}
+
+Result<QueueStats> SqliteQueueBackend::ReadStats(TimePoint now) {
   QueueStats stats;
   for (JobStatus s : kAllJobStatuses) stats.by_status[s] = 0;
   JOBPACT_SQLITE_RETURN_IF_ERROR(
       core_->Read("Stats", /*snapshot=*/true, [&](Connection& conn) -> Status {
-        const std::int64_t now_ns = ToNs(core_->Now());
+        const std::int64_t now_ns = ToNs(now);
         {
           JOBPACT_ASSIGN_OR_RETURN(
               sqlite3_stmt * raw,
@@ -1041,105 +976,17 @@ Result<QueueStats> SqliteQueueBackend::StatsImpl() {
 
 Result<std::vector<EnqueueResult>> SqliteBackend::Core::EnqueueOn(
     Connection& conn, const std::vector<const Envelope*>& envs, const EnqueueOptions& options) {
-  std::vector<EnqueueResult> results;
-  results.reserve(envs.size());
+  // The caller's own transaction (EnqueueInTransaction): the same engine
+  // step and the same insert as StoreBackend::Enqueue.
   const TimePoint now = Now();
-  const std::int64_t now_ns = ToNs(now);
-  // A dedup match is now - enqueued_at < window, so a zero window disables
-  // dedup (the in-memory reference's rule).
-  const bool dedup = options.dedup_window > Duration::zero();
-  const std::int64_t window_start_ns = now_ns - ToNs(options.dedup_window);
+  std::vector<JobChange> jobs;
+  jobs.reserve(envs.size());
   for (const Envelope* env : envs) {
-    // The engine's entry check: what is stored must decode again (a tenant
-    // "acme corp" stored here would make every later read of the row fail).
-    Status storable = engine::CheckStorable(*env);
-    if (!storable.ok()) {
-      return Status(storable.code(), "Enqueue: " + storable.message());
-    }
+    Result<JobChange> c = engine::NewJob(*env, now);
+    if (!c.ok()) return Status(c.status().code(), "Enqueue: " + c.status().message());
+    jobs.push_back(std::move(*c));
   }
-  if (envs.size() > 1) {
-    // A batch is refused whole when any id is taken, even by a job that
-    // would otherwise be a dedup duplicate (checked before any dedup).
-    JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                             conn.Prepare("SELECT 1 FROM jobpact_jobs WHERE job_id = ?1"));
-    for (const Envelope* env : envs) {
-      Stmt st(raw);
-      st.Bind(1, env->job_id);
-      int rc = st.Step();
-      if (rc == SQLITE_ROW) {
-        return Status::AlreadyExists("EnqueueBatch: job id " + env->job_id + " already exists");
-      }
-      if (rc != SQLITE_DONE) return conn.Error(rc, "EnqueueBatch");
-    }
-  }
-  for (const Envelope* env : envs) {
-    if (dedup && !env->dedup_key.empty()) {
-      // The most recent live job with this key within the window.
-      JOBPACT_ASSIGN_OR_RETURN(
-          sqlite3_stmt * raw,
-          conn.Prepare("SELECT job_id, status FROM jobpact_jobs WHERE dedup_key = ?1 AND "
-                       "enqueued_at_ns > ?2 AND status NOT IN ('discarded', 'failed', "
-                       "'dead_lettered') ORDER BY enqueued_at_ns DESC, job_id DESC LIMIT 1"));
-      Stmt st(raw);
-      st.Bind(1, env->dedup_key).Bind(2, window_start_ns);
-      int rc = st.Step();
-      if (rc == SQLITE_ROW) {
-        EnqueueResult r;
-        r.job_id = st.Text(0);
-        r.duplicate = true;
-        auto status = ParseJobStatus(st.Text(1));
-        if (!status.ok()) return status.status();
-        r.status = *status;
-        results.push_back(std::move(r));
-        continue;
-      }
-      if (rc != SQLITE_DONE) return conn.Error(rc, "Enqueue");
-    }
-    JOBPACT_ASSIGN_OR_RETURN(
-        sqlite3_stmt * raw,
-        conn.Prepare(
-            "INSERT INTO jobpact_jobs (job_id, job_type, queue, priority, status, attempt, "
-            "max_attempts, ready_at_ns, enqueued_at_ns, updated_at_ns, visibility_timeout_ns, "
-            "dedup_key, reason, envelope, history) VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, "
-            "?6, ?7, ?7, ?8, ?9, '', ?10, json_array(json_object('from', 'queued', "
-            "'to', 'queued', 'at_ns', ?7, 'reason', 'enqueued')))"));
-    Stmt st(raw);
-    // The stored envelope: attempt is the system's (a producer's value is
-    // never trusted) and created_at is set if the producer left it unset.
-    std::string json;
-    if (env->attempt != 0 || !env->created_at) {
-      Envelope copy = *env;
-      copy.attempt = 0;
-      if (!copy.created_at) copy.created_at = now;
-      json = SerializeEnvelope(copy);
-    } else {
-      json = SerializeEnvelope(*env);
-    }
-    // Never before the enqueue: a job scheduled in the past is ready from
-    // now, in arrival order.
-    const std::int64_t ready_ns =
-        std::max(now_ns, env->scheduled_at ? ToNs(*env->scheduled_at) : now_ns);
-    st.Bind(1, env->job_id)
-        .Bind(2, env->job_type)
-        .Bind(3, env->queue)
-        .Bind(4, env->priority)
-        .Bind(5, env->max_attempts)
-        .Bind(6, ready_ns)
-        .Bind(7, now_ns)
-        .Bind(8, ToNs(env->visibility_timeout))
-        .BindOrNull(9, env->dedup_key)
-        .Bind(10, json);
-    int rc = st.Step();
-    if ((rc & 0xff) == SQLITE_CONSTRAINT) {
-      return Status::AlreadyExists("Enqueue: job id " + env->job_id + " already exists");
-    }
-    if (rc != SQLITE_DONE) return conn.Error(rc, "Enqueue");
-    EnqueueResult r;
-    r.job_id = env->job_id;
-    r.status = JobStatus::kQueued;
-    results.push_back(std::move(r));
-  }
-  return results;
+  return SqliteQueueBackend::InsertOn(conn, jobs, options, now);
 }
 
 std::shared_ptr<QueueBackend> SqliteBackend::Core::MakeQueue(std::shared_ptr<Core> core) {
