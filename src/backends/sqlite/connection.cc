@@ -50,13 +50,12 @@ Status SqliteError(int rc, std::string_view what, std::string_view path, sqlite3
   }
 }
 
-Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path, int flags,
-                                                     Duration busy_timeout, bool synchronous_full,
-                                                     std::int64_t max_database_bytes) {
+Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path,
+                                                     const ConnectionOptions& options) {
   sqlite3* db = nullptr;
   // NOMUTEX: a connection is used by one thread at a time (the pool hands
   // it out), so SQLite's own per-connection mutex would be pure overhead.
-  int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  int rc = sqlite3_open_v2(path.c_str(), &db, options.flags | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     Status s = SqliteError(rc, "open", path, db);
     sqlite3_close_v2(db);
@@ -65,30 +64,23 @@ Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path, in
   std::unique_ptr<Connection> conn(new Connection(db, path, /*owned=*/true));
   sqlite3_extended_result_codes(db, 1);
   conn->busy_budget_us_ =
-      std::chrono::duration_cast<std::chrono::microseconds>(busy_timeout).count();
+      std::chrono::duration_cast<std::chrono::microseconds>(options.busy_timeout).count();
   sqlite3_busy_handler(db, &Connection::BusyHandler, conn.get());
   // synchronous is per connection. NORMAL in WAL mode: a commit is durable
   // against a process crash as soon as it is in the WAL (in the page cache);
   // FULL adds an fsync per commit for power loss.
-  JOBPACT_RETURN_IF_ERROR(conn->Exec(
-      synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL", "configure"));
+  JOBPACT_RETURN_IF_ERROR(
+      conn->Exec(options.synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
+                 "configure"));
   // The schema has no foreign keys; temp data stays in memory. An 8 MiB page
   // cache per connection (default 2 MiB) keeps the hot index pages of a
   // large backlog in memory.
   JOBPACT_RETURN_IF_ERROR(conn->Exec("PRAGMA temp_store=MEMORY", "configure"));
   JOBPACT_RETURN_IF_ERROR(conn->Exec("PRAGMA cache_size=-8192", "configure"));
-  if (max_database_bytes > 0) {
-    // page_count/max_page_count are per connection. A write that would
-    // grow the file past the bound fails with SQLITE_FULL and rolls back.
-    sqlite3_stmt* stmt = nullptr;
-    rc = sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &stmt, nullptr);
-    std::int64_t page_size = 4096;
-    if (rc == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW)
-      page_size = sqlite3_column_int64(stmt, 0);
-    sqlite3_finalize(stmt);
-    if (rc != SQLITE_OK) return conn->Error(rc, "configure");
-    const std::int64_t pages = std::max<std::int64_t>(1, max_database_bytes / page_size);
-    const std::string pragma = "PRAGMA max_page_count=" + std::to_string(pages);
+  if (options.max_page_count > 0) {
+    // max_page_count is per connection. A write that would grow the file
+    // past it fails with SQLITE_FULL (and rolls back).
+    const std::string pragma = "PRAGMA max_page_count=" + std::to_string(options.max_page_count);
     JOBPACT_RETURN_IF_ERROR(conn->Exec(pragma.c_str(), "configure"));
   }
   return conn;

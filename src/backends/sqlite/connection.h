@@ -48,6 +48,17 @@ inline Duration DurationFromNs(std::int64_t ns) {
 //   anything else (CORRUPT, MISUSE, ...) -> kInternal.
 Status SqliteError(int rc, std::string_view what, std::string_view path, sqlite3* db);
 
+// How Connection::Open opens and configures a connection.
+struct ConnectionOptions {
+  // sqlite3_open_v2 flags (SQLITE_OPEN_NOMUTEX is always added).
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  // Real-time budget of one wait for another connection's lock.
+  Duration busy_timeout = std::chrono::seconds(5);
+  bool synchronous_full = false;
+  // PRAGMA max_page_count; 0 keeps SQLite's default (no practical bound).
+  std::int64_t max_page_count = 0;
+};
+
 // A prepared statement in use: Bind*, Step, Column*; reset (and its bindings
 // cleared) when the scope ends so the cached statement can be reused.
 // Not thread-safe (belongs to one connection).
@@ -113,12 +124,11 @@ class Stmt {
 // EnqueueInTransaction). Not thread-safe: used by one thread at a time.
 class Connection {
  public:
-  // Opens `path` with `flags` and configures it: extended result codes, the
-  // busy handler (bounded by `busy_timeout`), synchronous mode and the size
+  // Opens `path` (a file name or an SQLite "file:" URI) and configures it:
+  // extended result codes, the busy handler, synchronous mode and the page
   // bound. Does not touch the schema.
-  static Result<std::unique_ptr<Connection>> Open(const std::string& path, int flags,
-                                                  Duration busy_timeout, bool synchronous_full,
-                                                  std::int64_t max_database_bytes);
+  static Result<std::unique_ptr<Connection>> Open(const std::string& path,
+                                                  const ConnectionOptions& options);
   // Wraps a handle owned by someone else; the statements prepared on it are
   // finalized when this object goes, the handle is left open.
   static std::unique_ptr<Connection> Borrow(sqlite3* db, std::string path);

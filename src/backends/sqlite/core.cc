@@ -1,5 +1,6 @@
 #include "src/backends/sqlite/core.h"
 
+#include <algorithm>
 #include <exception>
 #include <filesystem>
 #include <random>
@@ -59,7 +60,8 @@ Result<std::shared_ptr<SqliteBackend::Core>> SqliteBackend::Core::Open(
     std::random_device rd;
     core->token_rng_.seed((static_cast<std::uint64_t>(rd()) << 32) ^ rd());
   }
-  JOBPACT_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, core->OpenConnection());
+  JOBPACT_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, core->OpenConnection(/*first=*/true));
+  JOBPACT_RETURN_IF_ERROR(core->InitBounds(*conn));
   JOBPACT_RETURN_IF_ERROR(core->InitSchema(*conn));
   std::lock_guard<std::mutex> lock(core->pool_mu_);
   core->open_connections_ = 1;
@@ -67,12 +69,33 @@ Result<std::shared_ptr<SqliteBackend::Core>> SqliteBackend::Core::Open(
   return core;
 }
 
-Result<std::unique_ptr<Connection>> SqliteBackend::Core::OpenConnection() const {
-  const int flags =
+Result<std::unique_ptr<Connection>> SqliteBackend::Core::OpenConnection(bool first) const {
+  internal::ConnectionOptions o;
+  o.flags =
       options_.read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  return Connection::Open(path_, flags, options_.busy_timeout,
-                          options_.synchronous == SqliteOptions::Synchronous::kFull,
-                          options_.max_database_bytes);
+  o.busy_timeout = options_.busy_timeout;
+  o.synchronous_full = options_.synchronous == SqliteOptions::Synchronous::kFull;
+  // The first connection learns the page size; InitBounds then bounds it.
+  o.max_page_count = first ? 0 : max_pages_;
+  return Connection::Open(path_, o);
+}
+
+Status SqliteBackend::Core::InitBounds(Connection& conn) {
+  if (options_.max_database_bytes == 0) return Status::Ok();
+  // The page size of the file (SQLite's default for a new one, which its
+  // first write then uses).
+  std::int64_t page_size = 0;
+  {
+    JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.Prepare("PRAGMA page_size"));
+    internal::Stmt st(raw);
+    const int rc = st.Step();
+    if (rc != SQLITE_ROW) return conn.Error(rc, "open database");
+    page_size = st.Int(0);
+  }
+  if (page_size <= 0) page_size = 4096;
+  max_pages_ = std::max<std::int64_t>(1, options_.max_database_bytes / page_size);
+  const std::string pragma = "PRAGMA max_page_count=" + std::to_string(max_pages_);
+  return conn.Exec(pragma.c_str(), "open database");
 }
 
 Status SqliteBackend::Core::InitSchema(Connection& conn) {
@@ -101,7 +124,7 @@ Result<SqliteBackend::Core::PooledConnection> SqliteBackend::Core::Acquire() {
     if (open_connections_ < options_.max_connections) {
       ++open_connections_;
       lock.unlock();
-      Result<std::unique_ptr<Connection>> conn = OpenConnection();
+      Result<std::unique_ptr<Connection>> conn = OpenConnection(/*first=*/false);
       if (!conn.ok()) {
         lock.lock();
         --open_connections_;

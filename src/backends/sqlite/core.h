@@ -95,7 +95,9 @@ class SqliteBackend::Core {
   Core(std::string path, SqliteOptions options, std::shared_ptr<Clock> clock)
       : path_(std::move(path)), options_(std::move(options)), clock_(std::move(clock)) {}
 
-  Result<std::unique_ptr<internal::Connection>> OpenConnection() const;
+  Result<std::unique_ptr<internal::Connection>> OpenConnection(bool first) const;
+  // Sets the page bounds from the file's page size (called once by Open).
+  Status InitBounds(internal::Connection& conn);
   Status InitSchema(internal::Connection& conn);
   void Return(std::unique_ptr<internal::Connection> conn);
 
@@ -105,6 +107,8 @@ class SqliteBackend::Core {
   const std::shared_ptr<Clock> clock_;
   int schema_version_ = 0;                // Set once by Open().
   std::filesystem::path canonical_path_;  // Set once by Open().
+  // The bound in pages (max_page_count; 0: unbounded), set once by Open().
+  std::int64_t max_pages_ = 0;
 
   // Serializes this process's writers, so that they hand the SQLite write
   // lock over in-process instead of polling the file lock.
