@@ -1,5 +1,7 @@
 #include "src/backends/sqlite/connection.h"
 
+#include <cstring>
+#include <fstream>
 #include <string>
 #include <utility>
 
@@ -41,14 +43,50 @@ Status SqliteError(int rc, std::string_view what, std::string_view path, sqlite3
     case SQLITE_PERM:
     case SQLITE_AUTH:
       return Status::FailedPrecondition(std::move(message));
+    case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
-      return Status::FailedPrecondition("not a SQLite database: " + message);
+      return CorruptionError(path, message);
     case SQLITE_CONSTRAINT:
       return Status::AlreadyExists(std::move(message));
     default:
       return Status::Internal(std::move(message));
   }
 }
+
+Status CorruptionError(std::string_view path, std::string_view detail) {
+  std::string message = "database file is corrupt: ";
+  message += detail;
+  message += ". Stop the processes using ";
+  message += path;
+  message +=
+      ", keep a copy of it, and restore it from a backup (or salvage what is readable "
+      "with: sqlite3 <file> .recover)";
+  return Status::Internal(std::move(message));
+}
+
+namespace {
+
+// A non-empty file that does not start with SQLite's 16-byte header is
+// some other kind of file. `file` is the name SQLite resolved (URIs too).
+Status CheckHeader(const char* file, const std::string& path) {
+  if (file == nullptr || *file == '\0') return Status::Ok();  // Temporary or in-memory.
+  static constexpr char kMagic[] = "SQLite format 3";         // 15 chars + NUL = 16 bytes.
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return Status::Ok();  // Missing: SQLite creates it (or reports CANTOPEN).
+  char header[sizeof(kMagic)] = {};
+  in.read(header, sizeof(header));
+  const std::streamsize n = in.gcount();
+  if (n == 0) return Status::Ok();  // Empty: a new database.
+  if (n == static_cast<std::streamsize>(sizeof(header)) &&
+      std::memcmp(header, kMagic, sizeof(header)) == 0) {
+    return Status::Ok();
+  }
+  return Status::FailedPrecondition("not a SQLite database: " + path +
+                                    " does not start with the SQLite file header; is it the "
+                                    "right file? (it was left unchanged)");
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path,
                                                      const ConnectionOptions& options) {
@@ -62,6 +100,11 @@ Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path,
     return s;
   }
   std::unique_ptr<Connection> conn(new Connection(db, path, /*owned=*/true));
+  // sqlite3_open_v2 has not read the file yet; the first statement below
+  // (or the configuration) would, and would call a foreign file NOTADB.
+  if (options.check_header) {
+    JOBPACT_RETURN_IF_ERROR(CheckHeader(sqlite3_db_filename(db, "main"), path));
+  }
   sqlite3_extended_result_codes(db, 1);
   conn->busy_budget_us_ =
       std::chrono::duration_cast<std::chrono::microseconds>(options.busy_timeout).count();

@@ -41,12 +41,23 @@ inline Duration DurationFromNs(std::int64_t ns) {
 // operation), the database `path` and SQLite's own message:
 //   BUSY, LOCKED, IOERR    -> kUnavailable (another process holds the lock;
 //                             a transient I/O error): retry with backoff.
-//   FULL                   -> kResourceExhausted (disk or max size full).
-//   READONLY, CANTOPEN, NOTADB, PERM, AUTH -> kFailedPrecondition.
+//   FULL                   -> kResourceExhausted "database or disk is full".
+//   READONLY               -> kFailedPrecondition "database is read-only".
+//   CORRUPT, NOTADB        -> CorruptionError (kInternal "database file is
+//                             corrupt"): a damaged file, found at open or by
+//                             any later statement that reads a bad page.
+//   CANTOPEN, PERM, AUTH   -> kFailedPrecondition.
 //   CONSTRAINT             -> kAlreadyExists.
 //   NOMEM                  -> kResourceExhausted.
-//   anything else (CORRUPT, MISUSE, ...) -> kInternal.
+//   anything else (MISUSE, ...) -> kInternal.
+// A file that is not SQLite at all is told apart before SQLite reads it
+// (ConnectionOptions::check_header), so NOTADB here means damage.
 Status SqliteError(int rc, std::string_view what, std::string_view path, sqlite3* db);
+
+// The one error for a damaged database file, whoever finds the damage:
+// kInternal (status.h has no data-loss code; the message says what it is),
+// "database file is corrupt: <detail>", naming `path` and what to do.
+Status CorruptionError(std::string_view path, std::string_view detail);
 
 // How Connection::Open opens and configures a connection.
 struct ConnectionOptions {
@@ -57,6 +68,11 @@ struct ConnectionOptions {
   bool synchronous_full = false;
   // PRAGMA max_page_count; 0 keeps SQLite's default (no practical bound).
   std::int64_t max_page_count = 0;
+  // Refuse, before SQLite reads it, a non-empty file that does not start
+  // with the SQLite header: kFailedPrecondition "not a SQLite database"
+  // (the wrong file, rather than a damaged one). For the first connection
+  // of a backend; later ones would report such a file as corrupt.
+  bool check_header = false;
 };
 
 // A prepared statement in use: Bind*, Step, Column*; reset (and its bindings

@@ -62,6 +62,9 @@ Result<std::shared_ptr<SqliteBackend::Core>> SqliteBackend::Core::Open(
   }
   JOBPACT_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, core->OpenConnection(/*first=*/true));
   JOBPACT_RETURN_IF_ERROR(core->InitBounds(*conn));
+  // Before the schema is read or migrated: a damaged file is refused
+  // before anything is written to it.
+  if (core->options_.quick_check_on_open) JOBPACT_RETURN_IF_ERROR(internal::QuickCheck(*conn));
   JOBPACT_RETURN_IF_ERROR(core->InitSchema(*conn));
   std::lock_guard<std::mutex> lock(core->pool_mu_);
   core->open_connections_ = 1;
@@ -77,6 +80,7 @@ Result<std::unique_ptr<Connection>> SqliteBackend::Core::OpenConnection(bool fir
   o.synchronous_full = options_.synchronous == SqliteOptions::Synchronous::kFull;
   // The first connection learns the page size; InitBounds then bounds it.
   o.max_page_count = first ? 0 : max_pages_;
+  o.check_header = first;
   return Connection::Open(path_, o);
 }
 
