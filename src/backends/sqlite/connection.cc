@@ -109,6 +109,7 @@ Result<std::unique_ptr<Connection>> Connection::Open(const std::string& path,
   conn->busy_budget_us_ =
       std::chrono::duration_cast<std::chrono::microseconds>(options.busy_timeout).count();
   sqlite3_busy_handler(db, &Connection::BusyHandler, conn.get());
+  sqlite3_update_hook(db, &Connection::UpdateHook, conn.get());
   // synchronous is per connection. NORMAL in WAL mode: a commit is durable
   // against a process crash as soon as it is in the WAL (in the page cache);
   // FULL adds an fsync per commit for power loss.
@@ -153,6 +154,24 @@ int Connection::BusyHandler(void* self, int count) {
   sqlite3_sleep(sleep_ms);
   conn->busy_waited_us_ += sleep_ms * 1000;
   return 1;
+}
+
+void Connection::UpdateHook(void* self, int op, const char* db_name, const char* table,
+                            sqlite3_int64 /*rowid*/) {
+  if (op == SQLITE_INSERT && std::strcmp(table, "jobpact_jobs") == 0 &&
+      std::strcmp(db_name, "main") == 0) {
+    ++static_cast<Connection*>(self)->jobs_inserted_;
+  }
+}
+
+Result<std::int64_t> Connection::UsedPages() {
+  JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                           Prepare("SELECT (SELECT page_count FROM pragma_page_count()) - "
+                                   "(SELECT freelist_count FROM pragma_freelist_count())"));
+  Stmt st(raw);
+  const int rc = st.Step();
+  if (rc != SQLITE_ROW) return Error(rc, "count pages");
+  return st.Int(0);
 }
 
 Result<sqlite3_stmt*> Connection::Prepare(const char* sql) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "jobpact/clock.h"
 #include "jobpact/result.h"
@@ -141,8 +142,8 @@ class Stmt {
 class Connection {
  public:
   // Opens `path` (a file name or an SQLite "file:" URI) and configures it:
-  // extended result codes, the busy handler, synchronous mode and the page
-  // bound. Does not touch the schema.
+  // extended result codes, the busy handler, synchronous mode, the page
+  // bound and the hook behind jobs_inserted(). Does not touch the schema.
   static Result<std::unique_ptr<Connection>> Open(const std::string& path,
                                                   const ConnectionOptions& options);
   // Wraps a handle owned by someone else; the statements prepared on it are
@@ -167,8 +168,26 @@ class Connection {
   // `what`.
   Status Exec(const char* sql, std::string_view what);
 
-  // Error status for `rc` on this connection.
-  Status Error(int rc, std::string_view what) const { return SqliteError(rc, what, path_, db_); }
+  // Error status for `rc` on this connection. Remembers a SQLITE_FULL for
+  // TakeFull().
+  Status Error(int rc, std::string_view what) const {
+    if ((rc & 0xff) == SQLITE_FULL) saw_full_ = true;
+    return SqliteError(rc, what, path_, db_);
+  }
+
+  // Whether an Error() since the last call was SQLITE_FULL; clears it.
+  bool TakeFull() { return std::exchange(saw_full_, false); }
+
+  // Rows inserted into jobpact_jobs through this connection so far
+  // (committed or not): a transaction adds jobs iff it moves this counter.
+  // Counted by SQLite's update hook on owned connections only (a borrowed
+  // handle keeps its owner's hook); always 0 on a borrowed one.
+  std::int64_t jobs_inserted() const { return jobs_inserted_; }
+
+  // Pages in use: page_count minus the free list, i.e. what the stored data
+  // occupies, inside the current transaction if one is open. Free pages
+  // (left by deletes) are reused before the file grows.
+  Result<std::int64_t> UsedPages();
 
   // Rolls back the open transaction, if any (SQLite may already have rolled
   // it back itself, e.g. after SQLITE_FULL).
@@ -179,12 +198,16 @@ class Connection {
       : db_(db), path_(std::move(path)), owned_(owned) {}
 
   static int BusyHandler(void* self, int count);
+  static void UpdateHook(void* self, int op, const char* db_name, const char* table,
+                         sqlite3_int64 rowid);
 
   sqlite3* db_;
   std::string path_;
   bool owned_;
   std::int64_t busy_budget_us_ = 0;  // Real-time budget of one busy wait.
   std::int64_t busy_waited_us_ = 0;  // Slept so far in the current wait.
+  std::int64_t jobs_inserted_ = 0;   // See jobs_inserted().
+  mutable bool saw_full_ = false;    // See TakeFull().
   std::unordered_map<const char*, sqlite3_stmt*> static_statements_;
   std::unordered_map<std::string, sqlite3_stmt*> dynamic_statements_;
 };

@@ -351,6 +351,106 @@ TEST_F(SqliteBackendTest, FullDatabaseIsResourceExhaustedAndLosesNothing) {
   ASSERT_OK(backend->queue()->Enqueue(Job("job_more"), {}).status());
 }
 
+TEST_F(SqliteBackendTest, FullDatabaseStillDrainsAndTakesJobsAgainAfterAPurge) {
+  SqliteOptions bounded;
+  bounded.max_database_bytes = 256 * 1024;
+  auto backend = MustOpen(bounded);
+  ASSERT_NE(backend, nullptr);
+  auto q = backend->queue();
+  const std::string payload = "{\"blob\":\"" + std::string(100, 'p') + "\"}";
+  std::vector<std::string> stored;
+  Status refused;
+  for (int i = 0; i < 100000; ++i) {
+    const std::string id = "job_" + std::to_string(1000 + i);
+    refused = q->Enqueue(Job(id, payload), {}).status();
+    if (!refused.ok()) break;
+    stored.push_back(id);
+  }
+  ASSERT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("full"));
+  EXPECT_THAT(refused.message(), HasSubstr(path_));
+  ASSERT_GT(stored.size(), 10u);
+  // A refused enqueue leaves the connection usable: the next one is refused
+  // the same way, not wedged.
+  EXPECT_CODE(q->Enqueue(Job("job_extra", payload), {}).status(), kResourceExhausted);
+
+  // Everything already queued still drains: deliveries, renewals, locks,
+  // idempotency claims and completions all find room.
+  int completed = 0;
+  while (true) {
+    DequeueRequest req;
+    req.worker_id = "w1";
+    req.max_jobs = 4;
+    auto batch = q->Dequeue(req);
+    ASSERT_TRUE(batch.ok()) << "after " << completed << " completions: " << batch.status();
+    if (batch->empty()) break;
+    for (const Delivery& d : *batch) {
+      // What a runner with the full contract does for each job.
+      const std::string& id = d.lease.job_id;
+      ASSERT_OK(backend->locks()->Acquire("lock:" + id, d.lease.token, Seconds(30)).status());
+      auto claim = backend->idempotency()->Claim("key:" + id, d.lease.token, Seconds(30));
+      ASSERT_TRUE(claim.ok()) << claim.status();
+      auto renewed = q->Renew(d.lease, Seconds(30), "");
+      ASSERT_TRUE(renewed.ok()) << renewed.status();
+      Completion done;
+      done.reason = "succeeded";
+      done.result = "ok";
+      ASSERT_OK(q->Complete(*renewed, done));
+      ASSERT_OK(backend->idempotency()->Complete("key:" + id, d.lease.token, "ok", Seconds(60)));
+      ASSERT_OK(backend->locks()->Release("lock:" + id, d.lease.token));
+      ++completed;
+    }
+  }
+  EXPECT_EQ(completed, static_cast<int>(stored.size()));
+  ASSERT_OK(backend->locks()->Acquire("k", "o", Seconds(5)).status());
+  EXPECT_EQ(q->Stats()->by_status[JobStatus::kSucceeded], static_cast<std::int64_t>(stored.size()));
+
+  // Purging the finished jobs makes room for new ones.
+  clock_->Advance(Seconds(1));
+  auto purged = q->PurgeFinished(clock_->Now());
+  ASSERT_TRUE(purged.ok()) << purged.status();
+  EXPECT_EQ(*purged, static_cast<int>(stored.size()));
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_OK(q->Enqueue(Job("job_again_" + std::to_string(i), payload), {}).status());
+  }
+}
+
+TEST_F(SqliteBackendTest, FullDatabaseRefusesATransactionalEnqueueButNotTheCallersWrite) {
+  SqliteOptions bounded;
+  bounded.max_database_bytes = 256 * 1024;
+  auto backend = MustOpen(bounded);
+  ASSERT_NE(backend, nullptr);
+  RawDb caller(path_);
+  ASSERT_EQ(caller.Exec("CREATE TABLE orders (id TEXT PRIMARY KEY)"), SQLITE_OK);
+  const std::string payload = "{\"blob\":\"" + std::string(100, 'p') + "\"}";
+  Status refused;
+  for (int i = 0; i < 100000 && refused.ok(); ++i) {
+    refused =
+        backend->queue()->Enqueue(Job("job_" + std::to_string(100000 + i), payload), {}).status();
+  }
+  ASSERT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused;
+
+  ASSERT_EQ(caller.Exec("BEGIN IMMEDIATE"), SQLITE_OK);
+  ASSERT_OK(InsertOrder(caller.get(), "ord_1"));
+  Status s = backend->EnqueueInTransaction(caller.get(), Job("job_tx", payload), {}).status();
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(s.message(), HasSubstr("full"));
+  EXPECT_THAT(s.message(), HasSubstr(path_));
+  // The refusal undid only the enqueue: the caller's transaction goes on.
+  ASSERT_EQ(caller.Exec("COMMIT"), SQLITE_OK);
+  EXPECT_EQ(caller.Query("SELECT id FROM orders"), "ord_1");
+  EXPECT_CODE(backend->queue()->Get("job_tx").status(), kNotFound);
+
+  // The same through RunInTransaction: everything rolls back.
+  s = backend->RunInTransaction([&](sqlite3* db) -> Status {
+    JOBPACT_RETURN_IF_ERROR(InsertOrder(db, "ord_2"));
+    return backend->EnqueueInTransaction(db, Job("job_tx2", payload), {}).status();
+  });
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s;
+  EXPECT_EQ(caller.Query("SELECT count(*) FROM orders"), "1");
+  EXPECT_CODE(backend->queue()->Get("job_tx2").status(), kNotFound);
+}
+
 // Writes a database of 400 jobs and closes it (the last close checkpoints
 // the WAL into the file), then overwrites whole pages in the middle of the
 // file with garbage.
@@ -435,6 +535,12 @@ TEST_F(SqliteBackendTest, RejectsBadOptions) {
   EXPECT_CODE(SqliteBackend::Open(path_, bad, clock_).status(), kInvalidArgument);
   EXPECT_CODE(SqliteBackend::Open(path_, {}, nullptr).status(), kInvalidArgument);
   EXPECT_CODE(SqliteBackend::Open("", {}, clock_).status(), kInvalidArgument);
+  SqliteOptions bad_reserve;
+  bad_reserve.max_database_bytes = 1 << 20;
+  bad_reserve.drain_reserve_bytes = 1 << 20;  // Nothing left for enqueues.
+  EXPECT_CODE(SqliteBackend::Open(path_, bad_reserve, clock_).status(), kInvalidArgument);
+  bad_reserve.drain_reserve_bytes = -2;
+  EXPECT_CODE(SqliteBackend::Open(path_, bad_reserve, clock_).status(), kInvalidArgument);
 }
 
 // --- Transactional enqueue ---
