@@ -176,8 +176,9 @@ class JOBPACT_EXPORT SqliteBackend {
   // it and refuses newer ones.
   static constexpr int kSchemaVersion = 1;
 
-  // Opens (creating if missing) the database at `path` and runs the schema
-  // migrations. Errors, each naming the path:
+  // Opens (creating if missing) the database at `path` (a file name, or an
+  // SQLite URI such as "file:/var/lib/app/jobs.db?mode=ro") and runs the
+  // schema migrations. Errors, each naming the path:
   //   kInternal "database file is corrupt": the file is damaged (found by
   //     quick_check_on_open, or while reading the schema).
   //   kFailedPrecondition: not a SQLite file; a SQLite file with other

@@ -69,6 +69,16 @@ Result<std::shared_ptr<SqliteBackend::Core>> SqliteBackend::Core::Open(
     core->token_rng_.seed((static_cast<std::uint64_t>(rd()) << 32) ^ rd());
   }
   JOBPACT_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, core->OpenConnection(/*first=*/true));
+  {
+    // The file SQLite resolved, so that a URI path names the same file as
+    // the caller's connection in EnqueueInTransaction.
+    const char* file = sqlite3_db_filename(conn->db(), "main");
+    std::error_code ec;
+    if (file != nullptr && *file != '\0') {
+      std::filesystem::path resolved = std::filesystem::weakly_canonical(file, ec);
+      if (!ec) core->canonical_path_ = std::move(resolved);
+    }
+  }
   JOBPACT_RETURN_IF_ERROR(core->InitBounds(*conn));
   // Before the schema is read or migrated: a damaged file is refused
   // before anything is written to it.
@@ -82,8 +92,10 @@ Result<std::shared_ptr<SqliteBackend::Core>> SqliteBackend::Core::Open(
 
 Result<std::unique_ptr<Connection>> SqliteBackend::Core::OpenConnection(bool first) const {
   internal::ConnectionOptions o;
-  o.flags =
-      options_.read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  // URI: "file:...?mode=ro" and friends work whatever SQLITE_USE_URI the
+  // library was built with (a plain path is unaffected).
+  o.flags = SQLITE_OPEN_URI | (options_.read_only ? SQLITE_OPEN_READONLY
+                                                  : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE));
   o.busy_timeout = options_.busy_timeout;
   o.synchronous_full = options_.synchronous == SqliteOptions::Synchronous::kFull;
   // The first connection learns the page size; InitBounds then bounds it.
@@ -135,7 +147,8 @@ Status SqliteBackend::Core::InitSchema(Connection& conn) {
   if (!options_.read_only && sqlite3_db_readonly(conn.db(), "main") == 1) {
     return Status::FailedPrecondition(
         "database " + path_ +
-        " is read-only (file or directory permissions); jobpact needs write access. "
+        " is read-only (file or directory permissions, a read-only mount, or mode=ro or "
+        "immutable=1 in a file: URI); jobpact needs write access. "
         "Use SqliteOptions::read_only to open it for inspection.");
   }
   Result<int> version = internal::CheckAndMigrate(conn, options_);

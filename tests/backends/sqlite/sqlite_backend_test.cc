@@ -514,6 +514,61 @@ TEST_F(SqliteBackendTest, CorruptionFoundAfterOpenIsReportedAsCorruption) {
   if (!d.ok()) ExpectCorruptionError(d.status(), path_);
 }
 
+TEST_F(SqliteBackendTest, ReadOnlyFileSaysReadOnlyAtOpenAndOnEveryWriteEvenAsRoot) {
+  {
+    auto backend = MustOpen();
+    ASSERT_NE(backend, nullptr);
+    ASSERT_OK(backend->queue()->Enqueue(Job("job_1"), {}).status());
+  }
+  // A read-only file, reproduced as root too: SQLite's URI mode=ro.
+  const std::string uri = "file:" + path_ + "?mode=ro";
+  auto rw = SqliteBackend::Open(uri, {}, clock_);
+  ASSERT_FALSE(rw.ok());
+  EXPECT_EQ(rw.status().code(), StatusCode::kFailedPrecondition) << rw.status();
+  EXPECT_THAT(rw.status().message(), HasSubstr("read-only"));
+  EXPECT_THAT(rw.status().message(), HasSubstr(path_));
+
+  SqliteOptions ro;
+  ro.read_only = true;
+  auto b = SqliteBackend::Open(uri, ro, clock_);
+  ASSERT_TRUE(b.ok()) << b.status();
+  auto backend = *b;
+  EXPECT_EQ(backend->queue()->Get("job_1")->status, JobStatus::kQueued);
+  for (const Status& s : {backend->queue()->Enqueue(Job("job_2"), {}).status(),
+                          backend->queue()->Dequeue({}).status(),
+                          backend->locks()->Acquire("k", "o", Seconds(1)).status(),
+                          backend->RunInTransaction([](sqlite3*) { return Status::Ok(); })}) {
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s;
+    EXPECT_THAT(s.message(), HasSubstr("read-only"));
+    EXPECT_THAT(s.message(), HasSubstr(path_));
+  }
+
+  // A caller's read-only connection in EnqueueInTransaction: SQLite's own
+  // SQLITE_READONLY, reported as such.
+  auto writable = MustOpen();
+  ASSERT_NE(writable, nullptr);
+  sqlite3* caller = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(uri.c_str(), &caller, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(caller, "BEGIN", nullptr, nullptr, nullptr), SQLITE_OK);
+  Status s = writable->EnqueueInTransaction(caller, Job("job_3"), {}).status();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("read-only"));
+  EXPECT_THAT(s.message(), HasSubstr(path_));
+  sqlite3_exec(caller, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(caller);
+}
+
+TEST_F(SqliteBackendTest, AUriPathNamesTheSameFileForTransactionalEnqueue) {
+  auto backend = SqliteBackend::Open("file:" + path_ + "?cache=private", {}, clock_);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  RawDb caller(path_);
+  ASSERT_EQ(caller.Exec("BEGIN IMMEDIATE"), SQLITE_OK);
+  ASSERT_OK((*backend)->EnqueueInTransaction(caller.get(), Job("job_1"), {}).status());
+  ASSERT_EQ(caller.Exec("COMMIT"), SQLITE_OK);
+  EXPECT_EQ((*backend)->queue()->Get("job_1")->status, JobStatus::kQueued);
+}
+
 TEST_F(SqliteBackendTest, BusyFileIsUnavailableUntilTheLockIsReleased) {
   SqliteOptions quick;
   quick.busy_timeout = Millis(100);
