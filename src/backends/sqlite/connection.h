@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "jobpact/clock.h"
 #include "jobpact/result.h"
@@ -41,12 +42,39 @@ inline Duration DurationFromNs(std::int64_t ns) {
 // operation), the database `path` and SQLite's own message:
 //   BUSY, LOCKED, IOERR    -> kUnavailable (another process holds the lock;
 //                             a transient I/O error): retry with backoff.
-//   FULL                   -> kResourceExhausted (disk or max size full).
-//   READONLY, CANTOPEN, NOTADB, PERM, AUTH -> kFailedPrecondition.
+//   FULL                   -> kResourceExhausted "database or disk is full".
+//   READONLY               -> kFailedPrecondition "database is read-only".
+//   CORRUPT, NOTADB        -> CorruptionError (kInternal "database file is
+//                             corrupt"): a damaged file, found at open or by
+//                             any later statement that reads a bad page.
+//   CANTOPEN, PERM, AUTH   -> kFailedPrecondition.
 //   CONSTRAINT             -> kAlreadyExists.
 //   NOMEM                  -> kResourceExhausted.
-//   anything else (CORRUPT, MISUSE, ...) -> kInternal.
+//   anything else (MISUSE, ...) -> kInternal.
+// A file that is not SQLite at all is told apart before SQLite reads it
+// (ConnectionOptions::check_header), so NOTADB here means damage.
 Status SqliteError(int rc, std::string_view what, std::string_view path, sqlite3* db);
+
+// The one error for a damaged database file, whoever finds the damage:
+// kInternal (status.h has no data-loss code; the message says what it is),
+// "database file is corrupt: <detail>", naming `path` and what to do.
+Status CorruptionError(std::string_view path, std::string_view detail);
+
+// How Connection::Open opens and configures a connection.
+struct ConnectionOptions {
+  // sqlite3_open_v2 flags (SQLITE_OPEN_NOMUTEX is always added).
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  // Real-time budget of one wait for another connection's lock.
+  Duration busy_timeout = std::chrono::seconds(5);
+  bool synchronous_full = false;
+  // PRAGMA max_page_count; 0 keeps SQLite's default (no practical bound).
+  std::int64_t max_page_count = 0;
+  // Refuse, before SQLite reads it, a non-empty file that does not start
+  // with the SQLite header: kFailedPrecondition "not a SQLite database"
+  // (the wrong file, rather than a damaged one). For the first connection
+  // of a backend; later ones would report such a file as corrupt.
+  bool check_header = false;
+};
 
 // A prepared statement in use: Bind*, Step, Column*; reset (and its bindings
 // cleared) when the scope ends so the cached statement can be reused.
@@ -113,12 +141,11 @@ class Stmt {
 // EnqueueInTransaction). Not thread-safe: used by one thread at a time.
 class Connection {
  public:
-  // Opens `path` with `flags` and configures it: extended result codes, the
-  // busy handler (bounded by `busy_timeout`), synchronous mode and the size
-  // bound. Does not touch the schema.
-  static Result<std::unique_ptr<Connection>> Open(const std::string& path, int flags,
-                                                  Duration busy_timeout, bool synchronous_full,
-                                                  std::int64_t max_database_bytes);
+  // Opens `path` (a file name or an SQLite "file:" URI) and configures it:
+  // extended result codes, the busy handler, synchronous mode, the page
+  // bound and the hook behind jobs_inserted(). Does not touch the schema.
+  static Result<std::unique_ptr<Connection>> Open(const std::string& path,
+                                                  const ConnectionOptions& options);
   // Wraps a handle owned by someone else; the statements prepared on it are
   // finalized when this object goes, the handle is left open.
   static std::unique_ptr<Connection> Borrow(sqlite3* db, std::string path);
@@ -141,8 +168,26 @@ class Connection {
   // `what`.
   Status Exec(const char* sql, std::string_view what);
 
-  // Error status for `rc` on this connection.
-  Status Error(int rc, std::string_view what) const { return SqliteError(rc, what, path_, db_); }
+  // Error status for `rc` on this connection. Remembers a SQLITE_FULL for
+  // TakeFull().
+  Status Error(int rc, std::string_view what) const {
+    if ((rc & 0xff) == SQLITE_FULL) saw_full_ = true;
+    return SqliteError(rc, what, path_, db_);
+  }
+
+  // Whether an Error() since the last call was SQLITE_FULL; clears it.
+  bool TakeFull() { return std::exchange(saw_full_, false); }
+
+  // Rows inserted into jobpact_jobs through this connection so far
+  // (committed or not): a transaction adds jobs iff it moves this counter.
+  // Counted by SQLite's update hook on owned connections only (a borrowed
+  // handle keeps its owner's hook); always 0 on a borrowed one.
+  std::int64_t jobs_inserted() const { return jobs_inserted_; }
+
+  // Pages in use: page_count minus the free list, i.e. what the stored data
+  // occupies, inside the current transaction if one is open. Free pages
+  // (left by deletes) are reused before the file grows.
+  Result<std::int64_t> UsedPages();
 
   // Rolls back the open transaction, if any (SQLite may already have rolled
   // it back itself, e.g. after SQLITE_FULL).
@@ -153,12 +198,16 @@ class Connection {
       : db_(db), path_(std::move(path)), owned_(owned) {}
 
   static int BusyHandler(void* self, int count);
+  static void UpdateHook(void* self, int op, const char* db_name, const char* table,
+                         sqlite3_int64 rowid);
 
   sqlite3* db_;
   std::string path_;
   bool owned_;
   std::int64_t busy_budget_us_ = 0;  // Real-time budget of one busy wait.
   std::int64_t busy_waited_us_ = 0;  // Slept so far in the current wait.
+  std::int64_t jobs_inserted_ = 0;   // See jobs_inserted().
+  mutable bool saw_full_ = false;    // See TakeFull().
   std::unordered_map<const char*, sqlite3_stmt*> static_statements_;
   std::unordered_map<std::string, sqlite3_stmt*> dynamic_statements_;
 };

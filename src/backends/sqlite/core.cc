@@ -1,5 +1,6 @@
 #include "src/backends/sqlite/core.h"
 
+#include <algorithm>
 #include <exception>
 #include <filesystem>
 #include <random>
@@ -49,6 +50,14 @@ Result<std::shared_ptr<SqliteBackend::Core>> SqliteBackend::Core::Open(
   if (options.max_database_bytes < 0) {
     return Status::InvalidArgument("SqliteOptions::max_database_bytes must be >= 0");
   }
+  if (options.drain_reserve_bytes < -1 ||
+      (options.max_database_bytes > 0 &&
+       options.drain_reserve_bytes >= options.max_database_bytes)) {
+    return Status::InvalidArgument(
+        "SqliteOptions::drain_reserve_bytes must be -1 (automatic) or in [0, "
+        "max_database_bytes), got " +
+        std::to_string(options.drain_reserve_bytes));
+  }
   std::shared_ptr<Core> core(new Core(path, std::move(options), std::move(clock)));
   {
     std::error_code ec;
@@ -59,7 +68,21 @@ Result<std::shared_ptr<SqliteBackend::Core>> SqliteBackend::Core::Open(
     std::random_device rd;
     core->token_rng_.seed((static_cast<std::uint64_t>(rd()) << 32) ^ rd());
   }
-  JOBPACT_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, core->OpenConnection());
+  JOBPACT_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, core->OpenConnection(/*first=*/true));
+  {
+    // The file SQLite resolved, so that a URI path names the same file as
+    // the caller's connection in EnqueueInTransaction.
+    const char* file = sqlite3_db_filename(conn->db(), "main");
+    std::error_code ec;
+    if (file != nullptr && *file != '\0') {
+      std::filesystem::path resolved = std::filesystem::weakly_canonical(file, ec);
+      if (!ec) core->canonical_path_ = std::move(resolved);
+    }
+  }
+  JOBPACT_RETURN_IF_ERROR(core->InitBounds(*conn));
+  // Before the schema is read or migrated: a damaged file is refused
+  // before anything is written to it.
+  if (core->options_.quick_check_on_open) JOBPACT_RETURN_IF_ERROR(internal::QuickCheck(*conn));
   JOBPACT_RETURN_IF_ERROR(core->InitSchema(*conn));
   std::lock_guard<std::mutex> lock(core->pool_mu_);
   core->open_connections_ = 1;
@@ -67,12 +90,55 @@ Result<std::shared_ptr<SqliteBackend::Core>> SqliteBackend::Core::Open(
   return core;
 }
 
-Result<std::unique_ptr<Connection>> SqliteBackend::Core::OpenConnection() const {
-  const int flags =
-      options_.read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  return Connection::Open(path_, flags, options_.busy_timeout,
-                          options_.synchronous == SqliteOptions::Synchronous::kFull,
-                          options_.max_database_bytes);
+Result<std::unique_ptr<Connection>> SqliteBackend::Core::OpenConnection(bool first) const {
+  internal::ConnectionOptions o;
+  // URI: "file:...?mode=ro" and friends work whatever SQLITE_USE_URI the
+  // library was built with (a plain path is unaffected).
+  o.flags = SQLITE_OPEN_URI | (options_.read_only ? SQLITE_OPEN_READONLY
+                                                  : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE));
+  o.busy_timeout = options_.busy_timeout;
+  o.synchronous_full = options_.synchronous == SqliteOptions::Synchronous::kFull;
+  // The first connection learns the page size; InitBounds then bounds it.
+  o.max_page_count = first ? 0 : max_pages_;
+  o.check_header = first;
+  return Connection::Open(path_, o);
+}
+
+Status SqliteBackend::Core::InitBounds(Connection& conn) {
+  if (options_.max_database_bytes == 0) return Status::Ok();
+  // The page size of the file (SQLite's default for a new one, which its
+  // first write then uses).
+  std::int64_t page_size = 0;
+  {
+    JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.Prepare("PRAGMA page_size"));
+    internal::Stmt st(raw);
+    const int rc = st.Step();
+    if (rc != SQLITE_ROW) return conn.Error(rc, "open database");
+    page_size = st.Int(0);
+  }
+  if (page_size <= 0) page_size = 4096;
+  max_pages_ = std::max<std::int64_t>(1, options_.max_database_bytes / page_size);
+  const std::int64_t reserve_bytes = options_.drain_reserve_bytes >= 0
+                                         ? options_.drain_reserve_bytes
+                                         : options_.max_database_bytes / 3;
+  const std::int64_t reserve_pages = (reserve_bytes + page_size - 1) / page_size;
+  enqueue_max_pages_ = std::max<std::int64_t>(1, max_pages_ - reserve_pages);
+  const std::string pragma = "PRAGMA max_page_count=" + std::to_string(max_pages_);
+  return conn.Exec(pragma.c_str(), "open database");
+}
+
+Status SqliteBackend::Core::CheckEnqueueRoom(Connection& conn, std::string_view what) {
+  if (max_pages_ == 0) return Status::Ok();
+  JOBPACT_ASSIGN_OR_RETURN(std::int64_t used, conn.UsedPages());
+  if (used <= enqueue_max_pages_) return Status::Ok();
+  return Status::ResourceExhausted(
+      "database is full: " + std::string(what) + " on " + path_ +
+      " refused, nothing was written: storing the new job(s) would use " + std::to_string(used) +
+      " pages, past the " + std::to_string(enqueue_max_pages_) + " of the " +
+      std::to_string(max_pages_) +
+      "-page bound (SqliteOptions::max_database_bytes) open to new jobs; the rest is kept so "
+      "that the jobs already stored can be delivered and completed "
+      "(SqliteOptions::drain_reserve_bytes). Enqueues resume when finished jobs are purged");
 }
 
 Status SqliteBackend::Core::InitSchema(Connection& conn) {
@@ -81,7 +147,8 @@ Status SqliteBackend::Core::InitSchema(Connection& conn) {
   if (!options_.read_only && sqlite3_db_readonly(conn.db(), "main") == 1) {
     return Status::FailedPrecondition(
         "database " + path_ +
-        " is read-only (file or directory permissions); jobpact needs write access. "
+        " is read-only (file or directory permissions, a read-only mount, or mode=ro or "
+        "immutable=1 in a file: URI); jobpact needs write access. "
         "Use SqliteOptions::read_only to open it for inspection.");
   }
   Result<int> version = internal::CheckAndMigrate(conn, options_);
@@ -101,7 +168,7 @@ Result<SqliteBackend::Core::PooledConnection> SqliteBackend::Core::Acquire() {
     if (open_connections_ < options_.max_connections) {
       ++open_connections_;
       lock.unlock();
-      Result<std::unique_ptr<Connection>> conn = OpenConnection();
+      Result<std::unique_ptr<Connection>> conn = OpenConnection(/*first=*/false);
       if (!conn.ok()) {
         lock.lock();
         --open_connections_;
@@ -121,6 +188,30 @@ void SqliteBackend::Core::Return(std::unique_ptr<Connection> conn) {
   free_.push_back(std::move(conn));
   pool_cv_.notify_one();
 }
+
+void SqliteBackend::Core::Forget() {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  --open_connections_;
+  pool_cv_.notify_one();  // A waiter may open a new one in its place.
+}
+
+namespace {
+
+// Ends a failed transaction so that nothing of it outlives the call. After
+// SQLITE_FULL, checkpoints the WAL (PASSIVE: never waits): on a full disk
+// the next writer can then restart the WAL from its beginning and reuse its
+// space instead of growing it. A connection still inside a transaction
+// after the rollback is discarded rather than pooled, so one failure cannot
+// wedge later calls.
+void CleanUpAfterFailure(SqliteBackend::Core::PooledConnection& conn) {
+  conn->RollbackIfOpen();
+  if (conn->TakeFull()) {
+    sqlite3_wal_checkpoint_v2(conn->db(), "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+  }
+  if (sqlite3_get_autocommit(conn->db()) == 0) conn.Discard();
+}
+
+}  // namespace
 
 Status SqliteBackend::Core::Write(std::string_view what,
                                   const std::function<Status(Connection&)>& fn) {
@@ -142,6 +233,7 @@ Status SqliteBackend::Core::Write(std::string_view what,
     std::lock_guard<std::mutex> write_lock(write_mu_);
     JOBPACT_ASSIGN_OR_RETURN(PooledConnection conn, Acquire());
     JOBPACT_RETURN_IF_ERROR(conn->Exec("BEGIN IMMEDIATE", what));
+    const std::int64_t jobs_inserted_before = conn->jobs_inserted();
     t_writing_core = this;
     Status status;
     try {
@@ -161,9 +253,12 @@ Status SqliteBackend::Core::Write(std::string_view what,
         return Status::Internal(std::string(what) +
                                 ": the transaction was ended from inside the callback");
       }
-      status = conn->Exec("COMMIT", what);
+      // New jobs must leave the drain reserve free (see drain_reserve_bytes);
+      // everything else may use it.
+      if (conn->jobs_inserted() != jobs_inserted_before) status = CheckEnqueueRoom(*conn, what);
+      if (status.ok()) status = conn->Exec("COMMIT", what);
     }
-    if (!status.ok()) conn->RollbackIfOpen();
+    if (!status.ok()) CleanUpAfterFailure(conn);
     return status;
   });
 }
@@ -176,7 +271,7 @@ Status SqliteBackend::Core::Read(std::string_view what, bool snapshot,
     JOBPACT_RETURN_IF_ERROR(conn->Exec("BEGIN", what));
     Status status = fn(*conn);
     if (status.ok()) status = conn->Exec("COMMIT", what);
-    if (!status.ok()) conn->RollbackIfOpen();
+    if (!status.ok()) CleanUpAfterFailure(conn);
     return status;
   });
 }
@@ -256,9 +351,23 @@ Result<EnqueueResult> SqliteBackend::EnqueueInTransaction(sqlite3* db, const Env
           " does not hold a jobpact schema of version " + std::to_string(kSchemaVersion) +
           " (found " + std::to_string(version) + "); open it with SqliteBackend::Open first");
     }
-    JOBPACT_ASSIGN_OR_RETURN(std::vector<EnqueueResult> results,
-                             core_->EnqueueOn(*conn, {&env}, options));
-    out = std::move(results.front());
+    // Inside a savepoint, so that a refused enqueue (no room, a failed
+    // insert) leaves the caller's transaction as it was.
+    JOBPACT_RETURN_IF_ERROR(conn->Exec("SAVEPOINT jobpact_enqueue", "EnqueueInTransaction"));
+    Result<std::vector<EnqueueResult>> results = core_->EnqueueOn(*conn, {&env}, options);
+    Status status = results.status();
+    if (status.ok() && !results->front().duplicate) {
+      status = core_->CheckEnqueueRoom(*conn, "EnqueueInTransaction");
+    }
+    if (!status.ok()) {
+      // Fails harmlessly if SQLite already rolled the whole transaction
+      // back (e.g. after SQLITE_FULL): then there is nothing left to undo.
+      sqlite3_exec(db, "ROLLBACK TO jobpact_enqueue; RELEASE jobpact_enqueue", nullptr, nullptr,
+                   nullptr);
+      return status;
+    }
+    JOBPACT_RETURN_IF_ERROR(conn->Exec("RELEASE jobpact_enqueue", "EnqueueInTransaction"));
+    out = std::move(results->front());
     return Status::Ok();
   });
   if (!s.ok()) return s;

@@ -49,6 +49,13 @@ class SqliteBackend::Core {
     internal::Connection& operator*() const { return *conn_; }
     internal::Connection* operator->() const { return conn_.get(); }
 
+    // Closes the connection instead of returning it to the pool (one left
+    // in an unknown state must not be handed to the next caller).
+    void Discard() {
+      conn_.reset();
+      core_->Forget();
+    }
+
    private:
     Core* core_;
     std::unique_ptr<internal::Connection> conn_;
@@ -63,6 +70,10 @@ class SqliteBackend::Core {
   // (a user's transactional effect) become kInternal after the rollback.
   // kFailedPrecondition when called from inside another Write of this Core
   // on the same thread (it would deadlock on the write mutex).
+  // With a size bound, a transaction that inserted jobs is rolled back with
+  // kResourceExhausted if it leaves less than the drain reserve free
+  // (CheckEnqueueRoom); after SQLITE_FULL the WAL is checkpointed, so that
+  // on a real full disk the next transactions reuse the WAL's space.
   Status Write(std::string_view what, const std::function<Status(internal::Connection&)>& fn);
 
   // Runs `fn` on a pooled connection with no explicit transaction (each
@@ -77,6 +88,11 @@ class SqliteBackend::Core {
   const std::filesystem::path& canonical_path() const { return canonical_path_; }
   const SqliteOptions& options() const { return options_; }
   int schema_version() const { return schema_version_; }
+
+  // kResourceExhausted if the pages in use on `conn` (inside its open
+  // transaction) exceed the bound minus the drain reserve; OK without a
+  // bound. For transactions that add jobs.
+  Status CheckEnqueueRoom(internal::Connection& conn, std::string_view what);
 
   // 16 random hex digits (lease token nonces).
   std::string NewNonce();
@@ -96,9 +112,13 @@ class SqliteBackend::Core {
   Core(std::string path, SqliteOptions options, std::shared_ptr<Clock> clock)
       : path_(std::move(path)), options_(std::move(options)), clock_(std::move(clock)) {}
 
-  Result<std::unique_ptr<internal::Connection>> OpenConnection() const;
+  Result<std::unique_ptr<internal::Connection>> OpenConnection(bool first) const;
+  // Sets the page bounds from the file's page size (called once by Open).
+  Status InitBounds(internal::Connection& conn);
   Status InitSchema(internal::Connection& conn);
   void Return(std::unique_ptr<internal::Connection> conn);
+  // Accounts for a connection closed by PooledConnection::Discard().
+  void Forget();
 
   // Immutable after construction.
   const std::string path_;
@@ -106,6 +126,11 @@ class SqliteBackend::Core {
   const std::shared_ptr<Clock> clock_;
   int schema_version_ = 0;                // Set once by Open().
   std::filesystem::path canonical_path_;  // Set once by Open().
+  // Bounds in pages (0: unbounded), set once by Open(): the hard bound
+  // (max_page_count) and the most pages a transaction adding jobs may leave
+  // in use (the hard bound minus the drain reserve).
+  std::int64_t max_pages_ = 0;
+  std::int64_t enqueue_max_pages_ = 0;
 
   // Serializes this process's writers, so that they hand the SQLite write
   // lock over in-process instead of polling the file lock.

@@ -1,6 +1,7 @@
 #include "src/backends/sqlite/schema.h"
 
 #include <string>
+#include <vector>
 
 namespace jobpact {
 namespace sqlite {
@@ -180,6 +181,28 @@ Status CheckAndMigrateInTransaction(Connection& conn, const SqliteOptions& optio
 }
 
 }  // namespace
+
+Status QuickCheck(Connection& conn) {
+  // At most 5 problems: enough to show what is wrong, and a badly damaged
+  // file stops the check early.
+  sqlite3_stmt* raw = nullptr;
+  int rc = sqlite3_prepare_v2(conn.db(), "PRAGMA quick_check(5)", -1, &raw, nullptr);
+  std::vector<std::string> problems;
+  while (rc == SQLITE_OK || rc == SQLITE_ROW) {
+    rc = sqlite3_step(raw);
+    if (rc != SQLITE_ROW) break;
+    const unsigned char* text = sqlite3_column_text(raw, 0);
+    std::string line = text != nullptr ? reinterpret_cast<const char*>(text) : "";
+    if (line != "ok") problems.push_back(std::move(line));
+  }
+  Status s = (rc == SQLITE_DONE) ? Status::Ok() : conn.Error(rc, "quick_check at open");
+  sqlite3_finalize(raw);
+  if (!s.ok()) return s;
+  if (problems.empty()) return Status::Ok();
+  std::string detail = "PRAGMA quick_check on " + conn.path() + " found:";
+  for (const std::string& p : problems) detail += " [" + p + "]";
+  return CorruptionError(conn.path(), detail);
+}
 
 Result<int> ReadSchemaVersion(Connection& conn) {
   sqlite3_stmt* raw = nullptr;

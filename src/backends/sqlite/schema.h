@@ -17,6 +17,11 @@ namespace internal {
 // leaves the file as it was.
 Result<int> CheckAndMigrate(Connection& conn, const SqliteOptions& options);
 
+// Runs SQLite's PRAGMA quick_check (the structure of every page of the
+// file): OK, or CorruptionError ("database file is corrupt") listing the
+// first problems it found. Reads the whole file; writes nothing.
+Status QuickCheck(Connection& conn);
+
 // The schema_version in jobpact_meta; kFailedPrecondition if the file has no
 // jobpact_meta. Runs inside the caller's transaction, if any.
 Result<int> ReadSchemaVersion(Connection& conn);

@@ -351,6 +351,224 @@ TEST_F(SqliteBackendTest, FullDatabaseIsResourceExhaustedAndLosesNothing) {
   ASSERT_OK(backend->queue()->Enqueue(Job("job_more"), {}).status());
 }
 
+TEST_F(SqliteBackendTest, FullDatabaseStillDrainsAndTakesJobsAgainAfterAPurge) {
+  SqliteOptions bounded;
+  bounded.max_database_bytes = 256 * 1024;
+  auto backend = MustOpen(bounded);
+  ASSERT_NE(backend, nullptr);
+  auto q = backend->queue();
+  const std::string payload = "{\"blob\":\"" + std::string(100, 'p') + "\"}";
+  std::vector<std::string> stored;
+  Status refused;
+  for (int i = 0; i < 100000; ++i) {
+    const std::string id = "job_" + std::to_string(1000 + i);
+    refused = q->Enqueue(Job(id, payload), {}).status();
+    if (!refused.ok()) break;
+    stored.push_back(id);
+  }
+  ASSERT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("full"));
+  EXPECT_THAT(refused.message(), HasSubstr(path_));
+  ASSERT_GT(stored.size(), 10u);
+  // A refused enqueue leaves the connection usable: the next one is refused
+  // the same way, not wedged.
+  EXPECT_CODE(q->Enqueue(Job("job_extra", payload), {}).status(), kResourceExhausted);
+
+  // Everything already queued still drains: deliveries, renewals, locks,
+  // idempotency claims and completions all find room.
+  int completed = 0;
+  while (true) {
+    DequeueRequest req;
+    req.worker_id = "w1";
+    req.max_jobs = 4;
+    auto batch = q->Dequeue(req);
+    ASSERT_TRUE(batch.ok()) << "after " << completed << " completions: " << batch.status();
+    if (batch->empty()) break;
+    for (const Delivery& d : *batch) {
+      // What a runner with the full contract does for each job.
+      const std::string& id = d.lease.job_id;
+      ASSERT_OK(backend->locks()->Acquire("lock:" + id, d.lease.token, Seconds(30)).status());
+      auto claim = backend->idempotency()->Claim("key:" + id, d.lease.token, Seconds(30));
+      ASSERT_TRUE(claim.ok()) << claim.status();
+      auto renewed = q->Renew(d.lease, Seconds(30), "");
+      ASSERT_TRUE(renewed.ok()) << renewed.status();
+      Completion done;
+      done.reason = "succeeded";
+      done.result = "ok";
+      ASSERT_OK(q->Complete(*renewed, done));
+      ASSERT_OK(backend->idempotency()->Complete("key:" + id, d.lease.token, "ok", Seconds(60)));
+      ASSERT_OK(backend->locks()->Release("lock:" + id, d.lease.token));
+      ++completed;
+    }
+  }
+  EXPECT_EQ(completed, static_cast<int>(stored.size()));
+  ASSERT_OK(backend->locks()->Acquire("k", "o", Seconds(5)).status());
+  EXPECT_EQ(q->Stats()->by_status[JobStatus::kSucceeded], static_cast<std::int64_t>(stored.size()));
+
+  // Purging the finished jobs makes room for new ones.
+  clock_->Advance(Seconds(1));
+  auto purged = q->PurgeFinished(clock_->Now());
+  ASSERT_TRUE(purged.ok()) << purged.status();
+  EXPECT_EQ(*purged, static_cast<int>(stored.size()));
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_OK(q->Enqueue(Job("job_again_" + std::to_string(i), payload), {}).status());
+  }
+}
+
+TEST_F(SqliteBackendTest, FullDatabaseRefusesATransactionalEnqueueButNotTheCallersWrite) {
+  SqliteOptions bounded;
+  bounded.max_database_bytes = 256 * 1024;
+  auto backend = MustOpen(bounded);
+  ASSERT_NE(backend, nullptr);
+  RawDb caller(path_);
+  ASSERT_EQ(caller.Exec("CREATE TABLE orders (id TEXT PRIMARY KEY)"), SQLITE_OK);
+  const std::string payload = "{\"blob\":\"" + std::string(100, 'p') + "\"}";
+  Status refused;
+  for (int i = 0; i < 100000 && refused.ok(); ++i) {
+    refused =
+        backend->queue()->Enqueue(Job("job_" + std::to_string(100000 + i), payload), {}).status();
+  }
+  ASSERT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused;
+
+  ASSERT_EQ(caller.Exec("BEGIN IMMEDIATE"), SQLITE_OK);
+  ASSERT_OK(InsertOrder(caller.get(), "ord_1"));
+  Status s = backend->EnqueueInTransaction(caller.get(), Job("job_tx", payload), {}).status();
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(s.message(), HasSubstr("full"));
+  EXPECT_THAT(s.message(), HasSubstr(path_));
+  // The refusal undid only the enqueue: the caller's transaction goes on.
+  ASSERT_EQ(caller.Exec("COMMIT"), SQLITE_OK);
+  EXPECT_EQ(caller.Query("SELECT id FROM orders"), "ord_1");
+  EXPECT_CODE(backend->queue()->Get("job_tx").status(), kNotFound);
+
+  // The same through RunInTransaction: everything rolls back.
+  s = backend->RunInTransaction([&](sqlite3* db) -> Status {
+    JOBPACT_RETURN_IF_ERROR(InsertOrder(db, "ord_2"));
+    return backend->EnqueueInTransaction(db, Job("job_tx2", payload), {}).status();
+  });
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s;
+  EXPECT_EQ(caller.Query("SELECT count(*) FROM orders"), "1");
+  EXPECT_CODE(backend->queue()->Get("job_tx2").status(), kNotFound);
+}
+
+// Writes a database of 400 jobs and closes it (the last close checkpoints
+// the WAL into the file), then overwrites whole pages in the middle of the
+// file with garbage.
+void WriteAndCorruptTheMiddle(const std::string& path, std::shared_ptr<Clock> clock) {
+  {
+    auto b = SqliteBackend::Open(path, {}, clock);
+    ASSERT_TRUE(b.ok()) << b.status();
+    std::vector<Envelope> envs;
+    for (int i = 0; i < 400; ++i) {
+      Envelope env;
+      env.job_id = "job_" + std::to_string(10000 + i);
+      env.job_type = "test.job";
+      env.payload = "{\"blob\":\"" + std::string(1500, 'p') + "\"}";
+      PrepareForEnqueue(env, clock->Now());
+      envs.push_back(std::move(env));
+    }
+    ASSERT_TRUE((*b)->queue()->EnqueueBatch(envs, {}).ok());
+  }
+  ASSERT_FALSE(std::filesystem::exists(path + "-wal"));
+  const auto size = std::filesystem::file_size(path);
+  ASSERT_GT(size, 64u * 4096u);
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>((size / 2 / 4096) * 4096));
+  std::string garbage(4 * 4096, '\0');
+  for (std::size_t i = 0; i < garbage.size(); ++i)
+    garbage[i] = static_cast<char>((i * 37 + 11) % 251);
+  f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  ASSERT_TRUE(f.good());
+}
+
+void ExpectCorruptionError(const Status& s, const std::string& path) {
+  EXPECT_EQ(s.code(), StatusCode::kInternal) << s;
+  EXPECT_THAT(s.message(), HasSubstr("database file is corrupt"));
+  EXPECT_THAT(s.message(), HasSubstr(path));
+}
+
+TEST_F(SqliteBackendTest, QuickCheckAtOpenRefusesACorruptFile) {
+  WriteAndCorruptTheMiddle(path_, clock_);
+  const std::string before = ReadFile(path_);
+  SqliteOptions checked;
+  checked.quick_check_on_open = true;
+  auto b = SqliteBackend::Open(path_, checked, clock_);
+  ASSERT_FALSE(b.ok());
+  ExpectCorruptionError(b.status(), path_);
+  EXPECT_EQ(ReadFile(path_), before);  // Nothing written to a damaged file.
+}
+
+TEST_F(SqliteBackendTest, CorruptionFoundAfterOpenIsReportedAsCorruption) {
+  WriteAndCorruptTheMiddle(path_, clock_);
+  SqliteOptions unchecked;
+  unchecked.quick_check_on_open = false;
+  auto backend = MustOpen(unchecked);  // Page 1 and the schema are intact.
+  ASSERT_NE(backend, nullptr);
+  // Stats reads every row of the jobs table, so it reaches the bad pages.
+  ExpectCorruptionError(backend->queue()->Stats().status(), path_);
+  // So does a dequeue that walks past them (or it works, on intact pages):
+  // never a generic internal error.
+  DequeueRequest req;
+  req.max_jobs = 400;
+  auto d = backend->queue()->Dequeue(req);
+  if (!d.ok()) ExpectCorruptionError(d.status(), path_);
+}
+
+TEST_F(SqliteBackendTest, ReadOnlyFileSaysReadOnlyAtOpenAndOnEveryWriteEvenAsRoot) {
+  {
+    auto backend = MustOpen();
+    ASSERT_NE(backend, nullptr);
+    ASSERT_OK(backend->queue()->Enqueue(Job("job_1"), {}).status());
+  }
+  // A read-only file, reproduced as root too: SQLite's URI mode=ro.
+  const std::string uri = "file:" + path_ + "?mode=ro";
+  auto rw = SqliteBackend::Open(uri, {}, clock_);
+  ASSERT_FALSE(rw.ok());
+  EXPECT_EQ(rw.status().code(), StatusCode::kFailedPrecondition) << rw.status();
+  EXPECT_THAT(rw.status().message(), HasSubstr("read-only"));
+  EXPECT_THAT(rw.status().message(), HasSubstr(path_));
+
+  SqliteOptions ro;
+  ro.read_only = true;
+  auto b = SqliteBackend::Open(uri, ro, clock_);
+  ASSERT_TRUE(b.ok()) << b.status();
+  auto backend = *b;
+  EXPECT_EQ(backend->queue()->Get("job_1")->status, JobStatus::kQueued);
+  for (const Status& s : {backend->queue()->Enqueue(Job("job_2"), {}).status(),
+                          backend->queue()->Dequeue({}).status(),
+                          backend->locks()->Acquire("k", "o", Seconds(1)).status(),
+                          backend->RunInTransaction([](sqlite3*) { return Status::Ok(); })}) {
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s;
+    EXPECT_THAT(s.message(), HasSubstr("read-only"));
+    EXPECT_THAT(s.message(), HasSubstr(path_));
+  }
+
+  // A caller's read-only connection in EnqueueInTransaction: SQLite's own
+  // SQLITE_READONLY, reported as such.
+  auto writable = MustOpen();
+  ASSERT_NE(writable, nullptr);
+  sqlite3* caller = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(uri.c_str(), &caller, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(caller, "BEGIN", nullptr, nullptr, nullptr), SQLITE_OK);
+  Status s = writable->EnqueueInTransaction(caller, Job("job_3"), {}).status();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("read-only"));
+  EXPECT_THAT(s.message(), HasSubstr(path_));
+  sqlite3_exec(caller, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(caller);
+}
+
+TEST_F(SqliteBackendTest, AUriPathNamesTheSameFileForTransactionalEnqueue) {
+  auto backend = SqliteBackend::Open("file:" + path_ + "?cache=private", {}, clock_);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  RawDb caller(path_);
+  ASSERT_EQ(caller.Exec("BEGIN IMMEDIATE"), SQLITE_OK);
+  ASSERT_OK((*backend)->EnqueueInTransaction(caller.get(), Job("job_1"), {}).status());
+  ASSERT_EQ(caller.Exec("COMMIT"), SQLITE_OK);
+  EXPECT_EQ((*backend)->queue()->Get("job_1")->status, JobStatus::kQueued);
+}
+
 TEST_F(SqliteBackendTest, BusyFileIsUnavailableUntilTheLockIsReleased) {
   SqliteOptions quick;
   quick.busy_timeout = Millis(100);
@@ -372,6 +590,12 @@ TEST_F(SqliteBackendTest, RejectsBadOptions) {
   EXPECT_CODE(SqliteBackend::Open(path_, bad, clock_).status(), kInvalidArgument);
   EXPECT_CODE(SqliteBackend::Open(path_, {}, nullptr).status(), kInvalidArgument);
   EXPECT_CODE(SqliteBackend::Open("", {}, clock_).status(), kInvalidArgument);
+  SqliteOptions bad_reserve;
+  bad_reserve.max_database_bytes = 1 << 20;
+  bad_reserve.drain_reserve_bytes = 1 << 20;  // Nothing left for enqueues.
+  EXPECT_CODE(SqliteBackend::Open(path_, bad_reserve, clock_).status(), kInvalidArgument);
+  bad_reserve.drain_reserve_bytes = -2;
+  EXPECT_CODE(SqliteBackend::Open(path_, bad_reserve, clock_).status(), kInvalidArgument);
 }
 
 // --- Transactional enqueue ---
