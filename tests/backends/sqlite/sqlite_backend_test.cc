@@ -395,7 +395,9 @@ TEST_F(SqliteBackendTest, FullDatabaseStillDrainsAndTakesJobsAgainAfterAPurge) {
       Completion done;
       done.reason = "succeeded";
       done.result = "ok";
-      ASSERT_OK(q->Complete(*renewed, done));
+      Delivery current = d;
+      current.lease = *renewed;
+      ASSERT_OK(q->Complete(current, done));
       ASSERT_OK(backend->idempotency()->Complete("key:" + id, d.lease.token, "ok", Seconds(60)));
       ASSERT_OK(backend->locks()->Release("lock:" + id, d.lease.token));
       ++completed;
