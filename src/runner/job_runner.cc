@@ -1032,12 +1032,20 @@ Status RunnerCore::DiscardDeadLetter(std::string_view job_id, std::string_view a
         "DiscardDeadLetter: actor and reason are required (who discards, and why)");
   }
   JOBPACT_ASSIGN_OR_RETURN(DlqEntry e, options_.queue->GetDeadLetter(job_id));
+  // A DLQ entry does not name its queue; the job record does. Label the
+  // counter like every other one: the job's queue, "default" if unknown (an
+  // envelope that never parsed has none).
+  std::string queue = Envelope{}.queue;
+  if (Result<JobRecord> rec = options_.queue->Get(job_id);
+      rec.ok() && !rec->envelope.queue.empty()) {
+    queue = std::move(rec->envelope.queue);
+  }
   DlqAction action;
   action.actor = std::string(actor);
   action.reason = std::string(why);
   JOBPACT_RETURN_IF_ERROR(options_.queue->Discard(job_id, action));
   options_.metrics->Increment(metric::kDiscarded,
-                              MetricLabels{e.job_type, {}, reason::kOperatorDiscard, {}}, 1);
+                              MetricLabels{e.job_type, queue, reason::kOperatorDiscard, {}}, 1);
   logger_.Log(LogLevel::kWarn, "transition", nullptr,
               {{"job_id", e.job_id},
                {"job_type", e.job_type},

@@ -202,11 +202,43 @@ TEST(RunnerDlqTest, DiscardRecordsWhoAndWhyAndCountsIt) {
   JobRecord r = f.h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kDiscarded);
   EXPECT_EQ(r.reason, "operator_discard");
+  // Labelled like every other counter: the job's queue, "default" here.
+  EXPECT_EQ(f.h.metrics().Counter(
+                metric::kDiscarded,
+                MetricLabels{"invoice.generate", "default", "operator_discard", {}}),
+            1);
   EXPECT_EQ(f.h.metrics().Counter(metric::kDiscarded,
                                   MetricLabels{"invoice.generate", {}, "operator_discard", {}}),
-            1);
+            0);
   EXPECT_THAT(f.h.runner().DiscardDeadLetter(id, "bob", "again"),
               StatusIs(StatusCode::kNotFound));
+}
+
+TEST(RunnerDlqTest, DiscardCountsUnderTheJobsOwnQueue) {
+  DlqFixture f;
+  Envelope env;
+  env.job_type = "invoice.generate";
+  env.queue = "billing";
+  const std::string id = f.h.Enqueue(env).value().job_id;
+  f.h.RunUntilIdle();
+  ASSERT_EQ(f.h.StatusOf(id), JobStatus::kDeadLettered);
+  EXPECT_THAT(f.h.runner().DiscardDeadLetter(id, "bob", "order cancelled"), IsOk());
+  EXPECT_EQ(f.h.metrics().Counter(
+                metric::kDiscarded,
+                MetricLabels{"invoice.generate", "billing", "operator_discard", {}}),
+            1);
+}
+
+TEST(RunnerDlqTest, DiscardOfAnInvalidEnvelopeCountsUnderTheDefaultQueue) {
+  DlqFixture f;
+  EXPECT_THAT(f.h.runner().EnqueueJson(R"({"job_id":"job_bad1","job_type":"invoice.generate","max_attempts":-1})"),
+              StatusIs(StatusCode::kInvalidArgument));
+  ASSERT_THAT(f.h.queue().GetDeadLetter("job_bad1"), IsOk());
+  EXPECT_THAT(f.h.runner().DiscardDeadLetter("job_bad1", "bob", "garbage input"), IsOk());
+  EXPECT_EQ(f.h.metrics().Counter(
+                metric::kDiscarded,
+                MetricLabels{"invoice.generate", "default", "operator_discard", {}}),
+            1);
 }
 
 }  // namespace
