@@ -48,7 +48,7 @@ TEST(JobRunnerTest, StaticallyRegisteredHandlerRunsInEveryRunner) {
   Harness h;
   ASSERT_THAT(h.init_status(), IsOk());
   std::string id = EnqueueOk(h, MakeJob("static.echo", R"({"a":1})"));
-  EXPECT_EQ(h.RunUntilIdle(), 1);
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kSucceeded);
   EXPECT_EQ(r.result, R"(echo:{"a":1})");
@@ -108,7 +108,7 @@ TEST(JobRunnerTest, PolicyOverrideRequiresAReasonAndIsKept) {
 
   // The override applies: a transient failure now fails the job at once.
   std::string id = EnqueueOk(h, MakeJob("report.build"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kFailed);
   EXPECT_EQ(r.reason, reason::kTransientError);
@@ -135,7 +135,7 @@ TEST(JobRunnerTest, SuccessRecordsHistoryResultAndMetrics) {
   env.idempotency_key = "invoice.generate:ord_987";
   std::string id = EnqueueOk(h, env);
   h.clock().Advance(Seconds(2));  // Two seconds in the queue.
-  EXPECT_EQ(h.RunUntilIdle(), 1);
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);
   EXPECT_EQ(calls, 1);
 
   JobRecord r = h.Job(id);
@@ -176,7 +176,7 @@ TEST(JobRunnerTest, BackoffDelaysAreExactWithASequenceRandomSource) {
   std::string id = EnqueueOk(h, MakeJob("flaky"));
   const std::vector<Duration> expected = {Millis(500), Seconds(1), Seconds(2), Seconds(4)};
   for (std::size_t i = 0; i < expected.size(); ++i) {
-    ASSERT_EQ(h.RunUntilIdle(), 1) << "attempt " << i + 1;
+    ASSERT_EQ(h.RunUntilIdle().value(), 1) << "attempt " << i + 1;
     JobRecord r = h.Job(id);
     ASSERT_EQ(r.status, JobStatus::kRetryScheduled);
     EXPECT_EQ(r.reason, reason::kTransientError);
@@ -184,10 +184,10 @@ TEST(JobRunnerTest, BackoffDelaysAreExactWithASequenceRandomSource) {
     EXPECT_EQ(r.previous_delay, expected[i]);
     // Not a moment early.
     h.clock().Advance(expected[i] - Millis(1));
-    EXPECT_EQ(h.RunUntilIdle(), 0);
+    EXPECT_EQ(h.RunUntilIdle().value(), 0);
     EXPECT_EQ(h.AdvanceToNextRetry(), Millis(1));
   }
-  EXPECT_EQ(h.RunUntilIdle(), 1);
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kDeadLettered);
   EXPECT_EQ(r.reason, reason::kMaxAttemptsExceeded);
@@ -207,7 +207,7 @@ TEST(JobRunnerTest, PerJobBackoffOverridesTheTypePolicyBackoff) {
   fixed.jitter = JitterKind::kNone;
   env.retry_policy = fixed;
   std::string id = EnqueueOk(h, env);
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(h.Job(id).ready_at - h.clock().Now(), Seconds(7));
 }
 
@@ -217,7 +217,7 @@ TEST(JobRunnerTest, HandlerThrowingRuntimeErrorIsAFailedAttempt) {
                        [](JobContext&) -> Status { throw std::runtime_error("disk on fire"); }),
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("boom"));
-  EXPECT_EQ(h.RunUntilIdle(), 1);
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kRetryScheduled);
   EXPECT_EQ(r.reason, reason::kUnknownError);
@@ -232,7 +232,7 @@ TEST(JobRunnerTest, HandlerThrowingAnIntIsAFailedAttempt) {
   Harness h;
   ASSERT_THAT(h.Handle("boom", [](JobContext&) -> Status { throw 42; }), IsOk());
   std::string id = EnqueueOk(h, MakeJob("boom"));
-  EXPECT_EQ(h.RunUntilIdle(), 1);
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kRetryScheduled);
   ASSERT_TRUE(r.last_failure.has_value());
@@ -248,7 +248,7 @@ TEST(JobRunnerTest, ClassifierOfTheJobTypeDecidesTheClassOfThrownExceptions) {
                        o),
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("lookup"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kDeadLettered);
   EXPECT_EQ(r.reason, reason::kPermanentError);
@@ -259,7 +259,7 @@ TEST(JobRunnerTest, ReturnedStatusCodeDecidesTheClass) {
   ASSERT_THAT(h.Handle("v", [](JobContext&) { return Status::InvalidArgument("bad amount"); }),
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("v"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kDeadLettered);
   ASSERT_TRUE(r.last_failure.has_value());
@@ -271,7 +271,7 @@ TEST(JobRunnerTest, ReturnedStatusCodeDecidesTheClass) {
 TEST(JobRunnerTest, UnknownJobTypeIsDeadLetteredNoHandler) {
   Harness h;
   std::string id = EnqueueOk(h, MakeJob("nobody.handles.this"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kDeadLettered);
   EXPECT_EQ(r.reason, reason::kNoHandler);
@@ -291,7 +291,7 @@ TEST(JobRunnerTest, FailureAfterTheDeadlineIsATransientTimeout) {
                        }),
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("slow"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kRetryScheduled);
   EXPECT_EQ(r.reason, reason::kTimeout);
@@ -310,7 +310,7 @@ TEST(JobRunnerTest, SuccessAfterTheDeadlineStands) {
                        }),
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("slow"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
 }
 
@@ -325,7 +325,7 @@ TEST(JobRunnerTest, StartByPassedIsDiscardedAndTotalDeadlineDeadLettered) {
   std::string ida = EnqueueOk(h, a);
   std::string idb = EnqueueOk(h, b);
   h.clock().Advance(Seconds(11));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(h.StatusOf(ida), JobStatus::kDiscarded);
   EXPECT_EQ(h.Job(ida).reason, reason::kStartByPassed);
@@ -339,7 +339,7 @@ TEST(JobRunnerTest, RetryThatWouldEndPastTheTotalDeadlineIsDeadLettered) {
   Envelope e = MakeJob("t");
   e.deadline = h.clock().Now() + Millis(500);  // The first backoff is ~0.99 s.
   std::string id = EnqueueOk(h, e);
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(h.StatusOf(id), JobStatus::kDeadLettered);
   EXPECT_EQ(h.Job(id).reason, reason::kTotalDeadlinePassed);
 }
@@ -391,7 +391,7 @@ TEST(JobRunnerTest, ValidJsonEnvelopeIsEnqueuedWithTheReferenceFields) {
     "timeout_seconds": 30, "visibility_timeout_seconds": 45 })");
   ASSERT_THAT(r, IsOk());
   EXPECT_EQ(r->job_id, "job_01HXYZ");
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(h.StatusOf("job_01HXYZ"), JobStatus::kSucceeded);
   EXPECT_EQ(h.Job("job_01HXYZ").envelope.attempt, 1);  // The producer's 3 is not trusted.
   EXPECT_THAT(seen_payload, HasSubstr("ord_987"));
@@ -403,7 +403,7 @@ TEST(JobRunnerTest, InvalidEnvelopeWrittenStraightToTheBackendIsDeadLetteredAtDe
   PrepareForEnqueue(e, h.clock().Now());
   e.timeout = Seconds(60);  // Not below the 45 s visibility timeout: invalid.
   ASSERT_THAT(h.queue().Enqueue(e, {}), IsOk());
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   JobRecord r = h.Job(e.job_id);
   EXPECT_EQ(r.status, JobStatus::kDeadLettered);
   EXPECT_EQ(r.reason, reason::kInvalidEnvelope);
@@ -424,14 +424,14 @@ TEST(JobRunnerTest, SnoozeReschedulesWithoutSpendingAnAttempt) {
                        }),
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("poll"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kRetryScheduled);
   EXPECT_EQ(r.reason, reason::kSnoozed);
   EXPECT_EQ(r.envelope.attempt, 0);
   EXPECT_EQ(r.ready_at, h.clock().Now() + Seconds(30));
   EXPECT_EQ(h.AdvanceToNextRetry(), Seconds(30));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
   EXPECT_EQ(attempts, (std::vector<int>{1, 1}));
 }
@@ -442,7 +442,7 @@ TEST(JobRunnerTest, DiscardFromTheHandlerKeepsItsReason) {
                        [](JobContext& ctx) { return ctx.Discard("superseded_by_newer_event"); }),
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("price.update"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kDiscarded);
   EXPECT_EQ(r.reason, "superseded_by_newer_event");
@@ -466,7 +466,7 @@ TEST(JobRunnerTest, CheckpointFromAHeartbeatIsVisibleToTheNextAttempt) {
                        }),
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("export"));
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
   EXPECT_EQ(seen, (std::vector<std::string>{"", R"({"page":3})"}));
 }
@@ -485,7 +485,7 @@ TEST(JobRunnerTest, TransactionalEffectRunsWithTheSuccessfulCompletion) {
                        }),
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("tx"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(effects, 1);
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
 }
@@ -504,7 +504,7 @@ TEST(JobRunnerTest, IdempotentSkipReturnsTheStoredResult) {
   a.idempotency_key = "charge:ord_1";
   std::string ida = EnqueueOk(h, a);
   std::string idb = EnqueueOk(h, a);  // Same key, new job id.
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(effects, 1);
   EXPECT_EQ(h.Job(ida).reason, reason::kSucceeded);
   JobRecord b = h.Job(idb);
@@ -525,11 +525,11 @@ TEST(JobRunnerTest, FailureReleasesTheIdempotencyClaimForTheRetry) {
   Envelope a = MakeJob("charge");
   a.idempotency_key = "charge:ord_2";
   std::string id = EnqueueOk(h, a);
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   auto rec = h.idempotency().Get("charge:ord_2");
   ASSERT_THAT(rec, IsOk());
   EXPECT_FALSE(rec->has_value());  // Released: the retry can claim it.
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   EXPECT_EQ(calls, 2);
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
 }
@@ -548,11 +548,11 @@ TEST(JobRunnerTest, JobWaitingBehindASlowOneInItsBatchKeepsItsLease) {
               IsOk());
   std::string a = EnqueueOk(h, MakeJob("t", "1"));
   std::string b = EnqueueOk(h, MakeJob("t", "2"));
-  EXPECT_EQ(h.RunUntilIdle(), 2);
+  EXPECT_EQ(h.RunUntilIdle().value(), 2);
   EXPECT_EQ(order, (std::vector<int>{1, 2}));
   EXPECT_GE(h.faults().Calls(testing::QueueMethod::kRenew), 1);
   h.clock().Advance(Seconds(10));  // Past b's original lease.
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(h.StatusOf(a), JobStatus::kSucceeded);
   EXPECT_EQ(h.StatusOf(b), JobStatus::kSucceeded);
   EXPECT_EQ(h.Job(b).lease_recoveries, 0);
@@ -569,7 +569,7 @@ TEST(JobRunnerTest, PausedTypeIsRequeuedWithoutSpendingAnAttemptUntilResumed) {
   h.runner().Pause("email.send");
   std::string id = EnqueueOk(h, MakeJob("email.send"));
   std::string other = EnqueueOk(h, MakeJob("other"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(h.StatusOf(other), JobStatus::kSucceeded);
   JobRecord r = h.Job(id);
@@ -578,11 +578,11 @@ TEST(JobRunnerTest, PausedTypeIsRequeuedWithoutSpendingAnAttemptUntilResumed) {
   EXPECT_EQ(r.envelope.attempt, 0);
   // Still paused after the delay.
   h.AdvanceToNextRetry();
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(calls, 0);
   h.runner().Resume("email.send");
   h.AdvanceToNextRetry();
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
   EXPECT_EQ(h.Job(id).envelope.attempt, 1);
@@ -629,7 +629,7 @@ TEST(JobRunnerTest, OneTextLogLinePerTransitionCarriesTheJobFields) {
   e.trace_id = "trc_abcd1234";
   e.idempotency_key = "invoice.generate:ord_987";
   std::string id = EnqueueOk(h, e);
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
 
   std::vector<std::string> transitions;
   bool handler_line = false;
@@ -665,9 +665,9 @@ TEST(JobRunnerTest, LeaseRecoveriesLogOneTransitionLinePerJob) {
   e.idempotency_key = "video.transcode:v1";
   std::string id = EnqueueOk(h, e);
   h.faults().FailNext(testing::QueueMethod::kComplete, Status::Unavailable("worker killed"), 100);
-  h.RunUntilIdle();
-  h.AdvanceAndRun(Seconds(46));  // Recovery 1: back to the queue, dies again.
-  h.AdvanceAndRun(Seconds(46));  // Recovery 2: over the cap.
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
+  ASSERT_THAT(h.AdvanceAndRun(Seconds(46)), IsOk());  // Recovery 1: back to the queue, dies again.
+  ASSERT_THAT(h.AdvanceAndRun(Seconds(46)), IsOk());  // Recovery 2: over the cap.
   h.faults().Clear();
   ASSERT_EQ(h.StatusOf(id), JobStatus::kDeadLettered);
 
@@ -697,7 +697,7 @@ TEST(JobRunnerTest, JsonLogsWriteOneObjectPerLine) {
   Envelope e = MakeJob("v");
   e.trace_id = "trc_1";
   std::string id = EnqueueOk(h, e);
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
 
   int parsed = 0;
   bool found = false;

@@ -63,7 +63,7 @@ TEST(RunnerRetryBudgetTest, AStormExhaustsTheBudgetAndIsQuarantined) {
   for (int i = 0; i < 20; ++i) storm.push_back(h.Enqueue("storm").value().job_id);
   const std::string calm = h.Enqueue("calm").value().job_id;
 
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   // The floor allowed 10 retries; the other 10 jobs are quarantined.
   EXPECT_EQ(CountStatus(h, storm, JobStatus::kRetryScheduled), 10);
   EXPECT_EQ(CountStatus(h, storm, JobStatus::kDeadLettered), 10);
@@ -79,7 +79,7 @@ TEST(RunnerRetryBudgetTest, AStormExhaustsTheBudgetAndIsQuarantined) {
   EXPECT_LT(h.runner().options().retry_budgets->Balance("storm"), 1);
 
   // The window slides past the spent retries: the budget refills.
-  h.AdvanceAndRun(Seconds(11));
+  ASSERT_THAT(h.AdvanceAndRun(Seconds(11)), IsOk());
   EXPECT_EQ(h.StatusOf(calm), JobStatus::kSucceeded);
   EXPECT_EQ(CountStatus(h, storm, JobStatus::kRetryScheduled), 10);
   for (const std::string& id : storm) {
@@ -105,7 +105,7 @@ TEST(RunnerRetryBudgetTest, FirstAttemptsEarnRetries) {
               IsOk());
   std::vector<std::string> ids;
   for (int i = 0; i < 4; ++i) ids.push_back(h.Enqueue("t").value().job_id);
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   // Deposits of 0.5 per first attempt: after jobs 1-2 one retry is paid
   // (job 2), after 3-4 another (job 4); jobs 1 and 3 found less than one.
   EXPECT_EQ(CountStatus(h, ids, JobStatus::kRetryScheduled), 2);
@@ -121,7 +121,7 @@ TEST(RunnerRetryBudgetTest, DisabledLetsEveryRetryThrough) {
   ASSERT_THAT(h.Handle("storm", [](JobContext&) { return Status::Unavailable("503"); }), IsOk());
   std::vector<std::string> ids;
   for (int i = 0; i < 20; ++i) ids.push_back(h.Enqueue("storm").value().job_id);
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(CountStatus(h, ids, JobStatus::kRetryScheduled), 20);
 }
 
@@ -143,7 +143,7 @@ TEST(RunnerCircuitBreakerTest, OpensReschedulesWithoutAttemptsThenRecovers) {
   std::vector<std::string> ids;
   for (int i = 0; i < 20; ++i) ids.push_back(h.Enqueue("pay").value().job_id);
   const TimePoint opened_at = h.clock().Now();
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   CircuitBreaker& psp = h.runner().options().circuit_breakers->Get("psp");
   // 20 calls (the minimum), 100% failures >= 50%: open.
   EXPECT_EQ(psp.state(), CircuitState::kOpen);
@@ -153,7 +153,7 @@ TEST(RunnerCircuitBreakerTest, OpensReschedulesWithoutAttemptsThenRecovers) {
   // A new job is not run: rescheduled to the end of the open period, no
   // attempt spent.
   const std::string late = h.Enqueue("pay").value().job_id;
-  EXPECT_EQ(h.RunUntilIdle(), 1);
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);
   EXPECT_EQ(calls, 20);
   JobRecord r = h.Job(late);
   EXPECT_EQ(r.status, JobStatus::kRetryScheduled);
@@ -164,7 +164,7 @@ TEST(RunnerCircuitBreakerTest, OpensReschedulesWithoutAttemptsThenRecovers) {
 
   // The retries of the first 20 come due while it is open: rescheduled too,
   // keeping attempt 1 (their backoff is under 1 s).
-  h.AdvanceAndRun(Seconds(1));
+  ASSERT_THAT(h.AdvanceAndRun(Seconds(1)), IsOk());
   EXPECT_EQ(calls, 20);
   for (const std::string& id : ids) {
     EXPECT_EQ(h.Job(id).reason, "circuit_open");
@@ -176,7 +176,7 @@ TEST(RunnerCircuitBreakerTest, OpensReschedulesWithoutAttemptsThenRecovers) {
   down = false;
   h.clock().Advance(opened_at + Seconds(60) - h.clock().Now());
   EXPECT_EQ(psp.state(), CircuitState::kHalfOpen);
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   EXPECT_EQ(psp.state(), CircuitState::kClosed);
   EXPECT_EQ(calls, 41);
   ids.push_back(late);
@@ -199,11 +199,11 @@ TEST(RunnerCircuitBreakerTest, FailingTrialsReopenIt) {
                        ho),
               IsOk());
   for (int i = 0; i < 20; ++i) ASSERT_THAT(h.Enqueue("pay"), IsOk());
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   CircuitBreaker& psp = h.runner().options().circuit_breakers->Get("psp");
   ASSERT_EQ(psp.state(), CircuitState::kOpen);
   h.clock().Advance(Seconds(60));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   // 10 trials ran (half_open_calls), all failed: open again.
   EXPECT_EQ(calls, 30);
   EXPECT_EQ(psp.state(), CircuitState::kOpen);
@@ -218,7 +218,7 @@ TEST(RunnerCircuitBreakerTest, PermanentErrorsMeanTheDependencyAnswered) {
                        ho),
               IsOk());
   for (int i = 0; i < 25; ++i) ASSERT_THAT(h.Enqueue("pay"), IsOk());
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   CircuitBreakerSnapshot s = h.runner().options().circuit_breakers->Get("psp").Snapshot();
   EXPECT_EQ(s.state, CircuitState::kClosed);
   EXPECT_EQ(s.calls, 25);
@@ -239,7 +239,7 @@ TEST(RunnerCircuitBreakerTest, TimeoutsCountAsFailures) {
                        ho),
               IsOk());
   for (int i = 0; i < 2; ++i) ASSERT_THAT(h.Enqueue("t"), IsOk());
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   CircuitBreakerSnapshot s = h.runner().options().circuit_breakers->Get("slow-api").Snapshot();
   EXPECT_EQ(s.state, CircuitState::kOpen);
   EXPECT_EQ(s.failures, 2);
