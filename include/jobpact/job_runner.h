@@ -302,6 +302,21 @@ class JOBPACT_EXPORT JobRunner {
   // the dedup window returns the existing job with duplicate = true.
   virtual Result<EnqueueResult> Enqueue(Envelope envelope) = 0;
 
+  // Enqueues many jobs with one QueueBackend::EnqueueBatch call: atomic
+  // where the backend's batch is (see its header), per job otherwise.
+  // Every envelope is validated and prepared exactly as Enqueue does (job
+  // id, created_at, ttl -> expires_at, attempt 0, the policy's max_attempts
+  // if none is given). If any is invalid, nothing is stored and
+  // kInvalidArgument names each bad envelope by its index with every
+  // problem ("index 2 (job_type: ...; max_attempts: ...)"). Results are in
+  // input order; a duplicate within the dedup window (of an earlier job or
+  // of an earlier envelope of the batch) returns the existing job with
+  // duplicate = true. Otherwise the backend's error (nothing counted). An
+  // empty batch returns no results and calls nothing. Wakes idle workers.
+  // Thread-safe. Prefer it to QueueBackend::EnqueueBatch, which skips the
+  // validation and the defaults.
+  virtual Result<std::vector<EnqueueResult>> EnqueueBatch(std::vector<Envelope> envelopes);
+
   // Enqueues a raw JSON envelope. An invalid one is dead-lettered whole
   // with reason "invalid_envelope" and kInvalidArgument is returned, whose
   // message lists every problem and names the DLQ entry.

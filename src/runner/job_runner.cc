@@ -26,6 +26,10 @@ namespace jobpact {
 JobContext::~JobContext() = default;
 JobRunner::~JobRunner() = default;
 
+Result<std::vector<EnqueueResult>> JobRunner::EnqueueBatch(std::vector<Envelope> /*envelopes*/) {
+  return Status::Unimplemented("EnqueueBatch is not implemented by this JobRunner");
+}
+
 namespace internal {
 namespace {
 
@@ -304,26 +308,55 @@ Duration RunnerCore::JitteredDelay(Duration lo, Duration hi) const {
   return lo + std::chrono::duration_cast<Duration>((hi - lo) * sample);
 }
 
-void RunnerCore::WakeOneWorker() {
+void RunnerCore::WakeOneWorker() { WakeWorkers(1); }
+
+void RunnerCore::WakeWorkers(std::size_t jobs) {
+  if (jobs == 0) return;
   enqueue_seq_.fetch_add(1, std::memory_order_seq_cst);
   // A worker increments idle_workers_ before it re-checks enqueue_seq_ under
   // work_mu_, so either it sees the new sequence number or we see it idle
   // and notify it once it waits (the notify takes the same mutex).
-  if (idle_workers_.load(std::memory_order_seq_cst) > 0) {
-    std::lock_guard<std::mutex> l(work_mu_);
-    work_cv_.notify_one();
+  const int idle = idle_workers_.load(std::memory_order_seq_cst);
+  if (idle <= 0) return;
+  // One worker per dequeue batch of new jobs.
+  const std::size_t batch = static_cast<std::size_t>(options_.dequeue_batch);
+  const std::size_t wanted = (jobs + batch - 1) / batch;
+  std::lock_guard<std::mutex> l(work_mu_);
+  if (wanted >= static_cast<std::size_t>(idle)) {
+    work_cv_.notify_all();
+  } else {
+    for (std::size_t i = 0; i < wanted; ++i) work_cv_.notify_one();
   }
 }
 
-Result<EnqueueResult> RunnerCore::Enqueue(Envelope env) {
+std::vector<FieldError> RunnerCore::PrepareEnvelope(Envelope& env, TimePoint now) const {
   std::vector<FieldError> problems = ValidateEnvelope(env, options_.validation);
-  if (!problems.empty()) {
-    return Status::InvalidArgument("invalid envelope: " + JoinProblems(problems));
-  }
+  if (!problems.empty()) return problems;
   // The job type's policy decides the budget unless the producer gave one;
   // storing it makes the record (and the DLQ entry) say what applied.
   if (env.max_attempts == 0) env.max_attempts = options_.policies->For(env.job_type).max_attempts;
-  PrepareForEnqueue(env, clock().Now());
+  PrepareForEnqueue(env, now);
+  return problems;
+}
+
+void RunnerCore::ReportEnqueued(const Envelope& env, const EnqueueResult& r) {
+  MetricLabels labels{env.job_type, env.queue, {}, {}};
+  if (r.duplicate) {
+    options_.metrics->Increment(metric::kDedupHits, labels, 1);
+    logger_.Log(LogLevel::kInfo, "enqueue_duplicate", &env,
+                {{"existing_job_id", r.job_id}, {"dedup_key", env.dedup_key}});
+    return;
+  }
+  options_.metrics->Increment(metric::kEnqueued, labels, 1);
+  logger_.Log(LogLevel::kDebug, "transition", &env,
+              {{"from", "none"}, {"to", "queued"}, {"reason", reason::kEnqueued}});
+}
+
+Result<EnqueueResult> RunnerCore::Enqueue(Envelope env) {
+  std::vector<FieldError> problems = PrepareEnvelope(env, clock().Now());
+  if (!problems.empty()) {
+    return Status::InvalidArgument("invalid envelope: " + JoinProblems(problems));
+  }
   EnqueueOptions eo;
   eo.dedup_window = options_.dedup_window;
   Result<EnqueueResult> r = options_.queue->Enqueue(env, eo);
@@ -331,17 +364,51 @@ Result<EnqueueResult> RunnerCore::Enqueue(Envelope env) {
     logger_.Log(LogLevel::kError, "enqueue_failed", &env, {{"error", r.status().ToString()}});
     return r;
   }
-  MetricLabels labels{env.job_type, env.queue, {}, {}};
-  if (r->duplicate) {
-    options_.metrics->Increment(metric::kDedupHits, labels, 1);
-    logger_.Log(LogLevel::kInfo, "enqueue_duplicate", &env,
-                {{"existing_job_id", r->job_id}, {"dedup_key", env.dedup_key}});
+  ReportEnqueued(env, *r);
+  if (!r->duplicate) WakeOneWorker();
+  return r;
+}
+
+Result<std::vector<EnqueueResult>> RunnerCore::EnqueueBatch(std::vector<Envelope> envs) {
+  if (envs.empty()) return std::vector<EnqueueResult>{};
+  // Every envelope is checked before anything is stored: the batch is
+  // refused whole, and the caller still holds every envelope to fix.
+  const TimePoint now = clock().Now();
+  std::string invalid;
+  std::size_t invalid_count = 0;
+  for (std::size_t i = 0; i < envs.size(); ++i) {
+    std::vector<FieldError> problems = PrepareEnvelope(envs[i], now);
+    if (problems.empty()) continue;
+    if (invalid_count++ > 0) invalid += ", ";
+    invalid += "index " + std::to_string(i) + " (" + JoinProblems(problems) + ")";
+  }
+  if (invalid_count > 0) {
+    return Status::InvalidArgument("EnqueueBatch: " + std::to_string(invalid_count) + " of " +
+                                   std::to_string(envs.size()) +
+                                   " envelopes are invalid, none enqueued: " + invalid);
+  }
+  EnqueueOptions eo;
+  eo.dedup_window = options_.dedup_window;
+  // One backend call: atomic where the backend's EnqueueBatch is.
+  Result<std::vector<EnqueueResult>> r = options_.queue->EnqueueBatch(envs, eo);
+  if (!r.ok()) {
+    logger_.Log(
+        LogLevel::kError, "enqueue_batch_failed", nullptr,
+        {{"jobs", static_cast<std::int64_t>(envs.size())}, {"error", r.status().ToString()}});
     return r;
   }
-  options_.metrics->Increment(metric::kEnqueued, labels, 1);
-  logger_.Log(LogLevel::kDebug, "transition", &env,
-              {{"from", "none"}, {"to", "queued"}, {"reason", reason::kEnqueued}});
-  WakeOneWorker();
+  if (r->size() != envs.size()) {
+    // A backend bug; what was stored is unknown, so say so rather than
+    // report results that do not line up with the input.
+    return Status::Internal("EnqueueBatch: the backend returned " + std::to_string(r->size()) +
+                            " results for " + std::to_string(envs.size()) + " envelopes");
+  }
+  std::size_t stored = 0;
+  for (std::size_t i = 0; i < envs.size(); ++i) {
+    ReportEnqueued(envs[i], (*r)[i]);
+    if (!(*r)[i].duplicate) ++stored;
+  }
+  WakeWorkers(stored);
   return r;
 }
 
@@ -1144,6 +1211,9 @@ class JobRunnerImpl final : public JobRunner {
   }
   Result<EnqueueResult> Enqueue(Envelope envelope) override {
     return core_->Enqueue(std::move(envelope));
+  }
+  Result<std::vector<EnqueueResult>> EnqueueBatch(std::vector<Envelope> envelopes) override {
+    return core_->EnqueueBatch(std::move(envelopes));
   }
   Result<EnqueueResult> EnqueueJson(std::string_view raw) override {
     return core_->EnqueueJson(raw);

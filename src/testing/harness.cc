@@ -63,6 +63,11 @@ Result<EnqueueResult> Harness::EnqueueJson(std::string_view raw) {
   return runner_->EnqueueJson(raw);
 }
 
+Result<std::vector<EnqueueResult>> Harness::EnqueueBatch(std::vector<Envelope> envelopes) {
+  if (!runner_) return init_status_;
+  return runner_->EnqueueBatch(std::move(envelopes));
+}
+
 Result<int> Harness::RunUntilIdle() {
   if (!runner_) return init_status_;
   Result<int> n = runner_->RunUntilIdle();

@@ -21,6 +21,7 @@ namespace jobpact {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::SizeIs;
 using testing::Harness;
 using testing::IsOk;
@@ -355,6 +356,115 @@ TEST(JobRunnerTest, EnqueueRefusesAnInvalidEnvelopeListingEveryProblem) {
   EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument, HasSubstr("max_attempts")));
   EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument, HasSubstr("timeout_seconds")));
   EXPECT_EQ(h.queue().Size(), 0u);
+}
+
+// --- Batch enqueue ---------------------------------------------------------------------
+
+TEST(JobRunnerTest, EnqueueBatchPreparesEveryEnvelopeAsEnqueueDoesInOneBackendCall) {
+  Harness h;
+  RetryPolicy three = h.runner().policies().Default();
+  three.max_attempts = 3;
+  ASSERT_THAT(h.runner().policies().Override("report.build", three, "reports are cheap to redo"),
+              IsOk());
+  int runs = 0;
+  for (const char* type : {"invoice.generate", "report.build"}) {
+    ASSERT_THAT(h.Handle(type,
+                         [&](JobContext&) {
+                           ++runs;
+                           return Status::Ok();
+                         }),
+                IsOk());
+  }
+  std::vector<Envelope> batch;
+  batch.push_back(MakeJob("invoice.generate"));  // Defaults throughout.
+  Envelope given = MakeJob("invoice.generate");
+  given.job_id = "job_given";
+  given.max_attempts = 7;
+  given.attempt = 4;  // A producer's attempt is never trusted.
+  given.ttl = Seconds(60);
+  batch.push_back(given);
+  batch.push_back(MakeJob("report.build"));  // The type's policy decides max_attempts.
+
+  Result<std::vector<EnqueueResult>> r = h.EnqueueBatch(batch);
+  ASSERT_THAT(r, IsOk());
+  ASSERT_THAT(*r, SizeIs(3));
+  EXPECT_EQ(h.faults().Calls(testing::QueueMethod::kEnqueueBatch), 1);
+  EXPECT_EQ(h.faults().Calls(testing::QueueMethod::kEnqueue), 0);
+  EXPECT_EQ((*r)[1].job_id, "job_given");
+  const TimePoint now = h.clock().Now();
+  for (const EnqueueResult& e : *r) {
+    EXPECT_FALSE(e.duplicate);
+    EXPECT_EQ(e.status, JobStatus::kQueued);
+    const Envelope stored = h.Job(e.job_id).envelope;
+    EXPECT_EQ(stored.job_id.rfind("job_", 0), 0u) << stored.job_id;
+    EXPECT_EQ(stored.created_at, now);
+    EXPECT_EQ(stored.attempt, 0);
+  }
+  EXPECT_EQ(h.Job((*r)[0].job_id).envelope.max_attempts, 5);
+  EXPECT_EQ(h.Job((*r)[1].job_id).envelope.max_attempts, 7);
+  EXPECT_EQ(h.Job((*r)[1].job_id).envelope.expires_at, now + Seconds(60));
+  EXPECT_EQ(h.Job((*r)[2].job_id).envelope.max_attempts, 3);
+  EXPECT_EQ(h.metrics().CounterTotal(metric::kEnqueued, "invoice.generate"), 2);
+  EXPECT_EQ(h.metrics().CounterTotal(metric::kEnqueued, "report.build"), 1);
+
+  EXPECT_EQ(h.RunUntilIdle().value(), 3);
+  EXPECT_EQ(runs, 3);
+  EXPECT_EQ(h.Job("job_given").envelope.attempt, 1);
+}
+
+TEST(JobRunnerTest, EnqueueBatchWithAnInvalidEnvelopeStoresNothingAndNamesEachIndex) {
+  Harness h;
+  std::vector<Envelope> batch(4, MakeJob("ok.type"));
+  batch[1].max_attempts = -1;
+  batch[1].timeout = Seconds(-1);
+  batch[3].job_type = "bad type!";
+  Result<std::vector<EnqueueResult>> r = h.EnqueueBatch(batch);
+  EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument, HasSubstr("2 of 4 envelopes are invalid")));
+  EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument, HasSubstr("index 1 (max_attempts")));
+  EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument, HasSubstr("timeout_seconds")));
+  EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument, HasSubstr("index 3 (job_type")));
+  EXPECT_THAT(r.status().message(), Not(HasSubstr("index 0")));
+  EXPECT_THAT(r.status().message(), Not(HasSubstr("index 2")));
+  EXPECT_EQ(h.faults().Calls(testing::QueueMethod::kEnqueueBatch), 0);
+  EXPECT_EQ(h.queue().Size(), 0u);
+  EXPECT_EQ(h.metrics().CounterTotal(metric::kEnqueued), 0);
+}
+
+TEST(JobRunnerTest, EnqueueBatchReportsDuplicatesInInputOrder) {
+  Harness h;
+  Envelope first = MakeJob("email.send");
+  first.dedup_key = "email.send:welcome:cus_1";
+  const std::string existing = EnqueueOk(h, first);
+  std::vector<Envelope> batch;
+  batch.push_back(first);  // A duplicate of the job enqueued above.
+  Envelope other = MakeJob("email.send");
+  other.dedup_key = "email.send:welcome:cus_2";
+  batch.push_back(other);
+  batch.push_back(other);  // A duplicate of the envelope before it.
+  Result<std::vector<EnqueueResult>> r = h.EnqueueBatch(batch);
+  ASSERT_THAT(r, IsOk());
+  ASSERT_THAT(*r, SizeIs(3));
+  EXPECT_TRUE((*r)[0].duplicate);
+  EXPECT_EQ((*r)[0].job_id, existing);
+  EXPECT_FALSE((*r)[1].duplicate);
+  EXPECT_TRUE((*r)[2].duplicate);
+  EXPECT_EQ((*r)[2].job_id, (*r)[1].job_id);
+  EXPECT_EQ(h.metrics().CounterTotal(metric::kEnqueued, "email.send"), 2);
+  EXPECT_EQ(h.metrics().CounterTotal(metric::kDedupHits, "email.send"), 2);
+}
+
+TEST(JobRunnerTest, EnqueueBatchReturnsTheBackendErrorAndCountsNothing) {
+  Harness h;
+  h.faults().FailNext(testing::QueueMethod::kEnqueueBatch, Status::Unavailable("store down"));
+  std::vector<Envelope> batch(2, MakeJob("t"));
+  EXPECT_THAT(h.EnqueueBatch(batch), StatusIs(StatusCode::kUnavailable, HasSubstr("store down")));
+  EXPECT_EQ(h.queue().Size(), 0u);
+  EXPECT_EQ(h.metrics().CounterTotal(metric::kEnqueued), 0);
+  // An empty batch is not an error and calls nothing.
+  Result<std::vector<EnqueueResult>> empty = h.EnqueueBatch({});
+  ASSERT_THAT(empty, IsOk());
+  EXPECT_THAT(*empty, SizeIs(0));
+  EXPECT_EQ(h.faults().Calls(testing::QueueMethod::kEnqueueBatch), 1);
 }
 
 TEST(JobRunnerTest, InvalidJsonEnvelopeIsDeadLetteredWithTheRawInput) {

@@ -94,6 +94,29 @@ TEST(HarnessTest, RunCallsOfARefusedHarnessReturnItsInitStatus) {
   EXPECT_THAT(h.RunUntilSettled(), StatusIs(StatusCode::kInvalidArgument));
 }
 
+TEST(HarnessTest, EnqueueBatchGoesThroughTheRunner) {
+  Harness h;
+  ASSERT_THAT(h.Handle("t", [](JobContext&) { return Status::Ok(); }), IsOk());
+  std::vector<Envelope> batch(2);
+  batch[0].job_type = "t";
+  batch[1].job_type = "t";
+  batch[1].scheduled_at = h.clock().Now() + Seconds(30);
+  std::vector<Envelope> invalid = batch;
+  invalid[1].max_attempts = -1;
+  EXPECT_THAT(h.EnqueueBatch(invalid),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("index 1 (max_attempts")));
+  EXPECT_TRUE(h.faults().EnqueuedJobIds().empty());
+  Result<std::vector<EnqueueResult>> r = h.EnqueueBatch(batch);
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(h.faults().EnqueuedJobIds(),
+            (std::vector<std::string>{(*r)[0].job_id, (*r)[1].job_id}));
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());  // Knows the scheduled one too.
+  EXPECT_EQ(h.StatusOf((*r)[1].job_id), JobStatus::kSucceeded);
+
+  Harness refused([](JobRunnerOptions& o) { o.workers = 0; });
+  EXPECT_THAT(refused.EnqueueBatch(batch), StatusIs(StatusCode::kInvalidArgument));
+}
+
 TEST(HarnessTest, AdvanceToNextRetryMovesToTheEarliestWaitingJob) {
   Harness h;
   EXPECT_EQ(h.AdvanceToNextRetry(), Duration::zero());  // Nothing waits.

@@ -82,6 +82,9 @@ class JOBPACT_EXPORT Harness {
   // A job of `job_type` with `payload` (JSON text) and default metadata.
   Result<EnqueueResult> Enqueue(std::string_view job_type, std::string payload = "{}");
   Result<EnqueueResult> EnqueueJson(std::string_view raw);
+  // JobRunner::EnqueueBatch: all valid and stored in one backend call, or
+  // none stored.
+  Result<std::vector<EnqueueResult>> EnqueueBatch(std::vector<Envelope> envelopes);
 
   // JobRunner::RunUntilIdle(), same shape: the maintenance pass, then every
   // ready job on this thread. Returns the deliveries processed, or the error
