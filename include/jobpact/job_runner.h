@@ -127,9 +127,15 @@ struct JobRunnerOptions {
   // Retry budget: per job type, retries of transient and unknown failures
   // may not exceed retry_budget.percent of first attempts over
   // retry_budget.window, plus a floor (defaults: 20%, 10 s, 10 retries/s).
-  // A retry the budget refuses dead-letters the job with reason
-  // "retry_budget_exhausted" (a quarantine: replay it with
-  // JobRunner::ReplayDeadLetters once the storm is over).
+  // A retry the budget refuses is deferred: retry_scheduled with reason
+  // "retry_budget_deferred" at the time the budget allows it (at least
+  // min_deferral away, after the backoff too), the attempt spent as usual;
+  // if that time is past the job's total deadline, the job is dead-lettered
+  // with "total_deadline_passed". Refusals count in
+  // jobpact_retry_budget_exhausted_total, deferrals also in
+  // jobpact_retry_budget_deferred_total. A job type whose budget has
+  // on_exhausted = kDeadLetter (RetryBudgets::Override, with a reason) is
+  // dead-lettered with "retry_budget_exhausted" instead.
   bool retry_budget_enabled = true;
   RetryBudgetOptions retry_budget;
   // The budgets used; null (and enabled): created from `retry_budget` on

@@ -771,26 +771,51 @@ Completion RunnerCore::DecideFailure(const DeliveryRun& run, Failure failure, Ti
   RetryDecision decision =
       DecideRetry(policy, failure.failure_class, env.attempt, sample, run.d.job.previous_delay);
   switch (decision.kind) {
-    case RetryDecision::Kind::kRetry:
-      if (env.deadline.has_value() && finished + decision.delay > *env.deadline) {
+    case RetryDecision::Kind::kRetry: {
+      TimePoint ready_at = finished + decision.delay;
+      if (env.deadline.has_value() && ready_at > *env.deadline) {
         c.to = JobStatus::kDeadLettered;
         c.reason = std::string(reason::kTotalDeadlinePassed);
-      } else if (options_.retry_budgets != nullptr &&
-                 !options_.retry_budgets->TryRetry(env.job_type)) {
-        // SPEC 10: retries may not outgrow traffic. The job is quarantined
-        // rather than deferred: a deferred job comes back, and a wave of
-        // them would restart the storm the budget is there to stop.
-        options_.metrics->Increment(metric::kRetryBudgetExhausted,
-                                    MetricLabels{env.job_type, env.queue, {}, {}}, 1);
-        c.to = JobStatus::kDeadLettered;
-        c.reason = std::string(reason::kRetryBudgetExhausted);
-      } else {
-        c.to = JobStatus::kRetryScheduled;
-        c.reason = timed_out ? std::string(reason::kTimeout) : decision.reason;
-        c.ready_at = finished + decision.delay;
-        c.delay = decision.delay;
+        break;
       }
+      c.reason = timed_out ? std::string(reason::kTimeout) : decision.reason;
+      if (options_.retry_budgets != nullptr) {
+        // SPEC 10: retries may not outgrow traffic; the budget sheds them by
+        // time, never by dropping work.
+        RetryBudget& budget = options_.retry_budgets->ForJobType(env.job_type);
+        const MetricLabels labels{env.job_type, env.queue, {}, {}};
+        if (budget.options().on_exhausted == RetryBudgetExhaustedAction::kDeadLetter) {
+          // Opted in per job type: quarantine the refused retry.
+          if (!budget.TryRetry()) {
+            options_.metrics->Increment(metric::kRetryBudgetExhausted, labels, 1);
+            c.to = JobStatus::kDeadLettered;
+            c.reason = std::string(reason::kRetryBudgetExhausted);
+            break;
+          }
+        } else {
+          // Deferred: booked at the time the budget allows it, so deferred
+          // retries come back at the budget's pace, not in one wave.
+          const RetryReservation r = budget.ReserveRetry(env.deadline);
+          if (r.kind != RetryReservation::Kind::kNow) {
+            options_.metrics->Increment(metric::kRetryBudgetExhausted, labels, 1);
+          }
+          if (r.kind == RetryReservation::Kind::kPastDeadline) {
+            c.to = JobStatus::kDeadLettered;
+            c.reason = std::string(reason::kTotalDeadlinePassed);
+            break;
+          }
+          if (r.kind == RetryReservation::Kind::kDeferred) {
+            options_.metrics->Increment(metric::kRetryBudgetDeferred, labels, 1);
+            c.reason = std::string(reason::kRetryBudgetDeferred);
+            ready_at = std::max(ready_at, r.at);
+          }
+        }
+      }
+      c.to = JobStatus::kRetryScheduled;
+      c.ready_at = ready_at;
+      c.delay = ready_at - finished;
       break;
+    }
     case RetryDecision::Kind::kDeadLetter:
       c.to = JobStatus::kDeadLettered;
       c.reason = decision.reason;

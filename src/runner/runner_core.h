@@ -164,7 +164,8 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // metrics and the log line.
   void Finish(DeliveryRun& run, Completion completion);
   // Step 8 for a failed attempt: the retry policy, the total deadline and
-  // the retry budget decide retry_scheduled, dead_lettered or failed.
+  // the retry budget decide retry_scheduled (after the backoff, or deferred
+  // to the time the budget allows), dead_lettered or failed.
   Completion DecideFailure(const DeliveryRun& run, Failure failure, TimePoint finished,
                            bool timed_out);
   // The circuit state gauge of one dependency.

@@ -762,6 +762,33 @@ TEST(JobRunnerTest, OneTextLogLinePerTransitionCarriesTheJobFields) {
   EXPECT_THAT(transitions[1], HasSubstr("to=succeeded reason=succeeded"));
 }
 
+TEST(JobRunnerTest, ARetryBudgetDeferralIsLoggedOnItsTransitionLine) {
+  CapturedLogger capture("jobpact.test.deferral");
+  Harness h([](JobRunnerOptions& o) {
+    o.logger_name = "jobpact.test.deferral";
+    o.log_level = LogLevel::kInfo;
+    o.retry_budget.percent = 0;
+    o.retry_budget.min_retries_per_second = 0.1;  // One retry per 10 s window.
+  });
+  ASSERT_THAT(h.Handle("t", [](JobContext&) { return Status::Unavailable("upstream 503"); }),
+              IsOk());
+  const std::string first = EnqueueOk(h, MakeJob("t"));
+  const std::string second = EnqueueOk(h, MakeJob("t"));
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
+  std::vector<std::string> lines;
+  for (const std::string& line : capture.Lines()) {
+    if (line.find("transition job_id=" + second) != std::string::npos &&
+        line.find("to=retry_scheduled") != std::string::npos) {
+      lines.push_back(line);
+    }
+  }
+  ASSERT_THAT(lines, SizeIs(1));
+  EXPECT_THAT(lines[0], HasSubstr("from=running to=retry_scheduled reason=retry_budget_deferred "
+                                  "error_class=transient error_code=UNAVAILABLE "
+                                  "error_message=\"upstream 503\" delay_ms=10000"));
+  EXPECT_EQ(h.Job(first).history.back().reason, reason::kTransientError);
+}
+
 TEST(JobRunnerTest, LeaseRecoveriesLogOneTransitionLinePerJob) {
   CapturedLogger capture("jobpact.test.recovery");
   Harness h([](JobRunnerOptions& o) {
