@@ -59,7 +59,8 @@ int main() {
   // Malformed: EnqueueJson refuses it and keeps the raw text in the DLQ.
   Status bad = h.EnqueueJson(R"({"job_type":"report.render","timeout_seconds":-1})").status();
   std::printf("malformed envelope: %s\n", bad.ToString().c_str());
-  h.RunUntilSettled();  // Run everything, jumping the clock over retry delays.
+  // Run everything, jumping the clock over retry delays.
+  expect(h.RunUntilSettled().ok(), "ran every job to its end");
 
   // --- List and filter -------------------------------------------------------
   expect(h.DeadLetters().size() == 3, "three entries in the DLQ");
@@ -97,7 +98,7 @@ int main() {
   replay.actor = "alice@oncall";
   replay.reason = "INC-311: retry after upstream fix";  // ...but the fix is not deployed yet.
   expect(dlq.Replay(poison_id, replay).ok(), "replayed (attempts reset)");
-  h.RunUntilSettled();
+  expect(h.RunUntilSettled().ok(), "ran the replayed job");
   entry = dlq.GetDeadLetter(poison_id).value();  // Back in the DLQ, with its audit trail.
   print_entry(entry);
   expect(entry.audit.size() == 1, "the entry carries the replay's audit record");
@@ -105,7 +106,7 @@ int main() {
   templates.insert("q3");  // Deploy the fix, then replay again.
   replay.reason = "INC-311: template q3 deployed in v1.4.2";
   expect(dlq.Replay(poison_id, replay).ok(), "replayed again");
-  h.RunUntilSettled();
+  expect(h.RunUntilSettled().ok(), "ran the replayed job");
   expect(h.StatusOf(poison_id) == JobStatus::kSucceeded, "the report job succeeded");
 
   // --- Discard, and what cannot be replayed ---------------------------------

@@ -64,7 +64,7 @@ int main() {
   invoice.idempotency_key = "invoice.generate:ord_987";  // Stable: from the business id.
   std::string first = h.Enqueue(invoice).value().job_id;
   std::string second = h.Enqueue(invoice).value().job_id;  // e.g. a retried HTTP request.
-  h.RunUntilIdle();
+  expect(h.RunUntilIdle().ok(), "ran both jobs");
   expect(invoices["invoice.generate:ord_987"] == 1, "the invoice was issued once");
   expect(h.Job(first).reason == "succeeded", "first job: succeeded (ran the handler)");
   expect(h.Job(second).status == JobStatus::kSucceeded && h.Job(second).reason == "idempotent_skip",
@@ -82,7 +82,8 @@ int main() {
                  static_cast<unsigned long long>(ctx.fencing_token()));
      if (ctx.attempt() == 1) {
        h.clock().Advance(jobpact::Seconds(60));  // The stall...
-       h.RunUntilIdle();                         // ...while a second worker takes over.
+       // ...while a second worker takes over.
+       expect(h.RunUntilIdle().ok(), "a second worker ran meanwhile");
      }
      if (!account.Credit(ctx.fencing_token(), 100)) {
        std::printf("     attempt %d: write refused, token %llu is stale\n", ctx.attempt(),
@@ -95,7 +96,7 @@ int main() {
   credit.job_type = "account.credit";
   credit.lock_key = "account:42";  // One writer per account.
   std::string credit_id = h.Enqueue(credit).value().job_id;
-  h.RunUntilIdle();
+  expect(h.RunUntilIdle().ok(), "ran the credit job");
   jobpact::JobRecord r = h.Job(credit_id);
   expect(account.balance == 100, "the account was credited once");
   expect(r.status == JobStatus::kSucceeded && r.envelope.attempt == 2,
@@ -115,7 +116,7 @@ int main() {
   expect(!e1.duplicate && e2.duplicate && e2.job_id == e1.job_id,
          "the second enqueue returned the existing job with duplicate=true");
   expect(h.metrics().CounterTotal(metric::kDedupHits) == 1, "one dedup hit counted");
-  h.RunUntilIdle();
+  expect(h.RunUntilIdle().ok(), "ran the email job");
   expect(h.StatusOf(e1.job_id) == JobStatus::kSucceeded, "the one email job ran");
 
   std::printf("%s\n", ok ? "OK" : "FAILED");

@@ -48,13 +48,21 @@ Status CapturePayment(jobpact::JobContext& ctx) {
   return Status::Ok();
 }
 
+// Runs what is due; false (and says why) if the run was refused.
+bool RunDue(jobpact::testing::Harness& h) {
+  jobpact::Result<int> deliveries = h.RunUntilIdle();
+  if (!deliveries.ok())
+    std::printf("UNEXPECTED: the run was refused: %s\n", deliveries.status().ToString().c_str());
+  return deliveries.ok();
+}
+
 // Runs one job to its end, printing each wait; returns the waits in seconds.
 std::vector<double> RunToTheEnd(jobpact::testing::Harness& h, const std::string& id) {
   std::vector<double> waits;
-  h.RunUntilIdle();
+  if (!RunDue(h)) return waits;
   while (h.StatusOf(id) == jobpact::JobStatus::kRetryScheduled) {
     waits.push_back(jobpact::ToSeconds(h.AdvanceToNextRetry()));
-    h.RunUntilIdle();
+    if (!RunDue(h)) break;
   }
   jobpact::JobRecord r = h.Job(id);
   std::printf("\n%s: %s after %d attempt(s), reason %s\n", r.envelope.payload.c_str(),

@@ -127,9 +127,15 @@ struct JobRunnerOptions {
   // Retry budget: per job type, retries of transient and unknown failures
   // may not exceed retry_budget.percent of first attempts over
   // retry_budget.window, plus a floor (defaults: 20%, 10 s, 10 retries/s).
-  // A retry the budget refuses dead-letters the job with reason
-  // "retry_budget_exhausted" (a quarantine: replay it with
-  // JobRunner::ReplayDeadLetters once the storm is over).
+  // A retry the budget refuses is deferred: retry_scheduled with reason
+  // "retry_budget_deferred" at the time the budget allows it (at least
+  // min_deferral away, after the backoff too), the attempt spent as usual;
+  // if that time is past the job's total deadline, the job is dead-lettered
+  // with "total_deadline_passed". Refusals count in
+  // jobpact_retry_budget_exhausted_total, deferrals also in
+  // jobpact_retry_budget_deferred_total. A job type whose budget has
+  // on_exhausted = kDeadLetter (RetryBudgets::Override, with a reason) is
+  // dead-lettered with "retry_budget_exhausted" instead.
   bool retry_budget_enabled = true;
   RetryBudgetOptions retry_budget;
   // The budgets used; null (and enabled): created from `retry_budget` on
@@ -301,6 +307,21 @@ class JOBPACT_EXPORT JobRunner {
   // envelope (nothing stored: the caller still holds it). A duplicate within
   // the dedup window returns the existing job with duplicate = true.
   virtual Result<EnqueueResult> Enqueue(Envelope envelope) = 0;
+
+  // Enqueues many jobs with one QueueBackend::EnqueueBatch call: atomic
+  // where the backend's batch is (see its header), per job otherwise.
+  // Every envelope is validated and prepared exactly as Enqueue does (job
+  // id, created_at, ttl -> expires_at, attempt 0, the policy's max_attempts
+  // if none is given). If any is invalid, nothing is stored and
+  // kInvalidArgument names each bad envelope by its index with every
+  // problem ("index 2 (job_type: ...; max_attempts: ...)"). Results are in
+  // input order; a duplicate within the dedup window (of an earlier job or
+  // of an earlier envelope of the batch) returns the existing job with
+  // duplicate = true. Otherwise the backend's error (nothing counted). An
+  // empty batch returns no results and calls nothing. Wakes idle workers.
+  // Thread-safe. Prefer it to QueueBackend::EnqueueBatch, which skips the
+  // validation and the defaults.
+  virtual Result<std::vector<EnqueueResult>> EnqueueBatch(std::vector<Envelope> envelopes);
 
   // Enqueues a raw JSON envelope. An invalid one is dead-lettered whole
   // with reason "invalid_envelope" and kInvalidArgument is returned, whose

@@ -18,6 +18,17 @@
 // Finagle: with no traffic at all, 100 retries may happen in one burst, and
 // the next 100 become available as those leave the window.
 //
+// A retry the budget refuses is not dropped (SPEC 10: the budget sheds
+// retries by time, never by dropping work): ReserveRetry() books it at the
+// earliest time the budget allows it -- the first time slice whose balance,
+// counting what leaves the window by then and the retries already booked,
+// is at least 1, and at least `min_deferral` from now -- and counts it
+// there, so deferred retries come back spread at the pace the budget
+// allows instead of all at once. Which slice that is assumes no new first
+// attempts (new traffic only makes room sooner). Dead-lettering a refused
+// retry instead is an opt-in per job type: `on_exhausted = kDeadLetter`,
+// set through RetryBudgets::Override with its reason.
+//
 // Time comes only from the injected Clock, so tests pin every rule with
 // testing::ManualClock.
 //
@@ -25,9 +36,10 @@
 //   auto budgets = jobpact::RetryBudgets::Create().value();  // SPEC 11 defaults.
 //   budgets->RecordFirstAttempt("invoice.generate");         // on attempt 1
 //   ...
-//   if (!budgets->TryRetry("invoice.generate")) {
-//     // Dead-letter (or delay) with reason::kRetryBudgetExhausted.
-//   }
+//   jobpact::RetryReservation r = budgets->ReserveRetry("invoice.generate", deadline);
+//   // kNow: retry after the backoff. kDeferred: retry at max(backoff, r.at),
+//   // reason::kRetryBudgetDeferred. kPastDeadline: r.at is past the total
+//   // deadline; dead-letter with reason::kTotalDeadlinePassed.
 #ifndef JOBPACT_RETRY_BUDGET_H_
 #define JOBPACT_RETRY_BUDGET_H_
 
@@ -36,6 +48,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -47,6 +60,33 @@
 #include "jobpact/status.h"
 
 namespace jobpact {
+
+namespace metric {
+// Retries the budget deferred (RetryBudgetExhaustedAction::kDefer), by job
+// type and queue. Each also counts in jobpact_retry_budget_exhausted_total,
+// which counts every refusal.
+inline constexpr std::string_view kRetryBudgetDeferred = "jobpact_retry_budget_deferred_total";
+}  // namespace metric
+
+namespace reason {
+// A retry the budget deferred: retry_scheduled at the time the budget
+// allows it, the attempt spent (the failure is kept as last_failure).
+inline constexpr std::string_view kRetryBudgetDeferred = "retry_budget_deferred";
+}  // namespace reason
+
+// What happens to a retry the budget refuses.
+enum class RetryBudgetExhaustedAction {
+  // Deferred to the earliest time the budget allows it (ReserveRetry), the
+  // attempt spent as usual. The default (SPEC 10, 11).
+  kDefer,
+  // Dead-lettered with reason "retry_budget_exhausted" (quarantine; replay
+  // it with JobRunner::ReplayDeadLetters). Opt in per job type, with a
+  // reason, for work that is worthless late (e.g. a one-time code).
+  kDeadLetter,
+};
+
+// "defer" or "dead_letter".
+JOBPACT_EXPORT std::string_view RetryBudgetExhaustedActionName(RetryBudgetExhaustedAction a);
 
 // SPEC 11 defaults.
 struct RetryBudgetOptions {
@@ -61,6 +101,12 @@ struct RetryBudgetOptions {
   // window - window/buckets and window after it was recorded. In [1, 3600],
   // and window / buckets must be at least one clock tick.
   int buckets = 10;
+  // What the runner does with a refused retry (see above).
+  RetryBudgetExhaustedAction on_exhausted = RetryBudgetExhaustedAction::kDefer;
+  // The floor of a deferral: a deferred retry is never booked sooner than
+  // this after its refusal, so a job cannot spin through the queue.
+  // REQUIRES: > 0.
+  Duration min_deferral = Seconds(1);
 };
 
 // OK, or kInvalidArgument naming the bad field.
@@ -74,8 +120,27 @@ struct RetryBudgetSnapshot {
   // First attempts and allowed retries still inside the window.
   std::int64_t first_attempts = 0;
   std::int64_t retries = 0;
-  // TryRetry refusals since construction.
+  // Retries booked by ReserveRetry for time slices that have not begun yet
+  // (they join `retries` when their slice does).
+  std::int64_t reserved = 0;
+  // Refusals since construction: TryRetry returning false, and ReserveRetry
+  // finding no room now (deferred or past the deadline).
   std::int64_t rejected_total = 0;
+  // ReserveRetry deferrals since construction.
+  std::int64_t deferred_total = 0;
+};
+
+// What ReserveRetry decided.
+struct RetryReservation {
+  enum class Kind {
+    kNow,           // Withdrawn now, as TryRetry: schedule the retry as usual.
+    kDeferred,      // Booked for `at`: the retry may run from then on.
+    kPastDeadline,  // The earliest time, `at`, is after the deadline: nothing booked.
+  };
+  Kind kind = Kind::kNow;
+  // kNow: now. Otherwise the earliest time the budget allows the retry,
+  // at least options.min_deferral after now.
+  TimePoint at;
 };
 
 // The budget of one job type. Thread-safe.
@@ -92,11 +157,20 @@ class JOBPACT_EXPORT RetryBudget final {
   // Deposits: call once per first attempt (attempt 1) of a job, not for
   // retries, lock-busy requeues or snoozes.
   void RecordFirstAttempt();
-  // Withdraws one retry if the balance allows it and returns true (the
-  // retry is counted: schedule it). Returns false, counting nothing, when
-  // the budget is exhausted: dead-letter or delay the job with reason
-  // "retry_budget_exhausted".
+  // Withdraws one retry if the balance allows it (and the withdrawal leaves
+  // every retry already booked by ReserveRetry paid for) and returns true:
+  // the retry is counted, schedule it. Returns false, counting nothing but
+  // the refusal, when the budget is exhausted.
   [[nodiscard]] bool TryRetry();
+  // TryRetry, or, when it would refuse, books the retry at the earliest time
+  // the budget allows it (see the file comment) and returns kDeferred with
+  // that time. If that time is after `not_after` (the job's total
+  // deadline), books nothing and returns kPastDeadline. With no floor
+  // (min_retries_per_second * window < 1) and no first attempts left to
+  // pay for it, the budget can promise no time; the retry is then booked
+  // one window after the last known event, so such retries run one per
+  // window.
+  RetryReservation ReserveRetry(std::optional<TimePoint> not_after = std::nullopt);
   // Retries available now; see RetryBudgetSnapshot::balance.
   double Balance() const;
   RetryBudgetSnapshot Snapshot() const;
@@ -114,10 +188,24 @@ class JOBPACT_EXPORT RetryBudget final {
   // Moves the window to the slice holding `now`, forgetting expired slices.
   // A clock that went backwards leaves the window where it is.
   void AdvanceLocked(TimePoint now) const;
+  // The balance in millionths of a retry of a window holding these events.
+  std::int64_t BalanceUnits(std::int64_t first_attempts, std::int64_t retries) const;
   // The balance in millionths of a retry. REQUIRES: mu_ held, window advanced.
   std::int64_t BalanceUnitsLocked() const;
+  // The balances of slices current_slice_ .. last, counting the events
+  // known now and the booked retries (no new first attempts). REQUIRES:
+  // mu_ held, window advanced, last >= current_slice_.
+  std::vector<std::int64_t> FutureBalancesLocked(std::int64_t last) const;
   // The bucket of the newest slice. REQUIRES: mu_ held.
   Bucket& CurrentBucketLocked() const;
+  // TryRetry's decision. REQUIRES: mu_ held, window advanced.
+  bool CanRetryNowLocked() const;
+  // The earliest slice >= `first` where one more retry fits (see
+  // ReserveRetry and the file comment), or, if none can, the slice one
+  // window after the last known event. REQUIRES: mu_ held, window
+  // advanced, first > current_slice_.
+  std::int64_t EarliestSliceLocked(std::int64_t first) const;
+  TimePoint SliceStart(std::int64_t slice) const;
 
   // Immutable after construction.
   const RetryBudgetOptions options_;
@@ -132,7 +220,12 @@ class JOBPACT_EXPORT RetryBudget final {
   mutable std::int64_t current_slice_ = 0;   // Index of the newest slice.
   mutable std::int64_t first_attempts_ = 0;  // Sums over buckets_.
   mutable std::int64_t retries_ = 0;
+  // Retries booked for slices after current_slice_, by slice; moved into
+  // buckets_ by AdvanceLocked when their slice begins.
+  mutable std::map<std::int64_t, std::int64_t> reserved_;
+  mutable std::int64_t reserved_total_ = 0;
   std::int64_t rejected_total_ = 0;
+  std::int64_t deferred_total_ = 0;
 };
 
 // Retry budgets keyed by job type, created on first use with the default
@@ -155,9 +248,12 @@ class JOBPACT_EXPORT RetryBudgets final {
   // if the type's budget is already in use (configure at startup).
   Status Override(std::string_view job_type, const RetryBudgetOptions& options, std::string reason);
 
-  // RetryBudget::RecordFirstAttempt / TryRetry / Balance of `job_type`'s budget.
+  // RetryBudget::RecordFirstAttempt / TryRetry / ReserveRetry / Balance of
+  // `job_type`'s budget.
   void RecordFirstAttempt(std::string_view job_type);
   [[nodiscard]] bool TryRetry(std::string_view job_type);
+  RetryReservation ReserveRetry(std::string_view job_type,
+                                std::optional<TimePoint> not_after = std::nullopt);
   double Balance(std::string_view job_type);
 
   // The budget of `job_type`, created if needed. The reference stays valid
@@ -167,7 +263,9 @@ class JOBPACT_EXPORT RetryBudgets final {
   // A snapshot of every budget created so far, by job type.
   std::map<std::string, RetryBudgetSnapshot> Snapshots() const;
   // The overrides and their reasons, one per line:
-  //   "<job_type>: percent=0.5 window=10s min_retries_per_second=1 buckets=10 (<reason>)".
+  //   "<job_type>: percent=0.5 window=10s min_retries_per_second=1 buckets=10 (<reason>)",
+  // with " on_exhausted=dead_letter" and " min_deferral=<n>s" before the
+  // reason when they differ from the defaults.
   std::string DescribeOverrides() const;
 
  private:

@@ -26,6 +26,10 @@ namespace jobpact {
 JobContext::~JobContext() = default;
 JobRunner::~JobRunner() = default;
 
+Result<std::vector<EnqueueResult>> JobRunner::EnqueueBatch(std::vector<Envelope> /*envelopes*/) {
+  return Status::Unimplemented("EnqueueBatch is not implemented by this JobRunner");
+}
+
 namespace internal {
 namespace {
 
@@ -304,26 +308,55 @@ Duration RunnerCore::JitteredDelay(Duration lo, Duration hi) const {
   return lo + std::chrono::duration_cast<Duration>((hi - lo) * sample);
 }
 
-void RunnerCore::WakeOneWorker() {
+void RunnerCore::WakeOneWorker() { WakeWorkers(1); }
+
+void RunnerCore::WakeWorkers(std::size_t jobs) {
+  if (jobs == 0) return;
   enqueue_seq_.fetch_add(1, std::memory_order_seq_cst);
   // A worker increments idle_workers_ before it re-checks enqueue_seq_ under
   // work_mu_, so either it sees the new sequence number or we see it idle
   // and notify it once it waits (the notify takes the same mutex).
-  if (idle_workers_.load(std::memory_order_seq_cst) > 0) {
-    std::lock_guard<std::mutex> l(work_mu_);
-    work_cv_.notify_one();
+  const int idle = idle_workers_.load(std::memory_order_seq_cst);
+  if (idle <= 0) return;
+  // One worker per dequeue batch of new jobs.
+  const std::size_t batch = static_cast<std::size_t>(options_.dequeue_batch);
+  const std::size_t wanted = (jobs + batch - 1) / batch;
+  std::lock_guard<std::mutex> l(work_mu_);
+  if (wanted >= static_cast<std::size_t>(idle)) {
+    work_cv_.notify_all();
+  } else {
+    for (std::size_t i = 0; i < wanted; ++i) work_cv_.notify_one();
   }
 }
 
-Result<EnqueueResult> RunnerCore::Enqueue(Envelope env) {
+std::vector<FieldError> RunnerCore::PrepareEnvelope(Envelope& env, TimePoint now) const {
   std::vector<FieldError> problems = ValidateEnvelope(env, options_.validation);
-  if (!problems.empty()) {
-    return Status::InvalidArgument("invalid envelope: " + JoinProblems(problems));
-  }
+  if (!problems.empty()) return problems;
   // The job type's policy decides the budget unless the producer gave one;
   // storing it makes the record (and the DLQ entry) say what applied.
   if (env.max_attempts == 0) env.max_attempts = options_.policies->For(env.job_type).max_attempts;
-  PrepareForEnqueue(env, clock().Now());
+  PrepareForEnqueue(env, now);
+  return problems;
+}
+
+void RunnerCore::ReportEnqueued(const Envelope& env, const EnqueueResult& r) {
+  MetricLabels labels{env.job_type, env.queue, {}, {}};
+  if (r.duplicate) {
+    options_.metrics->Increment(metric::kDedupHits, labels, 1);
+    logger_.Log(LogLevel::kInfo, "enqueue_duplicate", &env,
+                {{"existing_job_id", r.job_id}, {"dedup_key", env.dedup_key}});
+    return;
+  }
+  options_.metrics->Increment(metric::kEnqueued, labels, 1);
+  logger_.Log(LogLevel::kDebug, "transition", &env,
+              {{"from", "none"}, {"to", "queued"}, {"reason", reason::kEnqueued}});
+}
+
+Result<EnqueueResult> RunnerCore::Enqueue(Envelope env) {
+  std::vector<FieldError> problems = PrepareEnvelope(env, clock().Now());
+  if (!problems.empty()) {
+    return Status::InvalidArgument("invalid envelope: " + JoinProblems(problems));
+  }
   EnqueueOptions eo;
   eo.dedup_window = options_.dedup_window;
   Result<EnqueueResult> r = options_.queue->Enqueue(env, eo);
@@ -331,17 +364,51 @@ Result<EnqueueResult> RunnerCore::Enqueue(Envelope env) {
     logger_.Log(LogLevel::kError, "enqueue_failed", &env, {{"error", r.status().ToString()}});
     return r;
   }
-  MetricLabels labels{env.job_type, env.queue, {}, {}};
-  if (r->duplicate) {
-    options_.metrics->Increment(metric::kDedupHits, labels, 1);
-    logger_.Log(LogLevel::kInfo, "enqueue_duplicate", &env,
-                {{"existing_job_id", r->job_id}, {"dedup_key", env.dedup_key}});
+  ReportEnqueued(env, *r);
+  if (!r->duplicate) WakeOneWorker();
+  return r;
+}
+
+Result<std::vector<EnqueueResult>> RunnerCore::EnqueueBatch(std::vector<Envelope> envs) {
+  if (envs.empty()) return std::vector<EnqueueResult>{};
+  // Every envelope is checked before anything is stored: the batch is
+  // refused whole, and the caller still holds every envelope to fix.
+  const TimePoint now = clock().Now();
+  std::string invalid;
+  std::size_t invalid_count = 0;
+  for (std::size_t i = 0; i < envs.size(); ++i) {
+    std::vector<FieldError> problems = PrepareEnvelope(envs[i], now);
+    if (problems.empty()) continue;
+    if (invalid_count++ > 0) invalid += ", ";
+    invalid += "index " + std::to_string(i) + " (" + JoinProblems(problems) + ")";
+  }
+  if (invalid_count > 0) {
+    return Status::InvalidArgument("EnqueueBatch: " + std::to_string(invalid_count) + " of " +
+                                   std::to_string(envs.size()) +
+                                   " envelopes are invalid, none enqueued: " + invalid);
+  }
+  EnqueueOptions eo;
+  eo.dedup_window = options_.dedup_window;
+  // One backend call: atomic where the backend's EnqueueBatch is.
+  Result<std::vector<EnqueueResult>> r = options_.queue->EnqueueBatch(envs, eo);
+  if (!r.ok()) {
+    logger_.Log(
+        LogLevel::kError, "enqueue_batch_failed", nullptr,
+        {{"jobs", static_cast<std::int64_t>(envs.size())}, {"error", r.status().ToString()}});
     return r;
   }
-  options_.metrics->Increment(metric::kEnqueued, labels, 1);
-  logger_.Log(LogLevel::kDebug, "transition", &env,
-              {{"from", "none"}, {"to", "queued"}, {"reason", reason::kEnqueued}});
-  WakeOneWorker();
+  if (r->size() != envs.size()) {
+    // A backend bug; what was stored is unknown, so say so rather than
+    // report results that do not line up with the input.
+    return Status::Internal("EnqueueBatch: the backend returned " + std::to_string(r->size()) +
+                            " results for " + std::to_string(envs.size()) + " envelopes");
+  }
+  std::size_t stored = 0;
+  for (std::size_t i = 0; i < envs.size(); ++i) {
+    ReportEnqueued(envs[i], (*r)[i]);
+    if (!(*r)[i].duplicate) ++stored;
+  }
+  WakeWorkers(stored);
   return r;
 }
 
@@ -704,26 +771,51 @@ Completion RunnerCore::DecideFailure(const DeliveryRun& run, Failure failure, Ti
   RetryDecision decision =
       DecideRetry(policy, failure.failure_class, env.attempt, sample, run.d.job.previous_delay);
   switch (decision.kind) {
-    case RetryDecision::Kind::kRetry:
-      if (env.deadline.has_value() && finished + decision.delay > *env.deadline) {
+    case RetryDecision::Kind::kRetry: {
+      TimePoint ready_at = finished + decision.delay;
+      if (env.deadline.has_value() && ready_at > *env.deadline) {
         c.to = JobStatus::kDeadLettered;
         c.reason = std::string(reason::kTotalDeadlinePassed);
-      } else if (options_.retry_budgets != nullptr &&
-                 !options_.retry_budgets->TryRetry(env.job_type)) {
-        // SPEC 10: retries may not outgrow traffic. The job is quarantined
-        // rather than deferred: a deferred job comes back, and a wave of
-        // them would restart the storm the budget is there to stop.
-        options_.metrics->Increment(metric::kRetryBudgetExhausted,
-                                    MetricLabels{env.job_type, env.queue, {}, {}}, 1);
-        c.to = JobStatus::kDeadLettered;
-        c.reason = std::string(reason::kRetryBudgetExhausted);
-      } else {
-        c.to = JobStatus::kRetryScheduled;
-        c.reason = timed_out ? std::string(reason::kTimeout) : decision.reason;
-        c.ready_at = finished + decision.delay;
-        c.delay = decision.delay;
+        break;
       }
+      c.reason = timed_out ? std::string(reason::kTimeout) : decision.reason;
+      if (options_.retry_budgets != nullptr) {
+        // SPEC 10: retries may not outgrow traffic; the budget sheds them by
+        // time, never by dropping work.
+        RetryBudget& budget = options_.retry_budgets->ForJobType(env.job_type);
+        const MetricLabels labels{env.job_type, env.queue, {}, {}};
+        if (budget.options().on_exhausted == RetryBudgetExhaustedAction::kDeadLetter) {
+          // Opted in per job type: quarantine the refused retry.
+          if (!budget.TryRetry()) {
+            options_.metrics->Increment(metric::kRetryBudgetExhausted, labels, 1);
+            c.to = JobStatus::kDeadLettered;
+            c.reason = std::string(reason::kRetryBudgetExhausted);
+            break;
+          }
+        } else {
+          // Deferred: booked at the time the budget allows it, so deferred
+          // retries come back at the budget's pace, not in one wave.
+          const RetryReservation r = budget.ReserveRetry(env.deadline);
+          if (r.kind != RetryReservation::Kind::kNow) {
+            options_.metrics->Increment(metric::kRetryBudgetExhausted, labels, 1);
+          }
+          if (r.kind == RetryReservation::Kind::kPastDeadline) {
+            c.to = JobStatus::kDeadLettered;
+            c.reason = std::string(reason::kTotalDeadlinePassed);
+            break;
+          }
+          if (r.kind == RetryReservation::Kind::kDeferred) {
+            options_.metrics->Increment(metric::kRetryBudgetDeferred, labels, 1);
+            c.reason = std::string(reason::kRetryBudgetDeferred);
+            ready_at = std::max(ready_at, r.at);
+          }
+        }
+      }
+      c.to = JobStatus::kRetryScheduled;
+      c.ready_at = ready_at;
+      c.delay = ready_at - finished;
       break;
+    }
     case RetryDecision::Kind::kDeadLetter:
       c.to = JobStatus::kDeadLettered;
       c.reason = decision.reason;
@@ -1032,12 +1124,20 @@ Status RunnerCore::DiscardDeadLetter(std::string_view job_id, std::string_view a
         "DiscardDeadLetter: actor and reason are required (who discards, and why)");
   }
   JOBPACT_ASSIGN_OR_RETURN(DlqEntry e, options_.queue->GetDeadLetter(job_id));
+  // A DLQ entry does not name its queue; the job record does. Label the
+  // counter like every other one: the job's queue, "default" if unknown (an
+  // envelope that never parsed has none).
+  std::string queue = Envelope{}.queue;
+  if (Result<JobRecord> rec = options_.queue->Get(job_id);
+      rec.ok() && !rec->envelope.queue.empty()) {
+    queue = std::move(rec->envelope.queue);
+  }
   DlqAction action;
   action.actor = std::string(actor);
   action.reason = std::string(why);
   JOBPACT_RETURN_IF_ERROR(options_.queue->Discard(job_id, action));
   options_.metrics->Increment(metric::kDiscarded,
-                              MetricLabels{e.job_type, {}, reason::kOperatorDiscard, {}}, 1);
+                              MetricLabels{e.job_type, queue, reason::kOperatorDiscard, {}}, 1);
   logger_.Log(LogLevel::kWarn, "transition", nullptr,
               {{"job_id", e.job_id},
                {"job_type", e.job_type},
@@ -1137,6 +1237,9 @@ class JobRunnerImpl final : public JobRunner {
   }
   Result<EnqueueResult> Enqueue(Envelope envelope) override {
     return core_->Enqueue(std::move(envelope));
+  }
+  Result<std::vector<EnqueueResult>> EnqueueBatch(std::vector<Envelope> envelopes) override {
+    return core_->EnqueueBatch(std::move(envelopes));
   }
   Result<EnqueueResult> EnqueueJson(std::string_view raw) override {
     return core_->EnqueueJson(raw);

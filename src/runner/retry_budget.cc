@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -33,6 +34,16 @@ std::int64_t SaturatingMul(std::int64_t a, std::int64_t b) {
 
 }  // namespace
 
+std::string_view RetryBudgetExhaustedActionName(RetryBudgetExhaustedAction a) {
+  switch (a) {
+    case RetryBudgetExhaustedAction::kDefer:
+      return "defer";
+    case RetryBudgetExhaustedAction::kDeadLetter:
+      return "dead_letter";
+  }
+  return "unknown";
+}
+
 Status ValidateRetryBudgetOptions(const RetryBudgetOptions& o) {
   if (!std::isfinite(o.percent) || o.percent < 0 || o.percent > 1000) {
     return Status::InvalidArgument(
@@ -56,6 +67,14 @@ Status ValidateRetryBudgetOptions(const RetryBudgetOptions& o) {
   }
   if (o.window / o.buckets <= Duration::zero()) {
     return Status::InvalidArgument("retry budget: window / buckets is shorter than a clock tick");
+  }
+  if (o.on_exhausted != RetryBudgetExhaustedAction::kDefer &&
+      o.on_exhausted != RetryBudgetExhaustedAction::kDeadLetter) {
+    return Status::InvalidArgument("retry budget: on_exhausted must be kDefer or kDeadLetter");
+  }
+  if (o.min_deferral <= Duration::zero()) {
+    return Status::InvalidArgument(fmt::format(
+        "retry budget: min_deferral must be positive, got {}s", ToSeconds(o.min_deferral)));
   }
   return Status::Ok();
 }
@@ -99,17 +118,108 @@ void RetryBudget::AdvanceLocked(TimePoint now) const {
     }
   }
   current_slice_ = slice;
+  // Retries booked for the slices that have begun are retries of their
+  // slice now (or already forgotten, after a long pause).
+  while (!reserved_.empty() && reserved_.begin()->first <= slice) {
+    const auto [booked_slice, count] = *reserved_.begin();
+    if (booked_slice > slice - n) {
+      buckets_[static_cast<std::size_t>(FloorMod(booked_slice, n))].retries += count;
+      retries_ += count;
+    }
+    reserved_total_ -= count;
+    reserved_.erase(reserved_.begin());
+  }
 }
 
-std::int64_t RetryBudget::BalanceUnitsLocked() const {
-  const std::int64_t deposits = SaturatingMul(first_attempts_, deposit_units_);
-  const std::int64_t withdrawals = SaturatingMul(retries_, kUnitsPerRetry);
+std::int64_t RetryBudget::BalanceUnits(std::int64_t first_attempts, std::int64_t retries) const {
+  const std::int64_t deposits = SaturatingMul(first_attempts, deposit_units_);
+  const std::int64_t withdrawals = SaturatingMul(retries, kUnitsPerRetry);
   // reserve <= 1e18 and each term is in [0, INT64_MAX]: compute in two steps
   // that cannot overflow.
   const std::int64_t credit = deposits > std::numeric_limits<std::int64_t>::max() - reserve_units_
                                   ? std::numeric_limits<std::int64_t>::max()
                                   : reserve_units_ + deposits;
   return credit - withdrawals;
+}
+
+std::int64_t RetryBudget::BalanceUnitsLocked() const {
+  return BalanceUnits(first_attempts_, retries_);
+}
+
+std::vector<std::int64_t> RetryBudget::FutureBalancesLocked(std::int64_t last) const {
+  const auto n = static_cast<std::int64_t>(buckets_.size());
+  const std::int64_t c = current_slice_;
+  auto booked = [this](std::int64_t slice) -> std::int64_t {
+    auto it = reserved_.find(slice);
+    return it == reserved_.end() ? 0 : it->second;
+  };
+  std::vector<std::int64_t> out;
+  out.reserve(static_cast<std::size_t>(last - c + 1));
+  // Sums over the window (t - n, t], slid one slice at a time.
+  std::int64_t first_attempts = first_attempts_;
+  std::int64_t retries = retries_;
+  for (std::int64_t t = c; t <= last; ++t) {
+    if (t > c) {
+      retries += booked(t);             // Slice t enters the window...
+      const std::int64_t gone = t - n;  // ...and slice t - n leaves it.
+      if (gone <= c) {
+        const Bucket& b = buckets_[static_cast<std::size_t>(FloorMod(gone, n))];
+        first_attempts -= b.first_attempts;
+        retries -= b.retries;
+      } else {
+        retries -= booked(gone);
+      }
+    }
+    out.push_back(BalanceUnits(first_attempts, retries));
+  }
+  return out;
+}
+
+bool RetryBudget::CanRetryNowLocked() const {
+  if (BalanceUnitsLocked() < kUnitsPerRetry) return false;
+  if (reserved_.empty()) return true;
+  // A retry now stays in the window until slice c + n - 1; every retry
+  // booked there must stay paid for.
+  const auto n = static_cast<std::int64_t>(buckets_.size());
+  const std::int64_t c = current_slice_;
+  const std::vector<std::int64_t> balance = FutureBalancesLocked(c + n - 1);
+  for (const auto& [slice, count] : reserved_) {
+    if (slice > c + n - 1) break;
+    if (balance[static_cast<std::size_t>(slice - c)] < kUnitsPerRetry) return false;
+  }
+  return true;
+}
+
+std::int64_t RetryBudget::EarliestSliceLocked(std::int64_t first) const {
+  const auto n = static_cast<std::int64_t>(buckets_.size());
+  const std::int64_t c = current_slice_;
+  const std::int64_t last_booked = reserved_.empty() ? c : reserved_.rbegin()->first;
+  // From `horizon` on, every event known now has left the window and no
+  // booked retry is in it: the balance is the reserve alone, so if a retry
+  // does not fit there, it never will without new first attempts.
+  const std::int64_t horizon = std::max({first, c + n, last_booked + n});
+  const std::int64_t last = horizon + n - 1;
+  const std::vector<std::int64_t> balance = FutureBalancesLocked(last);
+  auto at = [&](std::int64_t t) { return static_cast<std::size_t>(t - c); };
+  // A booked slice whose balance is below one retry cannot afford another
+  // retry in its window. overdrawn[i] counts those in (c, c + i).
+  std::vector<std::int64_t> overdrawn(balance.size() + 1, 0);
+  for (std::int64_t t = c; t <= last; ++t) {
+    const bool full = t > c && balance[at(t)] < kUnitsPerRetry && reserved_.count(t) != 0;
+    overdrawn[at(t) + 1] = overdrawn[at(t)] + (full ? 1 : 0);
+  }
+  for (std::int64_t t = first; t <= horizon; ++t) {
+    // A retry booked in slice t is in the windows of slices t .. t + n - 1.
+    if (balance[at(t)] >= kUnitsPerRetry &&
+        overdrawn[at(t + n - 1) + 1] - overdrawn[at(t) + 1] == 0) {
+      return t;
+    }
+  }
+  return horizon;  // No floor and nothing left to pay for it.
+}
+
+TimePoint RetryBudget::SliceStart(std::int64_t slice) const {
+  return TimePoint(Duration(slice * slice_.count()));
 }
 
 RetryBudget::Bucket& RetryBudget::CurrentBucketLocked() const {
@@ -129,13 +239,37 @@ bool RetryBudget::TryRetry() {
   const TimePoint now = clock_->Now();
   std::lock_guard<std::mutex> lock(mu_);
   AdvanceLocked(now);
-  if (BalanceUnitsLocked() < kUnitsPerRetry) {
+  if (!CanRetryNowLocked()) {
     ++rejected_total_;
     return false;
   }
   ++CurrentBucketLocked().retries;
   ++retries_;
   return true;
+}
+
+RetryReservation RetryBudget::ReserveRetry(std::optional<TimePoint> not_after) {
+  const TimePoint now = clock_->Now();
+  std::lock_guard<std::mutex> lock(mu_);
+  AdvanceLocked(now);
+  if (CanRetryNowLocked()) {
+    ++CurrentBucketLocked().retries;
+    ++retries_;
+    return RetryReservation{RetryReservation::Kind::kNow, now};
+  }
+  ++rejected_total_;
+  const TimePoint earliest = now + options_.min_deferral;
+  const std::int64_t first =
+      std::max(current_slice_ + 1, FloorDiv(earliest.time_since_epoch().count(), slice_.count()));
+  const std::int64_t slice = EarliestSliceLocked(first);
+  const TimePoint at = std::max(earliest, SliceStart(slice));
+  if (not_after.has_value() && at > *not_after) {
+    return RetryReservation{RetryReservation::Kind::kPastDeadline, at};
+  }
+  ++reserved_[slice];
+  ++reserved_total_;
+  ++deferred_total_;
+  return RetryReservation{RetryReservation::Kind::kDeferred, at};
 }
 
 double RetryBudget::Balance() const {
@@ -153,7 +287,9 @@ RetryBudgetSnapshot RetryBudget::Snapshot() const {
   s.balance = static_cast<double>(BalanceUnitsLocked()) / kUnitsPerRetry;
   s.first_attempts = first_attempts_;
   s.retries = retries_;
+  s.reserved = reserved_total_;
   s.rejected_total = rejected_total_;
+  s.deferred_total = deferred_total_;
   return s;
 }
 
@@ -211,6 +347,11 @@ void RetryBudgets::RecordFirstAttempt(std::string_view job_type) {
 
 bool RetryBudgets::TryRetry(std::string_view job_type) { return ForJobType(job_type).TryRetry(); }
 
+RetryReservation RetryBudgets::ReserveRetry(std::string_view job_type,
+                                            std::optional<TimePoint> not_after) {
+  return ForJobType(job_type).ReserveRetry(not_after);
+}
+
 double RetryBudgets::Balance(std::string_view job_type) { return ForJobType(job_type).Balance(); }
 
 std::map<std::string, RetryBudgetSnapshot> RetryBudgets::Snapshots() const {
@@ -225,9 +366,16 @@ std::string RetryBudgets::DescribeOverrides() const {
   std::shared_lock<std::shared_mutex> lock(mu_);
   for (const auto& [job_type, entry] : overrides_) {
     const RetryBudgetOptions& o = entry.options;
-    out += fmt::format("{}: percent={} window={}s min_retries_per_second={} buckets={} ({})\n",
-                       job_type, o.percent, ToSeconds(o.window), o.min_retries_per_second,
-                       o.buckets, entry.reason);
+    out += fmt::format("{}: percent={} window={}s min_retries_per_second={} buckets={}", job_type,
+                       o.percent, ToSeconds(o.window), o.min_retries_per_second, o.buckets);
+    const RetryBudgetOptions defaults;
+    if (o.on_exhausted != defaults.on_exhausted) {
+      out += fmt::format(" on_exhausted={}", RetryBudgetExhaustedActionName(o.on_exhausted));
+    }
+    if (o.min_deferral != defaults.min_deferral) {
+      out += fmt::format(" min_deferral={}s", ToSeconds(o.min_deferral));
+    }
+    out += fmt::format(" ({})\n", entry.reason);
   }
   return out;
 }

@@ -113,6 +113,7 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // The JobRunner API (see job_runner.h).
   Status Handle(std::string_view job_type, Handler handler, HandlerOptions options);
   Result<EnqueueResult> Enqueue(Envelope envelope);
+  Result<std::vector<EnqueueResult>> EnqueueBatch(std::vector<Envelope> envelopes);
   Result<EnqueueResult> EnqueueJson(std::string_view raw);
   Status Start();
   Status Shutdown(Duration grace);
@@ -145,6 +146,14 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // What the pipeline holds for one delivery, on the worker's stack.
   struct DeliveryRun;
 
+  // --- Enqueue (job_runner.cc) ---
+  // Validates `env` and, if valid, fills it as Enqueue stores it: the
+  // policy's max_attempts if none was given, then PrepareForEnqueue. Returns
+  // the problems (empty: ready to store; otherwise `env` is left as given).
+  std::vector<FieldError> PrepareEnvelope(Envelope& env, TimePoint now) const;
+  // The metrics and log line of one stored (or duplicate) job.
+  void ReportEnqueued(const Envelope& env, const EnqueueResult& r);
+
   // --- The pipeline (job_runner.cc) ---
   // Runs SPEC 3 steps 1-9 for one delivery; `slot` is null under RunUntilIdle.
   void ProcessDelivery(Delivery& d, WorkerSlot* slot, HandlerCache& cache);
@@ -155,7 +164,8 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // metrics and the log line.
   void Finish(DeliveryRun& run, Completion completion);
   // Step 8 for a failed attempt: the retry policy, the total deadline and
-  // the retry budget decide retry_scheduled, dead_lettered or failed.
+  // the retry budget decide retry_scheduled (after the backoff, or deferred
+  // to the time the budget allows), dead_lettered or failed.
   Completion DecideFailure(const DeliveryRun& run, Failure failure, TimePoint finished,
                            bool timed_out);
   // The circuit state gauge of one dependency.
@@ -175,6 +185,8 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // The metrics and log line of one lease recovery (SPEC 5, 8).
   void ReportLeaseRecovery(const LeaseRecovery& r);
   void WakeOneWorker();
+  // Wakes enough idle workers for `jobs` new jobs (one per dequeue batch).
+  void WakeWorkers(std::size_t jobs);
 
   // --- Threads (job_runner_workers.cc) ---
   void SpawnWorkerLocked(bool replacement);  // REQUIRES: mu_ held.

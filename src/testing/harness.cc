@@ -1,7 +1,5 @@
 #include "jobpact/testing/harness.h"
 
-#include <cstdio>
-#include <cstdlib>
 #include <utility>
 
 namespace jobpact {
@@ -43,14 +41,6 @@ Harness::Harness(HarnessOptions options)
 
 Harness::~Harness() { runner_.reset(); }
 
-namespace {
-[[noreturn]] void DieUninitialised(const Status& s) {
-  std::fprintf(stderr, "jobpact::testing::Harness used after JobRunner::Create failed: %s\n",
-               s.ToString().c_str());
-  std::abort();
-}
-}  // namespace
-
 Status Harness::Handle(std::string_view job_type, Handler handler, HandlerOptions options) {
   if (!runner_) return init_status_;
   return runner_->Handle(job_type, std::move(handler), std::move(options));
@@ -73,15 +63,16 @@ Result<EnqueueResult> Harness::EnqueueJson(std::string_view raw) {
   return runner_->EnqueueJson(raw);
 }
 
-int Harness::RunUntilIdle() {
-  if (!runner_) DieUninitialised(init_status_);
+Result<std::vector<EnqueueResult>> Harness::EnqueueBatch(std::vector<Envelope> envelopes) {
+  if (!runner_) return init_status_;
+  return runner_->EnqueueBatch(std::move(envelopes));
+}
+
+Result<int> Harness::RunUntilIdle() {
+  if (!runner_) return init_status_;
   Result<int> n = runner_->RunUntilIdle();
-  if (!n.ok()) {
-    last_error_ = n.status();
-    return 0;
-  }
-  last_error_ = Status::Ok();
-  return *n;
+  last_error_ = n.status();
+  return n;
 }
 
 Duration Harness::AdvanceToNextRetry() {
@@ -100,16 +91,17 @@ Duration Harness::AdvanceToNextRetry() {
   return d;
 }
 
-int Harness::AdvanceAndRun(Duration d) {
+Result<int> Harness::AdvanceAndRun(Duration d) {
   clock_->Advance(d);
   return RunUntilIdle();
 }
 
-int Harness::RunUntilSettled(int max_rounds) {
-  int total = RunUntilIdle();
+Result<int> Harness::RunUntilSettled(int max_rounds) {
+  JOBPACT_ASSIGN_OR_RETURN(int total, RunUntilIdle());
   for (int i = 0; i < max_rounds; ++i) {
     if (AdvanceToNextRetry() == Duration::zero()) break;
-    total += RunUntilIdle();
+    JOBPACT_ASSIGN_OR_RETURN(int n, RunUntilIdle());
+    total += n;
   }
   return total;
 }

@@ -94,14 +94,14 @@ TEST(InvoiceHandlerTest, TwoTransientFailuresThenSuccess) {
   ASSERT_THAT(enqueued, IsOk());
   const std::string id = enqueued->job_id;
 
-  EXPECT_EQ(h.RunUntilIdle(), 1);  // Attempt 1: 503.
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);  // Attempt 1: 503.
   EXPECT_EQ(h.StatusOf(id), JobStatus::kRetryScheduled);
   EXPECT_EQ(h.Job(id).last_failure->code, "UNAVAILABLE");
-  EXPECT_EQ(h.RunUntilIdle(), 0);                           // Nothing is due before the retry time.
+  EXPECT_EQ(h.RunUntilIdle().value(), 0);                   // Nothing is due before the retry time.
   EXPECT_EQ(h.AdvanceToNextRetry(), jobpact::Millis(500));  // 0.5 x 1 s
-  EXPECT_EQ(h.RunUntilIdle(), 1);                           // Attempt 2: 503.
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);                   // Attempt 2: 503.
   EXPECT_EQ(h.AdvanceToNextRetry(), jobpact::Seconds(1));   // 0.5 x 2 s
-  EXPECT_EQ(h.RunUntilIdle(), 1);                           // Attempt 3: success.
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);                   // Attempt 3: success.
 
   jobpact::JobRecord job = h.Job(id);
   EXPECT_EQ(job.status, JobStatus::kSucceeded);
@@ -135,13 +135,13 @@ TEST(InvoiceHandlerTest, CrashBetweenEffectAndAckRunsTheEffectOnce) {
   // The handler runs and the runner records the idempotent result, then the
   // ack (QueueBackend::Complete) is lost: as if the process died right there.
   h.faults().FailNext(QueueMethod::kComplete, Status::Unavailable("worker crashed"));
-  EXPECT_EQ(h.RunUntilIdle(), 1);
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);
   EXPECT_EQ(billing.invoices_issued, 1);
   EXPECT_EQ(h.StatusOf(id), JobStatus::kRunning);  // Nobody acked it.
 
   // The lease (visibility timeout, 45 s) runs out; the next maintenance pass
   // takes the job back and it is delivered again, as attempt 2.
-  h.AdvanceAndRun(jobpact::Seconds(46));
+  ASSERT_THAT(h.AdvanceAndRun(jobpact::Seconds(46)), IsOk());
 
   jobpact::JobRecord job = h.Job(id);
   EXPECT_EQ(billing.invoices_issued, 1);  // The effect happened once.
@@ -162,8 +162,8 @@ TEST(InvoiceHandlerTest, WithoutAnIdempotencyKeyTheSameCrashRunsTheEffectTwice) 
   ASSERT_THAT(h.Handle("invoice.generate", MakeInvoiceHandler(billing)), IsOk());
   const std::string id = h.Enqueue("invoice.generate", R"({"order_id":"ord_987"})").value().job_id;
   h.faults().FailNext(QueueMethod::kComplete, Status::Unavailable("worker crashed"));
-  h.RunUntilIdle();
-  h.AdvanceAndRun(jobpact::Seconds(46));
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
+  ASSERT_THAT(h.AdvanceAndRun(jobpact::Seconds(46)), IsOk());
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
   EXPECT_EQ(billing.invoices_issued, 2);  // Two invoices for one order.
 }
@@ -175,10 +175,10 @@ TEST(FaultInjectionTest, TheStoreIsDown) {
   ASSERT_THAT(h.Handle("t", [](JobContext&) { return Status::Ok(); }), IsOk());
   const std::string id = h.Enqueue("t").value().job_id;
   h.faults().FailNext(QueueMethod::kDequeue, Status::Unavailable("redis down"));
-  EXPECT_EQ(h.RunUntilIdle(), 0);
+  EXPECT_THAT(h.RunUntilIdle(), StatusIs(StatusCode::kUnavailable, HasSubstr("redis down")));
   EXPECT_THAT(h.last_error(), StatusIs(StatusCode::kUnavailable, HasSubstr("redis down")));
   EXPECT_EQ(h.StatusOf(id), JobStatus::kQueued);  // Nothing changed.
-  EXPECT_EQ(h.RunUntilIdle(), 1);                 // The store is back.
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);         // The store is back.
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
   EXPECT_EQ(h.faults().Calls(QueueMethod::kDequeue), 3);  // Failed, took the job, found none.
 }
@@ -196,9 +196,9 @@ TEST(FaultInjectionTest, TheAckIsWrittenButTheReplyIsLost) {
               IsOk());
   const std::string id = h.Enqueue("t").value().job_id;
   h.faults().FailNextAfterApplying(QueueMethod::kComplete, Status::Unavailable("timeout"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);  // The store has the outcome.
-  h.AdvanceAndRun(jobpact::Seconds(46));
+  ASSERT_THAT(h.AdvanceAndRun(jobpact::Seconds(46)), IsOk());
   EXPECT_EQ(calls, 1);  // And nothing runs it again.
 }
 // [/docs:reply_lost]
@@ -218,7 +218,7 @@ TEST(FaultInjectionTest, TheBrokerDeliversTwice) {
   env.idempotency_key = "email.send:welcome:cus_1";
   const std::string id = h.Enqueue(env).value().job_id;
   h.faults().DeliverTwice();
-  EXPECT_EQ(h.RunUntilIdle(), 2);  // Two deliveries of one lease...
+  EXPECT_EQ(h.RunUntilIdle().value(), 2);  // Two deliveries of one lease...
   EXPECT_EQ(effects, 1);           // ...one effect.
   EXPECT_EQ(h.Job(id).reason, "succeeded");
   EXPECT_EQ(h.metrics().CounterTotal(metric::kStaleCompletions), 1);  // The copy was fenced.
@@ -243,9 +243,9 @@ TEST(FaultInjectionTest, TheWorkerStallsBeforeItsAck) {
   // worker (a nested RunUntilIdle) takes the job over.
   h.faults().BeforeNext(QueueMethod::kComplete, [&] {
     h.clock().Advance(jobpact::Seconds(46));
-    h.RunUntilIdle();
+    EXPECT_THAT(h.RunUntilIdle(), IsOk());
   });
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(effects, 1);
   EXPECT_EQ(h.Job(id).reason, "idempotent_skip");  // The second worker's outcome stands.
   EXPECT_EQ(h.Job(id).epoch, 2);
@@ -259,9 +259,9 @@ TEST(FaultInjectionTest, ExpireLeaseWithoutMovingTheClock) {
   ASSERT_THAT(h.Handle("t", [](JobContext&) { return Status::Ok(); }), IsOk());
   const std::string id = h.Enqueue("t").value().job_id;
   h.faults().FailNext(QueueMethod::kComplete, Status::Unavailable("crash"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   ASSERT_THAT(h.ExpireLease(id), IsOk());  // As if its worker died.
-  h.RunUntilIdle();                        // Maintenance recovers it; it runs again.
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());   // Maintenance recovers it; it runs again.
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
   EXPECT_EQ(h.Job(id).lease_recoveries, 1);
 }
@@ -322,11 +322,12 @@ TEST(FaultInjectionTest, CrashBeforeTheIdempotencyRecordIsWritten) {
   const std::string id = h.Enqueue(env).value().job_id;
   h.idempotency_faults().FailNext(jobpact::testing::IdempotencyMethod::kComplete,
                                   Status::Unavailable("timeout"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(effects, 1);
   EXPECT_EQ(h.StatusOf(id), JobStatus::kRetryScheduled);  // Not acked as succeeded.
   EXPECT_EQ(h.Job(id).last_failure->code, "idempotency_record_failed");
-  h.RunUntilSettled();  // The claim expires with its TTL; the retry runs again.
+  // The claim expires with its TTL; the retry runs again.
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
   EXPECT_EQ(effects, 2);  // At least once.
 }

@@ -54,12 +54,14 @@ TEST(ReadmeTest, TestingSnippetPasses) {
   ASSERT_TRUE(h.Handle("invoice.generate", [&](jobpact::JobContext&) {
     return ++calls < 3 ? jobpact::Status::Unavailable("upstream 503") : jobpact::Status::Ok();
   }).ok());
-  std::string id = h.Enqueue("invoice.generate", R"({"order_id":"ord_987"})")->job_id;
-  h.RunUntilIdle();          // attempt 1 fails (transient) -> retry_scheduled
-  h.AdvanceToNextRetry();    // move the manual clock to the retry time
-  h.RunUntilIdle();          // attempt 2 fails
+  auto queued = h.Enqueue("invoice.generate", R"({"order_id":"ord_987"})");
+  ASSERT_TRUE(queued.ok()) << queued.status();  // says which field is wrong
+  std::string id = queued->job_id;
+  ASSERT_TRUE(h.RunUntilIdle().ok());  // attempt 1 fails (transient) -> retry_scheduled
+  h.AdvanceToNextRetry();              // move the manual clock to the retry time
+  ASSERT_TRUE(h.RunUntilIdle().ok());  // attempt 2 fails
   h.AdvanceToNextRetry();
-  h.RunUntilIdle();          // attempt 3 succeeds
+  ASSERT_TRUE(h.RunUntilIdle().ok());  // attempt 3 succeeds
   EXPECT_EQ(h.Job(id).status, jobpact::JobStatus::kSucceeded);
   EXPECT_EQ(calls, 3);
 }

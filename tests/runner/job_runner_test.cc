@@ -21,6 +21,7 @@ namespace jobpact {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::SizeIs;
 using testing::Harness;
 using testing::IsOk;
@@ -48,7 +49,7 @@ TEST(JobRunnerTest, StaticallyRegisteredHandlerRunsInEveryRunner) {
   Harness h;
   ASSERT_THAT(h.init_status(), IsOk());
   std::string id = EnqueueOk(h, MakeJob("static.echo", R"({"a":1})"));
-  EXPECT_EQ(h.RunUntilIdle(), 1);
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kSucceeded);
   EXPECT_EQ(r.result, R"(echo:{"a":1})");
@@ -108,7 +109,7 @@ TEST(JobRunnerTest, PolicyOverrideRequiresAReasonAndIsKept) {
 
   // The override applies: a transient failure now fails the job at once.
   std::string id = EnqueueOk(h, MakeJob("report.build"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kFailed);
   EXPECT_EQ(r.reason, reason::kTransientError);
@@ -135,7 +136,7 @@ TEST(JobRunnerTest, SuccessRecordsHistoryResultAndMetrics) {
   env.idempotency_key = "invoice.generate:ord_987";
   std::string id = EnqueueOk(h, env);
   h.clock().Advance(Seconds(2));  // Two seconds in the queue.
-  EXPECT_EQ(h.RunUntilIdle(), 1);
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);
   EXPECT_EQ(calls, 1);
 
   JobRecord r = h.Job(id);
@@ -176,7 +177,7 @@ TEST(JobRunnerTest, BackoffDelaysAreExactWithASequenceRandomSource) {
   std::string id = EnqueueOk(h, MakeJob("flaky"));
   const std::vector<Duration> expected = {Millis(500), Seconds(1), Seconds(2), Seconds(4)};
   for (std::size_t i = 0; i < expected.size(); ++i) {
-    ASSERT_EQ(h.RunUntilIdle(), 1) << "attempt " << i + 1;
+    ASSERT_EQ(h.RunUntilIdle().value(), 1) << "attempt " << i + 1;
     JobRecord r = h.Job(id);
     ASSERT_EQ(r.status, JobStatus::kRetryScheduled);
     EXPECT_EQ(r.reason, reason::kTransientError);
@@ -184,10 +185,10 @@ TEST(JobRunnerTest, BackoffDelaysAreExactWithASequenceRandomSource) {
     EXPECT_EQ(r.previous_delay, expected[i]);
     // Not a moment early.
     h.clock().Advance(expected[i] - Millis(1));
-    EXPECT_EQ(h.RunUntilIdle(), 0);
+    EXPECT_EQ(h.RunUntilIdle().value(), 0);
     EXPECT_EQ(h.AdvanceToNextRetry(), Millis(1));
   }
-  EXPECT_EQ(h.RunUntilIdle(), 1);
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kDeadLettered);
   EXPECT_EQ(r.reason, reason::kMaxAttemptsExceeded);
@@ -207,7 +208,7 @@ TEST(JobRunnerTest, PerJobBackoffOverridesTheTypePolicyBackoff) {
   fixed.jitter = JitterKind::kNone;
   env.retry_policy = fixed;
   std::string id = EnqueueOk(h, env);
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(h.Job(id).ready_at - h.clock().Now(), Seconds(7));
 }
 
@@ -217,7 +218,7 @@ TEST(JobRunnerTest, HandlerThrowingRuntimeErrorIsAFailedAttempt) {
                        [](JobContext&) -> Status { throw std::runtime_error("disk on fire"); }),
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("boom"));
-  EXPECT_EQ(h.RunUntilIdle(), 1);
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kRetryScheduled);
   EXPECT_EQ(r.reason, reason::kUnknownError);
@@ -232,7 +233,7 @@ TEST(JobRunnerTest, HandlerThrowingAnIntIsAFailedAttempt) {
   Harness h;
   ASSERT_THAT(h.Handle("boom", [](JobContext&) -> Status { throw 42; }), IsOk());
   std::string id = EnqueueOk(h, MakeJob("boom"));
-  EXPECT_EQ(h.RunUntilIdle(), 1);
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kRetryScheduled);
   ASSERT_TRUE(r.last_failure.has_value());
@@ -248,7 +249,7 @@ TEST(JobRunnerTest, ClassifierOfTheJobTypeDecidesTheClassOfThrownExceptions) {
                        o),
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("lookup"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kDeadLettered);
   EXPECT_EQ(r.reason, reason::kPermanentError);
@@ -259,7 +260,7 @@ TEST(JobRunnerTest, ReturnedStatusCodeDecidesTheClass) {
   ASSERT_THAT(h.Handle("v", [](JobContext&) { return Status::InvalidArgument("bad amount"); }),
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("v"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kDeadLettered);
   ASSERT_TRUE(r.last_failure.has_value());
@@ -271,7 +272,7 @@ TEST(JobRunnerTest, ReturnedStatusCodeDecidesTheClass) {
 TEST(JobRunnerTest, UnknownJobTypeIsDeadLetteredNoHandler) {
   Harness h;
   std::string id = EnqueueOk(h, MakeJob("nobody.handles.this"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kDeadLettered);
   EXPECT_EQ(r.reason, reason::kNoHandler);
@@ -291,7 +292,7 @@ TEST(JobRunnerTest, FailureAfterTheDeadlineIsATransientTimeout) {
                        }),
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("slow"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kRetryScheduled);
   EXPECT_EQ(r.reason, reason::kTimeout);
@@ -310,7 +311,7 @@ TEST(JobRunnerTest, SuccessAfterTheDeadlineStands) {
                        }),
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("slow"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
 }
 
@@ -325,7 +326,7 @@ TEST(JobRunnerTest, StartByPassedIsDiscardedAndTotalDeadlineDeadLettered) {
   std::string ida = EnqueueOk(h, a);
   std::string idb = EnqueueOk(h, b);
   h.clock().Advance(Seconds(11));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(h.StatusOf(ida), JobStatus::kDiscarded);
   EXPECT_EQ(h.Job(ida).reason, reason::kStartByPassed);
@@ -339,7 +340,7 @@ TEST(JobRunnerTest, RetryThatWouldEndPastTheTotalDeadlineIsDeadLettered) {
   Envelope e = MakeJob("t");
   e.deadline = h.clock().Now() + Millis(500);  // The first backoff is ~0.99 s.
   std::string id = EnqueueOk(h, e);
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(h.StatusOf(id), JobStatus::kDeadLettered);
   EXPECT_EQ(h.Job(id).reason, reason::kTotalDeadlinePassed);
 }
@@ -355,6 +356,115 @@ TEST(JobRunnerTest, EnqueueRefusesAnInvalidEnvelopeListingEveryProblem) {
   EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument, HasSubstr("max_attempts")));
   EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument, HasSubstr("timeout_seconds")));
   EXPECT_EQ(h.queue().Size(), 0u);
+}
+
+// --- Batch enqueue ---------------------------------------------------------------------
+
+TEST(JobRunnerTest, EnqueueBatchPreparesEveryEnvelopeAsEnqueueDoesInOneBackendCall) {
+  Harness h;
+  RetryPolicy three = h.runner().policies().Default();
+  three.max_attempts = 3;
+  ASSERT_THAT(h.runner().policies().Override("report.build", three, "reports are cheap to redo"),
+              IsOk());
+  int runs = 0;
+  for (const char* type : {"invoice.generate", "report.build"}) {
+    ASSERT_THAT(h.Handle(type,
+                         [&](JobContext&) {
+                           ++runs;
+                           return Status::Ok();
+                         }),
+                IsOk());
+  }
+  std::vector<Envelope> batch;
+  batch.push_back(MakeJob("invoice.generate"));  // Defaults throughout.
+  Envelope given = MakeJob("invoice.generate");
+  given.job_id = "job_given";
+  given.max_attempts = 7;
+  given.attempt = 4;  // A producer's attempt is never trusted.
+  given.ttl = Seconds(60);
+  batch.push_back(given);
+  batch.push_back(MakeJob("report.build"));  // The type's policy decides max_attempts.
+
+  Result<std::vector<EnqueueResult>> r = h.EnqueueBatch(batch);
+  ASSERT_THAT(r, IsOk());
+  ASSERT_THAT(*r, SizeIs(3));
+  EXPECT_EQ(h.faults().Calls(testing::QueueMethod::kEnqueueBatch), 1);
+  EXPECT_EQ(h.faults().Calls(testing::QueueMethod::kEnqueue), 0);
+  EXPECT_EQ((*r)[1].job_id, "job_given");
+  const TimePoint now = h.clock().Now();
+  for (const EnqueueResult& e : *r) {
+    EXPECT_FALSE(e.duplicate);
+    EXPECT_EQ(e.status, JobStatus::kQueued);
+    const Envelope stored = h.Job(e.job_id).envelope;
+    EXPECT_EQ(stored.job_id.rfind("job_", 0), 0u) << stored.job_id;
+    EXPECT_EQ(stored.created_at, now);
+    EXPECT_EQ(stored.attempt, 0);
+  }
+  EXPECT_EQ(h.Job((*r)[0].job_id).envelope.max_attempts, 5);
+  EXPECT_EQ(h.Job((*r)[1].job_id).envelope.max_attempts, 7);
+  EXPECT_EQ(h.Job((*r)[1].job_id).envelope.expires_at, now + Seconds(60));
+  EXPECT_EQ(h.Job((*r)[2].job_id).envelope.max_attempts, 3);
+  EXPECT_EQ(h.metrics().CounterTotal(metric::kEnqueued, "invoice.generate"), 2);
+  EXPECT_EQ(h.metrics().CounterTotal(metric::kEnqueued, "report.build"), 1);
+
+  EXPECT_EQ(h.RunUntilIdle().value(), 3);
+  EXPECT_EQ(runs, 3);
+  EXPECT_EQ(h.Job("job_given").envelope.attempt, 1);
+}
+
+TEST(JobRunnerTest, EnqueueBatchWithAnInvalidEnvelopeStoresNothingAndNamesEachIndex) {
+  Harness h;
+  std::vector<Envelope> batch(4, MakeJob("ok.type"));
+  batch[1].max_attempts = -1;
+  batch[1].timeout = Seconds(-1);
+  batch[3].job_type = "bad type!";
+  Result<std::vector<EnqueueResult>> r = h.EnqueueBatch(batch);
+  EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument, HasSubstr("2 of 4 envelopes are invalid")));
+  EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument, HasSubstr("index 1 (max_attempts")));
+  EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument, HasSubstr("timeout_seconds")));
+  EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument, HasSubstr("index 3 (job_type")));
+  EXPECT_THAT(r.status().message(), Not(HasSubstr("index 0")));
+  EXPECT_THAT(r.status().message(), Not(HasSubstr("index 2")));
+  EXPECT_EQ(h.faults().Calls(testing::QueueMethod::kEnqueueBatch), 0);
+  EXPECT_EQ(h.queue().Size(), 0u);
+  EXPECT_EQ(h.metrics().CounterTotal(metric::kEnqueued), 0);
+}
+
+TEST(JobRunnerTest, EnqueueBatchReportsDuplicatesInInputOrder) {
+  Harness h;
+  Envelope first = MakeJob("email.send");
+  first.dedup_key = "email.send:welcome:cus_1";
+  const std::string existing = EnqueueOk(h, first);
+  std::vector<Envelope> batch;
+  batch.push_back(first);  // A duplicate of the job enqueued above.
+  Envelope other = MakeJob("email.send");
+  other.dedup_key = "email.send:welcome:cus_2";
+  batch.push_back(other);
+  batch.push_back(other);  // A duplicate of the envelope before it.
+  Result<std::vector<EnqueueResult>> r = h.EnqueueBatch(batch);
+  ASSERT_THAT(r, IsOk());
+  ASSERT_THAT(*r, SizeIs(3));
+  EXPECT_TRUE((*r)[0].duplicate);
+  EXPECT_EQ((*r)[0].job_id, existing);
+  EXPECT_FALSE((*r)[1].duplicate);
+  EXPECT_TRUE((*r)[2].duplicate);
+  EXPECT_EQ((*r)[2].job_id, (*r)[1].job_id);
+  EXPECT_EQ(h.metrics().CounterTotal(metric::kEnqueued, "email.send"), 2);
+  EXPECT_EQ(h.metrics().CounterTotal(metric::kDedupHits, "email.send"), 2);
+}
+
+TEST(JobRunnerTest, EnqueueBatchReturnsTheBackendErrorAndCountsNothing) {
+  Harness h;
+  h.faults().FailNext(testing::QueueMethod::kEnqueueBatch, Status::Unavailable("store down"));
+  std::vector<Envelope> batch(2, MakeJob("t"));
+  EXPECT_THAT(h.EnqueueBatch(batch), StatusIs(StatusCode::kUnavailable, HasSubstr("store down")));
+  EXPECT_EQ(h.queue().Size(), 0u);
+  EXPECT_EQ(h.metrics().CounterTotal(metric::kEnqueued), 0);
+  // An empty batch is not an error and calls nothing.
+  Result<std::vector<EnqueueResult>> empty = h.EnqueueBatch({});
+  ASSERT_THAT(empty, IsOk());
+  EXPECT_THAT(*empty, SizeIs(0));
+  EXPECT_EQ(h.faults().Calls(testing::QueueMethod::kEnqueueBatch), 1);
 }
 
 TEST(JobRunnerTest, InvalidJsonEnvelopeIsDeadLetteredWithTheRawInput) {
@@ -391,7 +501,7 @@ TEST(JobRunnerTest, ValidJsonEnvelopeIsEnqueuedWithTheReferenceFields) {
     "timeout_seconds": 30, "visibility_timeout_seconds": 45 })");
   ASSERT_THAT(r, IsOk());
   EXPECT_EQ(r->job_id, "job_01HXYZ");
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(h.StatusOf("job_01HXYZ"), JobStatus::kSucceeded);
   EXPECT_EQ(h.Job("job_01HXYZ").envelope.attempt, 1);  // The producer's 3 is not trusted.
   EXPECT_THAT(seen_payload, HasSubstr("ord_987"));
@@ -403,7 +513,7 @@ TEST(JobRunnerTest, InvalidEnvelopeWrittenStraightToTheBackendIsDeadLetteredAtDe
   PrepareForEnqueue(e, h.clock().Now());
   e.timeout = Seconds(60);  // Not below the 45 s visibility timeout: invalid.
   ASSERT_THAT(h.queue().Enqueue(e, {}), IsOk());
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   JobRecord r = h.Job(e.job_id);
   EXPECT_EQ(r.status, JobStatus::kDeadLettered);
   EXPECT_EQ(r.reason, reason::kInvalidEnvelope);
@@ -424,14 +534,14 @@ TEST(JobRunnerTest, SnoozeReschedulesWithoutSpendingAnAttempt) {
                        }),
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("poll"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kRetryScheduled);
   EXPECT_EQ(r.reason, reason::kSnoozed);
   EXPECT_EQ(r.envelope.attempt, 0);
   EXPECT_EQ(r.ready_at, h.clock().Now() + Seconds(30));
   EXPECT_EQ(h.AdvanceToNextRetry(), Seconds(30));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
   EXPECT_EQ(attempts, (std::vector<int>{1, 1}));
 }
@@ -442,7 +552,7 @@ TEST(JobRunnerTest, DiscardFromTheHandlerKeepsItsReason) {
                        [](JobContext& ctx) { return ctx.Discard("superseded_by_newer_event"); }),
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("price.update"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kDiscarded);
   EXPECT_EQ(r.reason, "superseded_by_newer_event");
@@ -466,7 +576,7 @@ TEST(JobRunnerTest, CheckpointFromAHeartbeatIsVisibleToTheNextAttempt) {
                        }),
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("export"));
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
   EXPECT_EQ(seen, (std::vector<std::string>{"", R"({"page":3})"}));
 }
@@ -485,7 +595,7 @@ TEST(JobRunnerTest, TransactionalEffectRunsWithTheSuccessfulCompletion) {
                        }),
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("tx"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(effects, 1);
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
 }
@@ -504,7 +614,7 @@ TEST(JobRunnerTest, IdempotentSkipReturnsTheStoredResult) {
   a.idempotency_key = "charge:ord_1";
   std::string ida = EnqueueOk(h, a);
   std::string idb = EnqueueOk(h, a);  // Same key, new job id.
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(effects, 1);
   EXPECT_EQ(h.Job(ida).reason, reason::kSucceeded);
   JobRecord b = h.Job(idb);
@@ -525,11 +635,11 @@ TEST(JobRunnerTest, FailureReleasesTheIdempotencyClaimForTheRetry) {
   Envelope a = MakeJob("charge");
   a.idempotency_key = "charge:ord_2";
   std::string id = EnqueueOk(h, a);
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   auto rec = h.idempotency().Get("charge:ord_2");
   ASSERT_THAT(rec, IsOk());
   EXPECT_FALSE(rec->has_value());  // Released: the retry can claim it.
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   EXPECT_EQ(calls, 2);
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
 }
@@ -548,11 +658,11 @@ TEST(JobRunnerTest, JobWaitingBehindASlowOneInItsBatchKeepsItsLease) {
               IsOk());
   std::string a = EnqueueOk(h, MakeJob("t", "1"));
   std::string b = EnqueueOk(h, MakeJob("t", "2"));
-  EXPECT_EQ(h.RunUntilIdle(), 2);
+  EXPECT_EQ(h.RunUntilIdle().value(), 2);
   EXPECT_EQ(order, (std::vector<int>{1, 2}));
   EXPECT_GE(h.faults().Calls(testing::QueueMethod::kRenew), 1);
   h.clock().Advance(Seconds(10));  // Past b's original lease.
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(h.StatusOf(a), JobStatus::kSucceeded);
   EXPECT_EQ(h.StatusOf(b), JobStatus::kSucceeded);
   EXPECT_EQ(h.Job(b).lease_recoveries, 0);
@@ -569,7 +679,7 @@ TEST(JobRunnerTest, PausedTypeIsRequeuedWithoutSpendingAnAttemptUntilResumed) {
   h.runner().Pause("email.send");
   std::string id = EnqueueOk(h, MakeJob("email.send"));
   std::string other = EnqueueOk(h, MakeJob("other"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(h.StatusOf(other), JobStatus::kSucceeded);
   JobRecord r = h.Job(id);
@@ -578,11 +688,11 @@ TEST(JobRunnerTest, PausedTypeIsRequeuedWithoutSpendingAnAttemptUntilResumed) {
   EXPECT_EQ(r.envelope.attempt, 0);
   // Still paused after the delay.
   h.AdvanceToNextRetry();
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(calls, 0);
   h.runner().Resume("email.send");
   h.AdvanceToNextRetry();
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
   EXPECT_EQ(h.Job(id).envelope.attempt, 1);
@@ -629,7 +739,7 @@ TEST(JobRunnerTest, OneTextLogLinePerTransitionCarriesTheJobFields) {
   e.trace_id = "trc_abcd1234";
   e.idempotency_key = "invoice.generate:ord_987";
   std::string id = EnqueueOk(h, e);
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
 
   std::vector<std::string> transitions;
   bool handler_line = false;
@@ -652,6 +762,33 @@ TEST(JobRunnerTest, OneTextLogLinePerTransitionCarriesTheJobFields) {
   EXPECT_THAT(transitions[1], HasSubstr("to=succeeded reason=succeeded"));
 }
 
+TEST(JobRunnerTest, ARetryBudgetDeferralIsLoggedOnItsTransitionLine) {
+  CapturedLogger capture("jobpact.test.deferral");
+  Harness h([](JobRunnerOptions& o) {
+    o.logger_name = "jobpact.test.deferral";
+    o.log_level = LogLevel::kInfo;
+    o.retry_budget.percent = 0;
+    o.retry_budget.min_retries_per_second = 0.1;  // One retry per 10 s window.
+  });
+  ASSERT_THAT(h.Handle("t", [](JobContext&) { return Status::Unavailable("upstream 503"); }),
+              IsOk());
+  const std::string first = EnqueueOk(h, MakeJob("t"));
+  const std::string second = EnqueueOk(h, MakeJob("t"));
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
+  std::vector<std::string> lines;
+  for (const std::string& line : capture.Lines()) {
+    if (line.find("transition job_id=" + second) != std::string::npos &&
+        line.find("to=retry_scheduled") != std::string::npos) {
+      lines.push_back(line);
+    }
+  }
+  ASSERT_THAT(lines, SizeIs(1));
+  EXPECT_THAT(lines[0], HasSubstr("from=running to=retry_scheduled reason=retry_budget_deferred "
+                                  "error_class=transient error_code=UNAVAILABLE "
+                                  "error_message=\"upstream 503\" delay_ms=10000"));
+  EXPECT_EQ(h.Job(first).history.back().reason, reason::kTransientError);
+}
+
 TEST(JobRunnerTest, LeaseRecoveriesLogOneTransitionLinePerJob) {
   CapturedLogger capture("jobpact.test.recovery");
   Harness h([](JobRunnerOptions& o) {
@@ -665,9 +802,9 @@ TEST(JobRunnerTest, LeaseRecoveriesLogOneTransitionLinePerJob) {
   e.idempotency_key = "video.transcode:v1";
   std::string id = EnqueueOk(h, e);
   h.faults().FailNext(testing::QueueMethod::kComplete, Status::Unavailable("worker killed"), 100);
-  h.RunUntilIdle();
-  h.AdvanceAndRun(Seconds(46));  // Recovery 1: back to the queue, dies again.
-  h.AdvanceAndRun(Seconds(46));  // Recovery 2: over the cap.
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
+  ASSERT_THAT(h.AdvanceAndRun(Seconds(46)), IsOk());  // Recovery 1: back to the queue, dies again.
+  ASSERT_THAT(h.AdvanceAndRun(Seconds(46)), IsOk());  // Recovery 2: over the cap.
   h.faults().Clear();
   ASSERT_EQ(h.StatusOf(id), JobStatus::kDeadLettered);
 
@@ -697,7 +834,7 @@ TEST(JobRunnerTest, JsonLogsWriteOneObjectPerLine) {
   Envelope e = MakeJob("v");
   e.trace_id = "trc_1";
   std::string id = EnqueueOk(h, e);
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
 
   int parsed = 0;
   bool found = false;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -277,6 +278,159 @@ TEST_F(RetryBudgetTest, CustomWindowAndSlices) {
   EXPECT_DOUBLE_EQ(b->Balance(), 30);
 }
 
+// --- Deferral (ReserveRetry) ---------------------------------------------------
+
+// Only the floor: 1 retry/s over 10 s, 10 retries per window, 1 s slices.
+RetryBudgetOptions TenPerWindow() {
+  RetryBudgetOptions o;
+  o.percent = 0;
+  o.min_retries_per_second = 1;
+  return o;
+}
+
+TEST_F(RetryBudgetTest, DefaultsDeferAfterAtLeastOneSecond) {
+  RetryBudgetOptions o;
+  EXPECT_EQ(o.on_exhausted, RetryBudgetExhaustedAction::kDefer);
+  EXPECT_EQ(o.min_deferral, Seconds(1));
+  EXPECT_EQ(RetryBudgetExhaustedActionName(RetryBudgetExhaustedAction::kDefer), "defer");
+  EXPECT_EQ(RetryBudgetExhaustedActionName(RetryBudgetExhaustedAction::kDeadLetter), "dead_letter");
+  RetryBudgetOptions bad;
+  bad.min_deferral = Duration::zero();
+  EXPECT_THAT(ValidateRetryBudgetOptions(bad).message(), HasSubstr("min_deferral"));
+  EXPECT_EQ(RetryBudget::Create(bad, clock_).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(RetryBudgetTest, ReserveRetryWithdrawsNowWhileTheBudgetAllows) {
+  auto b = Make(TenPerWindow());
+  for (int i = 0; i < 10; ++i) {
+    RetryReservation r = b->ReserveRetry();
+    EXPECT_EQ(r.kind, RetryReservation::Kind::kNow);
+    EXPECT_EQ(r.at, t0_);
+  }
+  RetryBudgetSnapshot s = b->Snapshot();
+  EXPECT_EQ(s.retries, 10);
+  EXPECT_EQ(s.reserved, 0);
+  EXPECT_EQ(s.rejected_total, 0);
+  EXPECT_EQ(s.deferred_total, 0);
+  EXPECT_FALSE(b->TryRetry());
+}
+
+TEST_F(RetryBudgetTest, RefusedRetriesAreBookedWindowByWindowAtTheBudgetsPace) {
+  auto b = Make(TenPerWindow());
+  EXPECT_EQ(DrainRetries(*b), 10);
+  std::map<TimePoint, int> at;
+  for (int i = 0; i < 25; ++i) {
+    RetryReservation r = b->ReserveRetry();
+    EXPECT_EQ(r.kind, RetryReservation::Kind::kDeferred);
+    ++at[r.at];
+  }
+  // The 10 retries of slice 0 leave the window at t0 + 10 s, making room
+  // for 10 more; those leave at t0 + 20 s; and so on.
+  EXPECT_EQ(at, (std::map<TimePoint, int>{
+                    {t0_ + Seconds(10), 10}, {t0_ + Seconds(20), 10}, {t0_ + Seconds(30), 5}}));
+  RetryBudgetSnapshot s = b->Snapshot();
+  EXPECT_EQ(s.reserved, 25);
+  EXPECT_EQ(s.rejected_total, 26);  // DrainRetries' last call, and the 25.
+  EXPECT_EQ(s.deferred_total, 25);
+
+  // Booked retries join the window when their slice begins: no room is left
+  // for more there, and none is handed out twice.
+  clock_->SetTime(t0_ + Seconds(10));
+  s = b->Snapshot();
+  EXPECT_EQ(s.retries, 10);
+  EXPECT_EQ(s.reserved, 15);
+  EXPECT_FALSE(b->TryRetry());
+  EXPECT_EQ(b->ReserveRetry().at, t0_ + Seconds(30));  // After the 5 booked there.
+  clock_->SetTime(t0_ + Seconds(30));
+  s = b->Snapshot();
+  EXPECT_EQ(s.retries, 6);  // Booked for t0 + 30 s; those of t0 + 20 s have left.
+  EXPECT_EQ(s.reserved, 0);
+}
+
+TEST_F(RetryBudgetTest, EveryWindowHoldsAtMostTheBudgetWithDeferrals) {
+  auto b = Make(TenPerWindow());
+  // Retries asked for at an uneven pace for a minute, deferred as needed.
+  std::map<std::int64_t, int> per_second;  // Counted retries by second.
+  for (int ms = 0; ms < 60000; ms += 250) {
+    clock_->SetTime(t0_ + Millis(ms));
+    for (int i = 0; i < (ms % 3000 == 0 ? 7 : 1); ++i) {
+      RetryReservation r = b->ReserveRetry();
+      ASSERT_NE(r.kind, RetryReservation::Kind::kPastDeadline);
+      EXPECT_GE(r.at, clock_->Now());
+      if (r.kind == RetryReservation::Kind::kDeferred) {
+        EXPECT_GE(r.at, clock_->Now() + Seconds(1));  // min_deferral.
+      }
+      ++per_second[std::chrono::duration_cast<std::chrono::seconds>(r.at - t0_).count()];
+    }
+  }
+  int max_in_window = 0;
+  for (const auto& [second, n] : per_second) {
+    int in_window = 0;
+    for (std::int64_t s = second - 9; s <= second; ++s) {
+      auto it = per_second.find(s);
+      if (it != per_second.end()) in_window += it->second;
+    }
+    max_in_window = std::max(max_in_window, in_window);
+  }
+  EXPECT_EQ(max_in_window, 10);
+}
+
+TEST_F(RetryBudgetTest, ADeferralIsAtLeastMinDeferralAway) {
+  RetryBudgetOptions o = TenPerWindow();
+  auto b = Make(o);
+  o.min_deferral = Seconds(3);
+  auto slow = Make(o);
+  EXPECT_EQ(DrainRetries(*b), 10);
+  EXPECT_EQ(DrainRetries(*slow), 10);
+  clock_->SetTime(t0_ + Millis(9500));
+  // Room comes at t0 + 10 s, half a second away: the floor says 1 s (or 3).
+  EXPECT_EQ(b->ReserveRetry().at, t0_ + Millis(10500));
+  EXPECT_EQ(slow->ReserveRetry().at, t0_ + Millis(12500));
+}
+
+TEST_F(RetryBudgetTest, ADeferralPastTheDeadlineBooksNothing) {
+  auto b = Make(TenPerWindow());
+  EXPECT_EQ(DrainRetries(*b), 10);
+  RetryReservation r = b->ReserveRetry(t0_ + Seconds(5));
+  EXPECT_EQ(r.kind, RetryReservation::Kind::kPastDeadline);
+  EXPECT_EQ(r.at, t0_ + Seconds(10));
+  RetryBudgetSnapshot s = b->Snapshot();
+  EXPECT_EQ(s.reserved, 0);
+  EXPECT_EQ(s.deferred_total, 0);
+  EXPECT_EQ(s.rejected_total, 2);
+  r = b->ReserveRetry(t0_ + Seconds(10));  // A deadline the time meets.
+  EXPECT_EQ(r.kind, RetryReservation::Kind::kDeferred);
+  EXPECT_EQ(r.at, t0_ + Seconds(10));
+}
+
+TEST_F(RetryBudgetTest, ImmediateRetriesKeepBookedOnesPaidFor) {
+  RetryBudgetOptions o;
+  o.percent = 1;                   // One retry per first attempt...
+  o.min_retries_per_second = 0.1;  // ...plus one per window.
+  auto b = Make(o);
+  EXPECT_TRUE(b->TryRetry());                          // Spends the floor.
+  EXPECT_EQ(b->ReserveRetry().at, t0_ + Seconds(10));  // The floor's next window.
+  b->RecordFirstAttempt();                             // Pays one retry until t0 + 10 s.
+  clock_->SetTime(t0_ + Seconds(5));
+  EXPECT_DOUBLE_EQ(b->Balance(), 1);
+  // A retry now would still be in the window at t0 + 10 s, when the deposit
+  // paying for it has left: the booked retry would be overdrawn.
+  EXPECT_FALSE(b->TryRetry());
+  RetryReservation r = b->ReserveRetry();
+  EXPECT_EQ(r.kind, RetryReservation::Kind::kDeferred);
+  EXPECT_EQ(r.at, t0_ + Seconds(20));
+}
+
+TEST_F(RetryBudgetTest, WithoutAFloorDeferralsAreSpacedOneWindowApart) {
+  auto b = Make(NoFloor());
+  for (int i = 0; i < 10; ++i) b->RecordFirstAttempt();
+  EXPECT_EQ(DrainRetries(*b), 2);
+  // Nothing will ever pay for more without new first attempts.
+  EXPECT_EQ(b->ReserveRetry().at, t0_ + Seconds(10));
+  EXPECT_EQ(b->ReserveRetry().at, t0_ + Seconds(20));
+  EXPECT_EQ(b->ReserveRetry().at, t0_ + Seconds(30));
+}
+
 // --- The registry ----------------------------------------------------------------
 
 class RetryBudgetsTest : public RetryBudgetTest {
@@ -349,6 +503,28 @@ TEST_F(RetryBudgetsTest, OverrideAfterFirstUseIsRefused) {
   EXPECT_EQ(budgets->Override("email.send", RetryBudgetOptions{}, "late").code(),
             StatusCode::kFailedPrecondition);
   EXPECT_EQ(budgets->DescribeOverrides(), "");
+}
+
+TEST_F(RetryBudgetsTest, ReserveRetryAndOverridesOfTheExhaustedAction) {
+  auto budgets = MakeRegistry(TenPerWindow());
+  RetryBudgetOptions quarantine = TenPerWindow();
+  quarantine.on_exhausted = RetryBudgetExhaustedAction::kDeadLetter;
+  quarantine.min_deferral = Seconds(2);
+  ASSERT_TRUE(budgets->Override("otp.send", quarantine, "a late code is useless; see SEC-9").ok());
+  EXPECT_EQ(budgets->ForJobType("otp.send").options().on_exhausted,
+            RetryBudgetExhaustedAction::kDeadLetter);
+  EXPECT_EQ(budgets->ForJobType("email.send").options().on_exhausted,
+            RetryBudgetExhaustedAction::kDefer);
+  EXPECT_THAT(budgets->DescribeOverrides(),
+              HasSubstr("otp.send: percent=0 window=10s min_retries_per_second=1 buckets=10 "
+                        "on_exhausted=dead_letter min_deferral=2s (a late code is useless; "
+                        "see SEC-9)"));
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(budgets->ReserveRetry("email.send").kind, RetryReservation::Kind::kNow);
+  }
+  EXPECT_EQ(budgets->ReserveRetry("email.send").at, t0_ + Seconds(10));
+  EXPECT_EQ(budgets->Snapshots()["email.send"].deferred_total, 1);
+  EXPECT_EQ(budgets->Snapshots()["email.send"].reserved, 1);
 }
 
 // --- Concurrency (run under TSan) -------------------------------------------------

@@ -41,7 +41,7 @@ struct DlqFixture {
   }
   std::string DeadLetter(const std::string& type) {
     const std::string id = h.Enqueue(type).value().job_id;
-    h.RunUntilIdle();
+    EXPECT_THAT(h.RunUntilIdle(), IsOk());
     EXPECT_EQ(h.StatusOf(id), JobStatus::kDeadLettered);
     return id;
   }
@@ -108,7 +108,7 @@ TEST(RunnerDlqTest, ReplaysASelectionByFilterWithAttemptsReset) {
   EXPECT_EQ(f.h.metrics().Counter(metric::kReplayed,
                                   MetricLabels{"invoice.generate", {}, "permanent_error", {}}),
             1);
-  f.h.RunUntilIdle();
+  ASSERT_THAT(f.h.RunUntilIdle(), IsOk());
   EXPECT_EQ(f.h.StatusOf(a), JobStatus::kSucceeded);
   EXPECT_EQ(f.h.Job(a).envelope.attempt, 1);
 }
@@ -152,9 +152,9 @@ TEST(RunnerDlqTest, RateLimitSpacesReadyAtWithoutSleeping) {
   EXPECT_EQ(f.h.Job(ids[2]).ready_at, now + Millis(1000));
   EXPECT_EQ(f.h.StatusOf(ids[3]), JobStatus::kDeadLettered);  // Over max_jobs.
   f.fixed = true;
-  EXPECT_EQ(f.h.RunUntilIdle(), 1);  // Only the first is ready yet.
-  EXPECT_EQ(f.h.AdvanceAndRun(Millis(500)), 1);
-  EXPECT_EQ(f.h.AdvanceAndRun(Millis(500)), 1);
+  EXPECT_EQ(f.h.RunUntilIdle().value(), 1);  // Only the first is ready yet.
+  EXPECT_EQ(f.h.AdvanceAndRun(Millis(500)).value(), 1);
+  EXPECT_EQ(f.h.AdvanceAndRun(Millis(500)).value(), 1);
 }
 
 TEST(RunnerDlqTest, AuditRecordSurvivesTheJobReturningToTheDlq) {
@@ -165,7 +165,7 @@ TEST(RunnerDlqTest, AuditRecordSurvivesTheJobReturningToTheDlq) {
   r.extra_attempts = 2;
   ASSERT_THAT(f.h.runner().ReplayDeadLetters(r), IsOk());
   EXPECT_EQ(f.h.Job(id).envelope.attempt, 1);  // Kept.
-  f.h.RunUntilIdle();                           // Still broken: back to the DLQ.
+  ASSERT_THAT(f.h.RunUntilIdle(), IsOk());     // Still broken: back to the DLQ.
   ASSERT_EQ(f.h.StatusOf(id), JobStatus::kDeadLettered);
   DlqEntry e = f.h.queue().GetDeadLetter(id).value();
   ASSERT_EQ(e.audit.size(), 1u);
@@ -202,11 +202,43 @@ TEST(RunnerDlqTest, DiscardRecordsWhoAndWhyAndCountsIt) {
   JobRecord r = f.h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kDiscarded);
   EXPECT_EQ(r.reason, "operator_discard");
+  // Labelled like every other counter: the job's queue, "default" here.
+  EXPECT_EQ(f.h.metrics().Counter(
+                metric::kDiscarded,
+                MetricLabels{"invoice.generate", "default", "operator_discard", {}}),
+            1);
   EXPECT_EQ(f.h.metrics().Counter(metric::kDiscarded,
                                   MetricLabels{"invoice.generate", {}, "operator_discard", {}}),
-            1);
+            0);
   EXPECT_THAT(f.h.runner().DiscardDeadLetter(id, "bob", "again"),
               StatusIs(StatusCode::kNotFound));
+}
+
+TEST(RunnerDlqTest, DiscardCountsUnderTheJobsOwnQueue) {
+  DlqFixture f;
+  Envelope env;
+  env.job_type = "invoice.generate";
+  env.queue = "billing";
+  const std::string id = f.h.Enqueue(env).value().job_id;
+  ASSERT_THAT(f.h.RunUntilIdle(), IsOk());
+  ASSERT_EQ(f.h.StatusOf(id), JobStatus::kDeadLettered);
+  EXPECT_THAT(f.h.runner().DiscardDeadLetter(id, "bob", "order cancelled"), IsOk());
+  EXPECT_EQ(f.h.metrics().Counter(
+                metric::kDiscarded,
+                MetricLabels{"invoice.generate", "billing", "operator_discard", {}}),
+            1);
+}
+
+TEST(RunnerDlqTest, DiscardOfAnInvalidEnvelopeCountsUnderTheDefaultQueue) {
+  DlqFixture f;
+  EXPECT_THAT(f.h.runner().EnqueueJson(R"({"job_id":"job_bad1","job_type":"invoice.generate","max_attempts":-1})"),
+              StatusIs(StatusCode::kInvalidArgument));
+  ASSERT_THAT(f.h.queue().GetDeadLetter("job_bad1"), IsOk());
+  EXPECT_THAT(f.h.runner().DiscardDeadLetter("job_bad1", "bob", "garbage input"), IsOk());
+  EXPECT_EQ(f.h.metrics().Counter(
+                metric::kDiscarded,
+                MetricLabels{"invoice.generate", "default", "operator_discard", {}}),
+            1);
 }
 
 }  // namespace

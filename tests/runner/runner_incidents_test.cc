@@ -56,7 +56,7 @@ TEST(RunnerIncidentsTest, DoubleProcessingLeaseExpiresWhileFirstWorkerRuns) {
                            h.clock().Advance(Seconds(26));  // Lease (45 s) expired.
                            // Meanwhile a second worker recovers the lease and
                            // receives the job: the claim is in progress.
-                           h.RunUntilIdle();
+                           EXPECT_THAT(h.RunUntilIdle(), IsOk());
                            EXPECT_TRUE(ctx.cancelled());
                          }
                          ++effects;  // The side effect.
@@ -68,7 +68,7 @@ TEST(RunnerIncidentsTest, DoubleProcessingLeaseExpiresWhileFirstWorkerRuns) {
   env.idempotency_key = "invoice.generate:ord_987";
   std::string id = EnqueueOk(h, env);
 
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   // The second delivery found the claim in progress and waits, no attempt spent.
   JobRecord mid = h.Job(id);
   EXPECT_EQ(mid.status, JobStatus::kRetryScheduled);
@@ -76,7 +76,7 @@ TEST(RunnerIncidentsTest, DoubleProcessingLeaseExpiresWhileFirstWorkerRuns) {
   EXPECT_EQ(mid.lease_recoveries, 1);
   EXPECT_EQ(h.metrics().CounterTotal(metric::kStaleCompletions, "invoice.generate"), 1);
 
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   JobRecord r = h.Job(id);
   EXPECT_EQ(effects, 1);
   EXPECT_EQ(r.status, JobStatus::kSucceeded);
@@ -104,10 +104,10 @@ TEST(RunnerIncidentsTest, CrashBetweenSideEffectAndAckRunsTheEffectOnce) {
   std::string id = EnqueueOk(h, env);
 
   h.faults().FailNext(QueueMethod::kComplete, Status::Unavailable("worker crashed"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(h.StatusOf(id), JobStatus::kRunning);  // Nobody acked.
 
-  h.AdvanceAndRun(Seconds(46));  // The lease expires; maintenance recovers it.
+  ASSERT_THAT(h.AdvanceAndRun(Seconds(46)), IsOk());  // The lease expires; maintenance recovers it.
   JobRecord r = h.Job(id);
   EXPECT_EQ(effects, 1);
   EXPECT_EQ(r.status, JobStatus::kSucceeded);
@@ -141,7 +141,7 @@ TEST(RunnerIncidentsTest, FailedAckWithTransactionalEffectDoesNotCompleteTheKey)
   std::string id = EnqueueOk(h, env);
 
   h.faults().FailNext(QueueMethod::kComplete, Status::Unavailable("worker crashed"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(h.StatusOf(id), JobStatus::kRunning);  // Nobody acked.
   EXPECT_EQ(committed, 0);
   auto rec = h.idempotency().Get("charge:ord_tx");
@@ -149,7 +149,7 @@ TEST(RunnerIncidentsTest, FailedAckWithTransactionalEffectDoesNotCompleteTheKey)
   EXPECT_TRUE(!rec->has_value() ||
               (*rec)->state != IdempotencyRecord::State::kCompleted);
 
-  h.AdvanceAndRun(Seconds(46));  // The lease expires; the job runs again.
+  ASSERT_THAT(h.AdvanceAndRun(Seconds(46)), IsOk());  // The lease expires; the job runs again.
   JobRecord r = h.Job(id);
   EXPECT_EQ(runs, 2);
   EXPECT_EQ(committed, 1);
@@ -167,7 +167,7 @@ TEST(RunnerIncidentsTest, FailedAckWithTransactionalEffectDoesNotCompleteTheKey)
   Envelope again = MakeJob("charge");
   again.idempotency_key = "charge:ord_tx";
   std::string id2 = EnqueueOk(h, again);
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   EXPECT_EQ(h.Job(id2).reason, reason::kIdempotentSkip);
   EXPECT_EQ(committed, 1);
 }
@@ -192,14 +192,14 @@ TEST(RunnerIncidentsTest, FailingTransactionalEffectDoesNotCompleteTheKey) {
   Envelope env = MakeJob("charge");
   env.idempotency_key = "charge:ord_fx";
   std::string id = EnqueueOk(h, env);
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(committed, 0);
   auto rec = h.idempotency().Get("charge:ord_fx");
   ASSERT_THAT(rec.status(), IsOk());
   EXPECT_TRUE(!rec->has_value() ||
               (*rec)->state != IdempotencyRecord::State::kCompleted);
-  h.AdvanceAndRun(Seconds(46));
-  h.RunUntilSettled();
+  ASSERT_THAT(h.AdvanceAndRun(Seconds(46)), IsOk());
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   EXPECT_EQ(runs, 2);
   EXPECT_EQ(committed, 1);
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
@@ -225,7 +225,7 @@ TEST(RunnerIncidentsTest, RecordFailureAfterTransactionalAckIsNotRetried) {
   env.idempotency_key = "charge:ord_rf";
   std::string id = EnqueueOk(h, env);
   h.idempotency_faults().FailNext(IdempotencyMethod::kComplete, Status::Unavailable("down"));
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   EXPECT_EQ(committed, 1);
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
   EXPECT_EQ(h.Job(id).envelope.attempt, 1);
@@ -248,9 +248,9 @@ TEST(RunnerIncidentsTest, StaleAckAfterTakeoverIsRefusedAndNeverOverwrites) {
   std::string id = EnqueueOk(h, env);
   h.faults().BeforeNext(QueueMethod::kComplete, [&] {
     h.clock().Advance(Seconds(46));
-    h.RunUntilIdle();  // The second worker: idempotent skip, acked.
+    EXPECT_THAT(h.RunUntilIdle(), IsOk());  // The second worker: idempotent skip, acked.
   });
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   JobRecord r = h.Job(id);
   EXPECT_EQ(effects, 1);
   EXPECT_EQ(r.status, JobStatus::kSucceeded);
@@ -269,7 +269,7 @@ TEST(RunnerIncidentsTest, DuplicateDeliveryRunsTheEffectOnce) {
   env.idempotency_key = "welcome:cus_1";
   std::string id = EnqueueOk(h, env);
   h.faults().DeliverTwice();
-  EXPECT_EQ(h.RunUntilIdle(), 2);
+  EXPECT_EQ(h.RunUntilIdle().value(), 2);
   EXPECT_EQ(effects, 1);
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
   EXPECT_EQ(h.Job(id).reason, reason::kSucceeded);  // The copy never overwrote it.
@@ -287,7 +287,7 @@ TEST(RunnerIncidentsTest, PoisonMessageWithPermanentErrorIsDeadLetteredAfterOneA
                        }),
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("invoice.generate", R"({"order_id":"ord_404"})"));
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   EXPECT_EQ(calls, 1);
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kDeadLettered);
@@ -313,7 +313,7 @@ TEST(RunnerIncidentsTest, PoisonMessageWithUnknownErrorUsesTheSmallerBudget) {
                        }),
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("parse"));
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   EXPECT_EQ(calls, 3);
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kDeadLettered);
@@ -331,7 +331,7 @@ TEST(RunnerIncidentsTest, RetriesExhaustedDeadLettersWithTheFullRecord) {
   env.trace_id = "trc_abcd1234";
   const TimePoint created = h.clock().Now();
   std::string id = EnqueueOk(h, env);
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
 
   Result<DlqEntry> e = h.queue().GetDeadLetter(id);
   ASSERT_THAT(e, IsOk());
@@ -377,7 +377,7 @@ TEST(RunnerIncidentsTest, TtlExpiredWhileWaitingIsDiscardedNotDeadLettered) {
   slow.jitter = JitterKind::kNone;
   env.retry_policy = slow;
   std::string id = EnqueueOk(h, env);
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   EXPECT_EQ(calls, 1);
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kDiscarded);
@@ -400,7 +400,7 @@ TEST(RunnerIncidentsTest, LockContentionRequeuesWithoutSpendingAnAttempt) {
   env.lock_key = "order:ord_987";
   std::string id = EnqueueOk(h, env);
 
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   JobRecord r = h.Job(id);
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(r.status, JobStatus::kRetryScheduled);
@@ -413,7 +413,7 @@ TEST(RunnerIncidentsTest, LockContentionRequeuesWithoutSpendingAnAttempt) {
 
   ASSERT_THAT(h.locks().Release("order:ord_987", "another-worker"), IsOk());
   h.AdvanceToNextRetry();
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
   EXPECT_EQ(h.Job(id).envelope.attempt, 1);
@@ -431,7 +431,7 @@ TEST(RunnerIncidentsTest, LockWaitsAreBoundedByMaxLockWaits) {
   Envelope env = MakeJob("t");
   env.lock_key = "stuck";
   std::string id = EnqueueOk(h, env);
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   EXPECT_EQ(calls, 0);
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kDeadLettered);
@@ -451,7 +451,8 @@ TEST(RunnerIncidentsTest, TwoConcurrentDuplicatesWithOneIdempotencyKeyRunTheEffe
                        [&](JobContext&) {
                          if (!nested) {
                            nested = true;
-                           h.RunUntilIdle();  // The duplicate arrives meanwhile.
+                           // The duplicate arrives meanwhile.
+                           EXPECT_THAT(h.RunUntilIdle(), IsOk());
                          }
                          ++effects;
                          return Status::Ok();
@@ -461,11 +462,11 @@ TEST(RunnerIncidentsTest, TwoConcurrentDuplicatesWithOneIdempotencyKeyRunTheEffe
   env.idempotency_key = "payout:2026-08:acct_1";
   std::string a = EnqueueOk(h, env);
   std::string b = EnqueueOk(h, env);
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(h.Job(b).status, JobStatus::kRetryScheduled);
   EXPECT_EQ(h.Job(b).reason, reason::kIdempotencyInProgress);
   EXPECT_EQ(h.Job(b).envelope.attempt, 0);
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   EXPECT_EQ(effects, 1);
   EXPECT_EQ(h.Job(a).reason, reason::kSucceeded);
   EXPECT_EQ(h.Job(b).status, JobStatus::kSucceeded);
@@ -488,7 +489,7 @@ TEST(RunnerIncidentsTest, DedupAtEnqueueReturnsTheExistingJob) {
   EXPECT_FALSE(first->duplicate);
   EXPECT_TRUE(second->duplicate);
   EXPECT_EQ(second->job_id, first->job_id);
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(h.metrics().CounterTotal(metric::kDedupHits, "invoice.generate"), 1);
   EXPECT_EQ(h.metrics().CounterTotal(metric::kEnqueued, "invoice.generate"), 1);
@@ -510,9 +511,9 @@ TEST(RunnerIncidentsTest, DedupAtDeliverySucceedsAsDuplicate) {
   Result<EnqueueResult> r = h.Enqueue(now);
   ASSERT_THAT(r, IsOk());
   ASSERT_FALSE(r->duplicate);
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(h.StatusOf(r->job_id), JobStatus::kSucceeded);
-  h.RunUntilSettled();  // The scheduled twin is delivered.
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());  // The scheduled twin is delivered.
   EXPECT_EQ(calls, 1);
   JobRecord twin = h.Job(late_id);
   EXPECT_EQ(twin.status, JobStatus::kSucceeded);
@@ -547,7 +548,7 @@ TEST(RunnerIncidentsTest, LostUpdateIsPreventedByTheFencingToken) {
                          if (amount == 10 && !stalled) {
                            stalled = true;
                            h.clock().Advance(Seconds(46));  // Lock and lease expire.
-                           h.RunUntilIdle();                 // Others take over.
+                           EXPECT_THAT(h.RunUntilIdle(), IsOk());  // Others take over.
                          }
                          return account.Write(ctx.fencing_token(), read + amount);
                        }),
@@ -558,7 +559,7 @@ TEST(RunnerIncidentsTest, LostUpdateIsPreventedByTheFencingToken) {
   b.lock_key = "account:1";
   std::string ida = EnqueueOk(h, a);
   std::string idb = EnqueueOk(h, b);
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   EXPECT_EQ(account.refused, 1);
   EXPECT_EQ(account.balance, 30);  // Without the fence: 10 (B's deposit lost).
   EXPECT_EQ(h.StatusOf(ida), JobStatus::kSucceeded);
@@ -576,9 +577,9 @@ TEST(RunnerIncidentsTest, JobThatKeepsKillingItsWorkerIsDeadLetteredAfterTheReco
               IsOk());
   std::string id = EnqueueOk(h, MakeJob("video.transcode"));
   h.faults().FailNext(QueueMethod::kComplete, Status::Unavailable("worker killed (OOM)"), 100);
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   for (int i = 0; i < 10 && h.StatusOf(id) != JobStatus::kDeadLettered; ++i) {
-    h.AdvanceAndRun(Seconds(46));
+    ASSERT_THAT(h.AdvanceAndRun(Seconds(46)), IsOk());
   }
   h.faults().Clear();
   EXPECT_EQ(calls, 4);  // The first delivery and three recoveries.
@@ -614,9 +615,9 @@ TEST(RunnerIncidentsTest, AttemptBudgetCountsDeliveriesLostToCrashes) {
   env.max_attempts = 2;
   std::string id = EnqueueOk(h, env);
   h.faults().FailNext(QueueMethod::kComplete, Status::Unavailable("worker killed"), 2);
-  h.RunUntilIdle();               // Attempt 1 dies before its ack.
-  h.AdvanceAndRun(Seconds(46));   // Attempt 2 dies too.
-  h.AdvanceAndRun(Seconds(46));   // Attempt 3 would exceed the budget.
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());              // Attempt 1 dies before its ack.
+  ASSERT_THAT(h.AdvanceAndRun(Seconds(46)), IsOk());  // Attempt 2 dies too.
+  ASSERT_THAT(h.AdvanceAndRun(Seconds(46)), IsOk());  // Attempt 3 would exceed the budget.
   EXPECT_EQ(calls, 2);
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kDeadLettered);
@@ -638,7 +639,7 @@ TEST(RunnerIncidentsTest, DeadLetterReplayAndDiscard) {
               IsOk());
   std::string a = EnqueueOk(h, MakeJob("webhook.deliver", R"({"n":1})"));
   std::string b = EnqueueOk(h, MakeJob("webhook.deliver", R"({"n":2})"));
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   ASSERT_EQ(h.StatusOf(a), JobStatus::kDeadLettered);
   ASSERT_EQ(h.StatusOf(b), JobStatus::kDeadLettered);
 
@@ -651,7 +652,7 @@ TEST(RunnerIncidentsTest, DeadLetterReplayAndDiscard) {
   discard.actor = "oncall@example.com";
   discard.reason = "customer deleted";
   ASSERT_THAT(h.queue().Discard(b, discard), IsOk());
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
 
   JobRecord ra = h.Job(a);
   EXPECT_EQ(ra.status, JobStatus::kSucceeded);
@@ -676,12 +677,12 @@ TEST(RunnerIncidentsTest, DedupCheckFailureRequeuesWithoutSpendingAnAttempt) {
   env.dedup_key = "t:1";
   std::string id = EnqueueOk(h, env);
   h.faults().FailNext(QueueMethod::kFindDuplicate, Status::Unavailable("store down"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kRetryScheduled);
   EXPECT_EQ(r.envelope.attempt, 0);
   EXPECT_EQ(calls, 0);
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
 }

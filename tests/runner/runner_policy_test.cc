@@ -10,6 +10,7 @@ namespace jobpact {
 namespace {
 
 using testing::Harness;
+using testing::IsOk;
 
 class RunnerPolicyTest : public ::testing::Test {
  protected:
@@ -34,7 +35,7 @@ class RunnerPolicyTest : public ::testing::Test {
 TEST_F(RunnerPolicyTest, PerTypeOverrideDecidesTheBudgetWhenTheEnvelopeGivesNone) {
   Result<EnqueueResult> r = h_.Enqueue("report.build");
   ASSERT_TRUE(r.ok()) << r.status();
-  h_.RunUntilSettled();
+  ASSERT_THAT(h_.RunUntilSettled(), IsOk());
   EXPECT_EQ(calls_, 8);
   JobRecord rec = h_.Job(r->job_id);
   EXPECT_EQ(rec.status, JobStatus::kDeadLettered);
@@ -48,7 +49,7 @@ TEST_F(RunnerPolicyTest, EnvelopeMaxAttemptsWinsOverThePolicy) {
   e.max_attempts = 2;
   Result<EnqueueResult> r = h_.Enqueue(e);
   ASSERT_TRUE(r.ok()) << r.status();
-  h_.RunUntilSettled();
+  ASSERT_THAT(h_.RunUntilSettled(), IsOk());
   EXPECT_EQ(calls_, 2);
   EXPECT_EQ(h_.Job(r->job_id).status, JobStatus::kDeadLettered);
 }
@@ -61,7 +62,7 @@ TEST(RunnerDefaultPolicyTest, DefaultBudgetIsFiveAttempts) {
                  return Status::Unavailable("down");
                }).ok());
   ASSERT_TRUE(h.Enqueue("t").ok());
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   EXPECT_EQ(calls, 5);
 }
 

@@ -72,6 +72,23 @@ TEST(RunnerThreadsTest, WorkerPoolDrainsABacklog) {
   EXPECT_EQ(h.runner().Stats().deliveries, kJobs);
 }
 
+TEST(RunnerThreadsTest, EnqueueBatchWakesIdleWorkers) {
+  Harness h([](JobRunnerOptions& o) {
+    o.workers = 2;
+    o.dequeue_batch = 4;
+    // The ManualClock never reaches the next poll: only a wake-up helps.
+    o.poll_interval = std::chrono::hours(1);
+  });
+  ASSERT_THAT(h.Handle("t", [](JobContext&) { return Status::Ok(); }), IsOk());
+  ASSERT_THAT(h.runner().Start(), IsOk());
+  // Both workers polled, found nothing and are going idle.
+  ASSERT_TRUE(WaitFor([&] { return h.faults().Calls(testing::QueueMethod::kDequeue) >= 2; }));
+  constexpr int kJobs = 20;
+  ASSERT_THAT(h.EnqueueBatch(std::vector<Envelope>(kJobs, MakeJob("t"))), IsOk());
+  EXPECT_TRUE(WaitFor([&] { return h.metrics().CounterTotal(metric::kSucceeded, "t") == kJobs; }));
+  EXPECT_THAT(h.runner().Shutdown(Seconds(5)), IsOk());
+}
+
 TEST(RunnerThreadsTest, WatchdogRenewsTheLeaseOfALongRunningJob) {
   Harness h([](JobRunnerOptions& o) {
     o.workers = 1;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "jobpact/testing/failing_backends.h"
@@ -63,6 +64,59 @@ TEST(HarnessTest, RefusedOptionsAreReportedByInitStatus) {
   EXPECT_THAT(h.Enqueue("t"), StatusIs(StatusCode::kInvalidArgument));
 }
 
+TEST(HarnessTest, RunCallsHaveTheShapeOfJobRunnerRunUntilIdle) {
+  Harness h;
+  static_assert(std::is_same_v<decltype(h.RunUntilIdle()), decltype(h.runner().RunUntilIdle())>,
+                "Harness::RunUntilIdle returns what JobRunner::RunUntilIdle returns");
+  static_assert(std::is_same_v<decltype(h.AdvanceAndRun(Seconds(1))), Result<int>>);
+  static_assert(std::is_same_v<decltype(h.RunUntilSettled()), Result<int>>);
+  ASSERT_THAT(h.Handle("t", [](JobContext&) { return Status::Ok(); }), IsOk());
+  ASSERT_THAT(h.Enqueue("t"), IsOk());
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);
+  EXPECT_EQ(h.AdvanceAndRun(Seconds(1)).value(), 0);
+  // RunUntilSettled stops at the first refused run and returns its error.
+  Envelope later;
+  later.job_type = "t";
+  later.scheduled_at = h.clock().Now() + Seconds(30);
+  ASSERT_THAT(h.Enqueue(later), IsOk());
+  const TimePoint before = h.clock().Now();
+  h.faults().FailNext(QueueMethod::kDequeue, Status::Unavailable("redis down"));
+  EXPECT_THAT(h.RunUntilSettled(), StatusIs(StatusCode::kUnavailable, HasSubstr("redis down")));
+  EXPECT_EQ(h.clock().Now(), before);         // It did not go on past the error...
+  EXPECT_EQ(h.RunUntilSettled().value(), 1);  // ...and the next call runs the job.
+}
+
+TEST(HarnessTest, RunCallsOfARefusedHarnessReturnItsInitStatus) {
+  Harness h([](JobRunnerOptions& o) { o.workers = 0; });
+  ASSERT_THAT(h.init_status(), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(h.RunUntilIdle(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("workers")));
+  EXPECT_THAT(h.AdvanceAndRun(Seconds(1)), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(h.RunUntilSettled(), StatusIs(StatusCode::kInvalidArgument));
+}
+
+TEST(HarnessTest, EnqueueBatchGoesThroughTheRunner) {
+  Harness h;
+  ASSERT_THAT(h.Handle("t", [](JobContext&) { return Status::Ok(); }), IsOk());
+  std::vector<Envelope> batch(2);
+  batch[0].job_type = "t";
+  batch[1].job_type = "t";
+  batch[1].scheduled_at = h.clock().Now() + Seconds(30);
+  std::vector<Envelope> invalid = batch;
+  invalid[1].max_attempts = -1;
+  EXPECT_THAT(h.EnqueueBatch(invalid),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("index 1 (max_attempts")));
+  EXPECT_TRUE(h.faults().EnqueuedJobIds().empty());
+  Result<std::vector<EnqueueResult>> r = h.EnqueueBatch(batch);
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(h.faults().EnqueuedJobIds(),
+            (std::vector<std::string>{(*r)[0].job_id, (*r)[1].job_id}));
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());  // Knows the scheduled one too.
+  EXPECT_EQ(h.StatusOf((*r)[1].job_id), JobStatus::kSucceeded);
+
+  Harness refused([](JobRunnerOptions& o) { o.workers = 0; });
+  EXPECT_THAT(refused.EnqueueBatch(batch), StatusIs(StatusCode::kInvalidArgument));
+}
+
 TEST(HarnessTest, AdvanceToNextRetryMovesToTheEarliestWaitingJob) {
   Harness h;
   EXPECT_EQ(h.AdvanceToNextRetry(), Duration::zero());  // Nothing waits.
@@ -74,11 +128,11 @@ TEST(HarnessTest, AdvanceToNextRetryMovesToTheEarliestWaitingJob) {
   sooner.scheduled_at = h.clock().Now() + Seconds(30);
   ASSERT_THAT(h.Enqueue(later), IsOk());
   ASSERT_THAT(h.Enqueue(sooner), IsOk());
-  EXPECT_EQ(h.RunUntilIdle(), 0);
+  EXPECT_EQ(h.RunUntilIdle().value(), 0);
   EXPECT_EQ(h.AdvanceToNextRetry(), Seconds(30));
-  EXPECT_EQ(h.RunUntilIdle(), 1);
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);
   EXPECT_EQ(h.AdvanceToNextRetry(), Seconds(60));
-  EXPECT_EQ(h.RunUntilIdle(), 1);
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);
   EXPECT_EQ(h.AdvanceToNextRetry(), Duration::zero());
 }
 
@@ -87,10 +141,10 @@ TEST(HarnessTest, FailedDequeueIsReportedAndTheNextRunRecovers) {
   ASSERT_THAT(h.Handle("t", [](JobContext&) { return Status::Ok(); }), IsOk());
   auto id = h.Enqueue("t")->job_id;
   h.faults().FailNext(QueueMethod::kDequeue, Status::Unavailable("redis down"));
-  EXPECT_EQ(h.RunUntilIdle(), 0);
+  EXPECT_THAT(h.RunUntilIdle(), StatusIs(StatusCode::kUnavailable, HasSubstr("redis down")));
   EXPECT_THAT(h.last_error(), StatusIs(StatusCode::kUnavailable, HasSubstr("redis down")));
   EXPECT_EQ(h.StatusOf(id), JobStatus::kQueued);
-  EXPECT_EQ(h.RunUntilIdle(), 1);
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
 }
 
@@ -99,7 +153,7 @@ TEST(HarnessTest, FailureAfterApplyingMakesTheChangeButReportsTheError) {
   ASSERT_THAT(h.Handle("t", [](JobContext&) { return Status::Ok(); }), IsOk());
   auto id = h.Enqueue("t")->job_id;
   h.faults().FailNextAfterApplying(QueueMethod::kComplete, Status::Unavailable("reply lost"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
   EXPECT_EQ(h.faults().Calls(QueueMethod::kComplete), 1);
 }
@@ -110,10 +164,10 @@ TEST(HarnessTest, ExpireLeaseLetsTheNextMaintenancePassRecoverTheJob) {
   ASSERT_THAT(h.Handle("t", [&](JobContext&) { ++calls; return Status::Ok(); }), IsOk());
   auto id = h.Enqueue("t")->job_id;
   h.faults().FailNext(QueueMethod::kComplete, Status::Unavailable("crash"));
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   ASSERT_EQ(h.StatusOf(id), JobStatus::kRunning);
   ASSERT_THAT(h.ExpireLease(id), IsOk());
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(calls, 2);
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kSucceeded);
@@ -129,7 +183,7 @@ TEST(HarnessTest, HooksRunBeforeTheCallInOrder) {
   h.Enqueue("t").status().IgnoreError();
   h.faults().BeforeNext(QueueMethod::kComplete, [&] { order.push_back("hook1"); });
   h.faults().BeforeNext(QueueMethod::kComplete, [&] { order.push_back("hook2"); });
-  h.RunUntilIdle();
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
   EXPECT_EQ(order, (std::vector<std::string>{"handler", "hook1", "hook2"}));
 }
 
@@ -164,9 +218,9 @@ TEST(HarnessTest, LastErrorIsClearedByALaterSuccessfulRun) {
   ASSERT_THAT(h.Handle("t", [](JobContext&) { return Status::Ok(); }), IsOk());
   EXPECT_THAT(h.last_error(), IsOk());  // No run yet.
   h.faults().FailNext(QueueMethod::kDequeue, Status::Unavailable("redis down"));
-  EXPECT_EQ(h.RunUntilIdle(), 0);
+  EXPECT_THAT(h.RunUntilIdle(), StatusIs(StatusCode::kUnavailable));
   EXPECT_THAT(h.last_error(), StatusIs(StatusCode::kUnavailable));
-  EXPECT_EQ(h.RunUntilIdle(), 0);  // Nothing to do, but the run succeeded.
+  EXPECT_EQ(h.RunUntilIdle().value(), 0);  // Nothing to do, but the run succeeded.
   EXPECT_THAT(h.last_error(), IsOk());
 }
 
@@ -234,14 +288,14 @@ TEST(HarnessTest, LockStoreOutageReschedulesWithoutSpendingAnAttempt) {
   e.lock_key = "order:1";
   const std::string id = h.Enqueue(e).value().job_id;
   h.lock_faults().FailNext(LockMethod::kAcquire, Status::Unavailable("redis down"));
-  EXPECT_EQ(h.RunUntilIdle(), 1);
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);
   EXPECT_EQ(runs, 0);
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kRetryScheduled);
   EXPECT_EQ(r.envelope.attempt, 0);  // Given back.
   EXPECT_EQ(r.reason, "transient_error");
   EXPECT_EQ(h.metrics().CounterTotal(metric::kRetries, "t"), 0);
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   EXPECT_EQ(runs, 1);
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
   EXPECT_EQ(h.Job(id).envelope.attempt, 1);
@@ -269,7 +323,7 @@ TEST(HarnessTest, IdempotencyRecordFailureIsNotAckedAsSuccess) {
   e.visibility_timeout = Seconds(20);
   const std::string id = h.Enqueue(e).value().job_id;
   h.idempotency_faults().FailNext(IdempotencyMethod::kComplete, Status::Unavailable("timeout"));
-  EXPECT_EQ(h.RunUntilIdle(), 1);
+  EXPECT_EQ(h.RunUntilIdle().value(), 1);
   EXPECT_EQ(effects, 1);
   JobRecord r = h.Job(id);
   EXPECT_EQ(r.status, JobStatus::kRetryScheduled);
@@ -282,7 +336,7 @@ TEST(HarnessTest, IdempotencyRecordFailureIsNotAckedAsSuccess) {
             IdempotencyRecord::State::kInProgress);
   EXPECT_EQ(h.idempotency_faults().Calls(IdempotencyMethod::kRelease), 0);
 
-  h.RunUntilSettled();
+  ASSERT_THAT(h.RunUntilSettled(), IsOk());
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
   EXPECT_EQ(effects, 2);  // At least once: the effect ran again after the claim expired.
   EXPECT_EQ(h.Job(id).envelope.attempt, 2);

@@ -15,11 +15,13 @@
 //   h.Handle("invoice.generate", [&](jobpact::JobContext&) {
 //     return ++calls < 3 ? jobpact::Status::Unavailable("upstream 503") : jobpact::Status::Ok();
 //   });
-//   std::string id = h.Enqueue("invoice.generate", R"({"order_id":"ord_987"})")->job_id;
-//   h.RunUntilIdle();                  // attempt 1 fails, retry scheduled
-//   h.AdvanceToNextRetry();            // the clock jumps to the retry time
-//   h.RunUntilIdle();                  // attempt 2 fails
-//   h.RunUntilSettled();               // ...until nothing is pending
+//   auto queued = h.Enqueue("invoice.generate", R"({"order_id":"ord_987"})");
+//   ASSERT_THAT(queued, IsOk());
+//   const std::string id = queued->job_id;
+//   EXPECT_EQ(h.RunUntilIdle().value(), 1);  // attempt 1 fails, retry scheduled
+//   h.AdvanceToNextRetry();                  // the clock jumps to the retry time
+//   ASSERT_THAT(h.RunUntilIdle(), IsOk());   // attempt 2 fails
+//   ASSERT_THAT(h.RunUntilSettled(), IsOk());  // ...until nothing is pending
 //   EXPECT_EQ(h.StatusOf(id), jobpact::JobStatus::kSucceeded);
 //   EXPECT_EQ(h.Job(id).envelope.attempt, 3);
 //
@@ -70,7 +72,8 @@ class JOBPACT_EXPORT Harness {
   Harness& operator=(const Harness&) = delete;
 
   // OK unless the configured options were refused by JobRunner::Create; then
-  // every other call is invalid (REQUIRES: init_status().ok()).
+  // Handle, Enqueue* and the Run* calls return this status, and the other
+  // calls are invalid (REQUIRES: init_status().ok()).
   const Status& init_status() const { return init_status_; }
 
   // --- Driving ---
@@ -79,22 +82,28 @@ class JOBPACT_EXPORT Harness {
   // A job of `job_type` with `payload` (JSON text) and default metadata.
   Result<EnqueueResult> Enqueue(std::string_view job_type, std::string payload = "{}");
   Result<EnqueueResult> EnqueueJson(std::string_view raw);
+  // JobRunner::EnqueueBatch: all valid and stored in one backend call, or
+  // none stored.
+  Result<std::vector<EnqueueResult>> EnqueueBatch(std::vector<Envelope> envelopes);
 
-  // JobRunner::RunUntilIdle(): the maintenance pass, then every ready job
-  // on this thread. Returns the deliveries processed (0 on a backend error,
-  // kept in last_error(); a successful call clears last_error()). May be called from inside a handler to play a
-  // second worker taking over while the first one is still running.
-  int RunUntilIdle();
+  // JobRunner::RunUntilIdle(), same shape: the maintenance pass, then every
+  // ready job on this thread. Returns the deliveries processed, or the error
+  // that refused the run (a failed Dequeue, ...), which last_error() also
+  // keeps. May be called from inside a handler to play a second worker
+  // taking over while the first one is still running.
+  Result<int> RunUntilIdle();
   // Moves the clock to the earliest ready_at of a job waiting in queued or
   // retry_scheduled (only jobs stored through this harness's queue are
   // known), and returns how far it moved; zero if nothing waits in the
   // future.
   Duration AdvanceToNextRetry();
-  // Advances the clock by `d`, then RunUntilIdle().
-  int AdvanceAndRun(Duration d);
+  // Advances the clock by `d`, then RunUntilIdle() (and returns what it
+  // returns).
+  Result<int> AdvanceAndRun(Duration d);
   // RunUntilIdle, then AdvanceToNextRetry, repeatedly, until no job waits
-  // (or `max_rounds` rounds). Returns the deliveries processed.
-  int RunUntilSettled(int max_rounds = 1000);
+  // (or `max_rounds` rounds). Returns the deliveries processed, or the first
+  // error of a RunUntilIdle (and stops there).
+  Result<int> RunUntilSettled(int max_rounds = 1000);
   // Lets the job's lease expire now (a lost worker), for the next
   // maintenance pass to recover.
   Status ExpireLease(std::string_view job_id);
@@ -105,8 +114,9 @@ class JOBPACT_EXPORT Harness {
   // The job's status, or std::nullopt for an unknown (or purged) job.
   std::optional<JobStatus> StatusOf(std::string_view job_id);
   std::vector<DlqEntry> DeadLetters(const DlqFilter& filter = {});
-  // The error of the most recent RunUntilIdle() call (also through
-  // AdvanceAndRun / RunUntilSettled): OK if it succeeded, or if none was
+  // The status of the most recent RunUntilIdle() call (also through
+  // AdvanceAndRun / RunUntilSettled), for code that did not make the call
+  // itself (a fault hook, a nested run): OK if it succeeded, or if none was
   // made yet. Errors inside a delivery (a failing lock store, ...) are
   // handled by the runner and do not show here; only a refused run does
   // (e.g. a Dequeue that failed).
