@@ -131,6 +131,10 @@ JOBPACT_EXPORT JobChange Quarantine(std::string job_id, std::string raw, std::st
 // kFailedPrecondition if the job is not ready (status or ready_at > now).
 JOBPACT_EXPORT Result<JobChange> Deliver(const JobRecord& record, std::string lease_token,
                                          TimePoint now);
+// The same, consuming the record (a store that holds it in memory need not
+// copy it). On an error the record is left as it was.
+JOBPACT_EXPORT Result<JobChange> Deliver(JobRecord&& record, std::string lease_token,
+                                         TimePoint now);
 
 // The outcome of a delivery (see Completion). kAborted if `delivery.lease`
 // is not the record's lease; kFailedPrecondition for an illegal target.
@@ -152,6 +156,9 @@ JOBPACT_EXPORT Result<JobChange> Renew(const JobRecord& record, const Lease& lea
 // when the recoveries would exceed `max_recoveries`. kFailedPrecondition if
 // the job is not running or its lease has not expired (now < expiry).
 JOBPACT_EXPORT Result<JobChange> RecoverLease(const JobRecord& record, int max_recoveries,
+                                              TimePoint now);
+// The same, consuming the record. On an error the record is left as it was.
+JOBPACT_EXPORT Result<JobChange> RecoverLease(JobRecord&& record, int max_recoveries,
                                               TimePoint now);
 
 // The LeaseRecovery report of a change RecoverLease computed.

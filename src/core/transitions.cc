@@ -273,19 +273,63 @@ JobChange Quarantine(std::string job_id, std::string raw, std::string_view error
   return c;
 }
 
-Result<JobChange> Deliver(const JobRecord& record, std::string lease_token, TimePoint now) {
+namespace {
+
+template <typename Record>
+Result<JobChange> DeliverImpl(Record&& record, std::string lease_token, TimePoint now) {
   JOBPACT_RETURN_IF_ERROR(CheckTransition(record.status, JobStatus::kRunning));
   if (record.ready_at > now) {
     return Status::FailedPrecondition("job " + record.envelope.job_id + " is not ready until " +
                                       FormatRfc3339(record.ready_at));
   }
   if (lease_token.empty()) return Status::InvalidArgument("Deliver: empty lease token");
-  JobRecord r = record;
+  WriteCondition expect = ConditionOf(record);
+  JobRecord r = std::forward<Record>(record);
   ++r.epoch;
   ++r.envelope.attempt;
   r.lease_token = std::move(lease_token);
   r.lease_expires_at = now + r.envelope.visibility_timeout;
-  return ChangeOf(ConditionOf(record), std::move(r), JobStatus::kRunning, reason::kDelivered, now);
+  return ChangeOf(std::move(expect), std::move(r), JobStatus::kRunning, reason::kDelivered, now);
+}
+
+template <typename Record>
+Result<JobChange> RecoverLeaseImpl(Record&& record, int max_recoveries, TimePoint now) {
+  if (record.status != JobStatus::kRunning) {
+    return Status::FailedPrecondition("job " + record.envelope.job_id + " is not running");
+  }
+  if (now < record.lease_expires_at) {
+    return Status::FailedPrecondition("the lease of job " + record.envelope.job_id +
+                                      " has not expired");
+  }
+  WriteCondition expect = ConditionOf(record);
+  JobRecord r = std::forward<Record>(record);
+  ++r.lease_recoveries;
+  ClearLease(r);
+  r.cancel_requested = false;
+  if (r.lease_recoveries > max_recoveries) {
+    r.reason = std::string(reason::kLeaseExpiredRepeatedly);
+    r.last_failure =
+        Failure{FailureClass::kUnknown, std::string(reason::kLeaseExpiredRepeatedly),
+                "lease expired " + std::to_string(r.lease_recoveries) + " times (max_recoveries " +
+                    std::to_string(max_recoveries) +
+                    "): the job keeps killing or hanging its worker"};
+    r.finished_at = now;
+    return ChangeOf(std::move(expect), std::move(r), JobStatus::kDeadLettered,
+                    reason::kLeaseExpiredRepeatedly, now);
+  }
+  r.reason = std::string(reason::kLeaseExpired);
+  r.ready_at = std::max(now, r.enqueued_at);
+  return ChangeOf(std::move(expect), std::move(r), JobStatus::kQueued, reason::kLeaseExpired, now);
+}
+
+}  // namespace
+
+Result<JobChange> Deliver(const JobRecord& record, std::string lease_token, TimePoint now) {
+  return DeliverImpl(record, std::move(lease_token), now);
+}
+
+Result<JobChange> Deliver(JobRecord&& record, std::string lease_token, TimePoint now) {
+  return DeliverImpl(std::move(record), std::move(lease_token), now);
 }
 
 Result<JobChange> Complete(const Delivery& d, const Completion& c, TimePoint now) {
@@ -312,30 +356,11 @@ Result<JobChange> Renew(const JobRecord& record, const Lease& lease, Duration ex
 }
 
 Result<JobChange> RecoverLease(const JobRecord& record, int max_recoveries, TimePoint now) {
-  if (record.status != JobStatus::kRunning) {
-    return Status::FailedPrecondition("job " + record.envelope.job_id + " is not running");
-  }
-  if (now < record.lease_expires_at) {
-    return Status::FailedPrecondition("the lease of job " + record.envelope.job_id +
-                                      " has not expired");
-  }
-  JobRecord r = record;
-  ++r.lease_recoveries;
-  ClearLease(r);
-  r.cancel_requested = false;
-  if (r.lease_recoveries > max_recoveries) {
-    r.reason = std::string(reason::kLeaseExpiredRepeatedly);
-    r.last_failure =
-        Failure{FailureClass::kUnknown, std::string(reason::kLeaseExpiredRepeatedly),
-                "lease expired " + std::to_string(r.lease_recoveries) + " times (max_recoveries " +
-                    std::to_string(max_recoveries) +
-                    "): the job keeps killing or hanging its worker"};
-    r.finished_at = now;
-    return ChangeOf(ConditionOf(record), std::move(r), JobStatus::kDeadLettered, reason::kLeaseExpiredRepeatedly, now);
-  }
-  r.reason = std::string(reason::kLeaseExpired);
-  r.ready_at = std::max(now, r.enqueued_at);
-  return ChangeOf(ConditionOf(record), std::move(r), JobStatus::kQueued, reason::kLeaseExpired, now);
+  return RecoverLeaseImpl(record, max_recoveries, now);
+}
+
+Result<JobChange> RecoverLease(JobRecord&& record, int max_recoveries, TimePoint now) {
+  return RecoverLeaseImpl(std::move(record), max_recoveries, now);
 }
 
 LeaseRecovery RecoveryReport(const JobChange& change) {

@@ -4,8 +4,7 @@
 //
 // Layout:
 //   - jobs_: id -> Entry (the record with its whole history, and the index
-//     it is in). std::map nodes never move, so the indexes below hold
-//     string_views of the map's keys.
+//     it is in). Every key and index holds a view of the entry's own id.
 //   - per queue, ready: the leasable jobs by (priority desc, ready_at, id).
 //   - scheduled_: queued / retry_scheduled jobs not ready yet, by ready_at;
 //     moved to their queue's ready set as the clock passes them
@@ -19,10 +18,12 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 
 #include "src/internal/guarded.h"
@@ -38,6 +39,10 @@ using ReadyKey = std::tuple<int, TimePoint, Id>;
 using TimeKey = std::pair<TimePoint, Id>;
 
 struct Entry {
+  explicit Entry(std::string job_id) : id(std::move(job_id)) {}
+  // The key of jobs_ and of every index: never changes, so views of it stay
+  // valid while the entry lives.
+  const std::string id;
   JobRecord record;
   JobPlacement placed = JobPlacement::kReady;
 };
@@ -90,8 +95,9 @@ class InMemoryQueueBackend::Impl {
         out.push_back(std::move(*dup));
         continue;
       }
-      auto [it, inserted] = jobs_.try_emplace(c.record.envelope.job_id);
-      Entry& e = it->second;
+      auto entry = std::make_unique<Entry>(c.record.envelope.job_id);
+      Entry& e = *entry;
+      auto it = jobs_.emplace(Id(e.id), std::move(entry)).first;
       e.record = std::move(c.record);
       AppendHistory(e.record.history, c.append);
       Index(it->first, e, c.placement);
@@ -134,13 +140,21 @@ class InMemoryQueueBackend::Impl {
       }
       if (best == nullptr) break;
       auto it = jobs_.find(std::get<2>(*best->ready.begin()));
-      Entry& e = it->second;
+      Entry& e = *it->second;
       std::string token = request.worker_id;
       token += '#';
       token += std::to_string(++delivery_counter_);
-      Result<JobChange> c = engine::Deliver(e.record, std::move(token), now);
-      if (!c.ok()) return c.status();  // An index out of step with its record: a bug here.
-      Apply(it->first, e, std::move(*c));
+      // The stored record is replaced by the delivered one: hand it to the
+      // engine rather than copy it.
+      Unindex(it->first, e);
+      std::vector<Transition> history = std::move(e.record.history);
+      Result<JobChange> c = engine::Deliver(std::move(e.record), std::move(token), now);
+      if (!c.ok()) {  // An index out of step with its record: a bug here.
+        e.record.history = std::move(history);
+        Index(it->first, e, e.placed);
+        return c.status();
+      }
+      Store(it->first, e, std::move(*c), std::move(history));
       // The record without the history before this delivery (see
       // Delivery::job): copying up to kMaxHistory entries with their
       // strings on every delivery would cost more than the rest.
@@ -159,7 +173,7 @@ class InMemoryQueueBackend::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(lease.job_id);
     if (it == jobs_.end()) return Status::NotFound("no job " + lease.job_id);
-    Entry& e = it->second;
+    Entry& e = *it->second;
     JOBPACT_ASSIGN_OR_RETURN(JobChange c,
                              engine::Renew(e.record, lease, expires_at - now, checkpoint, now));
     Apply(it->first, e, std::move(c));
@@ -171,7 +185,7 @@ class InMemoryQueueBackend::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     while (!leased_.empty() && leased_.begin()->first <= now) {
       auto it = jobs_.find(leased_.begin()->second);
-      Entry& e = it->second;
+      Entry& e = *it->second;
       Result<JobChange> c = engine::RecoverLease(e.record, max_recoveries, now);
       if (!c.ok()) return c.status();  // An index out of step with its record: a bug here.
       JobChange copy = *c;
@@ -185,7 +199,7 @@ class InMemoryQueueBackend::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) return std::optional<JobRecord>();
-    return std::optional<JobRecord>(it->second.record);
+    return std::optional<JobRecord>(it->second->record);
   }
 
   Result<std::vector<JobRecord>> QueryJobs(const JobQuery& q) {
@@ -211,18 +225,16 @@ class InMemoryQueueBackend::Impl {
       auto it = q.finished_after ? dlq_.lower_bound(TimeKey{*q.finished_after, Id()}) : dlq_.begin();
       for (; it != dlq_.end() && out.size() < q.limit; ++it) {
         if (q.finished_before && it->first >= *q.finished_before) break;
-        consider(jobs_.find(it->second)->second.record);
+        consider(jobs_.find(it->second)->second->record);
       }
       return out;
     }
-    for (auto it = jobs_.begin(); it != jobs_.end() && out.size() < q.limit; ++it) {
-      consider(it->second.record);
-    }
-    if (q.by_finished_at) {
-      std::stable_sort(out.begin(), out.end(), [](const JobRecord& a, const JobRecord& b) {
-        return a.finished_at < b.finished_at;
-      });
-    }
+    for (const auto& [id, e] : jobs_) consider(e->record);
+    std::sort(out.begin(), out.end(), [&](const JobRecord& a, const JobRecord& b) {
+      if (q.by_finished_at && a.finished_at != b.finished_at) return a.finished_at < b.finished_at;
+      return a.envelope.job_id < b.envelope.job_id;
+    });
+    if (out.size() > q.limit) out.resize(q.limit);
     return out;
   }
 
@@ -235,7 +247,7 @@ class InMemoryQueueBackend::Impl {
     if (d == dedup_.end()) return std::optional<std::string>();
     for (Id id : d->second) {
       if (id == self_job_id) continue;
-      const JobRecord& r = jobs_.find(id)->second.record;
+      const JobRecord& r = jobs_.find(id)->second->record;
       const bool live = r.status == JobStatus::kRunning ||
                         (r.status == JobStatus::kSucceeded && r.finished_at >= since);
       if (live && (best == nullptr || std::tie(r.enqueued_at, r.envelope.job_id) <
@@ -253,8 +265,8 @@ class InMemoryQueueBackend::Impl {
     int deleted = 0;
     while (!set.empty() && set.begin()->first < older_than) {
       auto it = jobs_.find(set.begin()->second);
-      Unindex(it->first, it->second);
-      const std::string& key = it->second.record.envelope.dedup_key;
+      Unindex(it->first, *it->second);
+      const std::string& key = it->second->record.envelope.dedup_key;
       if (!key.empty()) {
         auto d = dedup_.find(key);
         d->second.erase(it->first);
@@ -306,7 +318,7 @@ class InMemoryQueueBackend::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) return Status::NotFound("no job " + std::string(job_id));
-    Entry& e = it->second;
+    Entry& e = *it->second;
     if (e.record.status != JobStatus::kRunning) {
       return Status::FailedPrecondition("job is not running: " + std::string(job_id));
     }
@@ -347,7 +359,7 @@ class InMemoryQueueBackend::Impl {
   Status WriteLocked(JobWrite& w) {
     auto it = jobs_.find(w.change.record.envelope.job_id);
     if (it == jobs_.end()) return Status::NotFound("no job " + w.change.record.envelope.job_id);
-    Entry& e = it->second;
+    Entry& e = *it->second;
     if (!Matches(e.record, w.change.expect)) return Stale(e.record, w.change.expect);
     if (w.effect != nullptr) {
       // Runs under mu_, so that its effect and the write are one step.
@@ -363,6 +375,12 @@ class InMemoryQueueBackend::Impl {
     Unindex(id, e);
     std::vector<Transition> history = std::move(e.record.history);
     if (c.record.checkpoint.empty()) c.record.checkpoint = std::move(e.record.checkpoint);
+    Store(id, e, std::move(c), std::move(history));
+  }
+
+  // Puts the record of `c` in `e` (unindexed), after `history`, and indexes
+  // it. REQUIRES: mu_ held.
+  void Store(Id id, Entry& e, JobChange&& c, std::vector<Transition> history) {
     e.record = std::move(c.record);
     AppendHistory(history, c.append);
     e.record.history = std::move(history);
@@ -433,8 +451,8 @@ class InMemoryQueueBackend::Impl {
   void PromoteDue(TimePoint now) {
     while (!scheduled_.empty() && scheduled_.begin()->first <= now) {
       auto it = jobs_.find(scheduled_.begin()->second);
-      Unindex(it->first, it->second);
-      Index(it->first, it->second, JobPlacement::kReady);
+      Unindex(it->first, *it->second);
+      Index(it->first, *it->second, JobPlacement::kReady);
     }
   }
 
@@ -448,7 +466,7 @@ class InMemoryQueueBackend::Impl {
     if (d == dedup_.end()) return std::nullopt;
     const JobRecord* best = nullptr;
     for (Id id : d->second) {
-      const JobRecord& other = jobs_.find(id)->second.record;
+      const JobRecord& other = jobs_.find(id)->second->record;
       if (now - other.enqueued_at >= options.dedup_window || EndedWithoutEffect(other.status)) {
         continue;
       }
@@ -463,7 +481,8 @@ class InMemoryQueueBackend::Impl {
 
   mutable std::mutex mu_;
   // Guarded by mu_.
-  std::map<std::string, Entry, std::less<>> jobs_;
+  // Keyed by views of Entry::id, as are the indexes.
+  std::unordered_map<Id, std::unique_ptr<Entry>> jobs_;
   std::map<std::string, QueueState, std::less<>> queues_;
   std::set<TimeKey> scheduled_;
   std::set<TimeKey> leased_;
