@@ -165,7 +165,7 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend {
   // Loads a job for an operator action: kNotFound naming the id if absent.
   Result<JobRecord> MustLoad(std::string_view job_id, std::string_view what);
   // Writes one change computed outside the store.
-  Status WriteOne(JobChange change, const std::function<Status(void*)>* effect = nullptr);
+  Status WriteOne(JobChange&& change, const std::function<Status(void*)>* effect = nullptr);
 
   const std::shared_ptr<Clock> clock_;
 };

@@ -34,7 +34,7 @@ Result<std::vector<EnqueueResult>> StoreBackend::EnqueueAll(
       return Status(c.status().code(),
                     "job " + std::to_string(i) + " of the batch: " + c.status().message());
     }
-    if (!ids.insert(envs[i]->job_id).second) {
+    if (envs.size() > 1 && !ids.insert(envs[i]->job_id).second) {
       return Status::AlreadyExists("job id given twice in one batch: " + envs[i]->job_id);
     }
     jobs.push_back(std::move(*c));
@@ -105,9 +105,10 @@ Result<Lease> StoreBackend::Renew(const Lease& lease, Duration extension,
   });
 }
 
-Status StoreBackend::WriteOne(JobChange change, const std::function<Status(void*)>* effect) {
-  std::vector<JobWrite> writes;
-  writes.push_back(JobWrite{std::move(change), effect});
+Status StoreBackend::WriteOne(JobChange&& change, const std::function<Status(void*)>* effect) {
+  std::vector<JobWrite> writes(1);
+  writes[0].change = std::move(change);
+  writes[0].effect = effect;
   std::vector<Status> out = WriteJobs(writes);
   if (out.size() != 1) return Status::Internal("WriteJobs returned a result per write, not 1");
   return std::move(out.front());
@@ -115,11 +116,11 @@ Status StoreBackend::WriteOne(JobChange change, const std::function<Status(void*
 
 Status StoreBackend::Complete(const Delivery& delivery, const Completion& completion) {
   return Guarded("Complete", [&]() -> Status {
-    JOBPACT_ASSIGN_OR_RETURN(JobChange c,
-                             engine::Complete(delivery, completion, clock_->Now()));
-    return WriteOne(std::move(c), completion.transactional_effect
-                                      ? &completion.transactional_effect
-                                      : nullptr);
+    Result<JobChange> c = engine::Complete(delivery, completion, clock_->Now());
+    if (!c.ok()) return c.status();
+    return WriteOne(std::move(*c), completion.transactional_effect
+                                       ? &completion.transactional_effect
+                                       : nullptr);
   });
 }
 
@@ -137,8 +138,9 @@ std::vector<Status> StoreBackend::CompleteBatch(const std::vector<CompletionRequ
         out[i] = change.status();
         continue;
       }
-      writes.push_back(JobWrite{std::move(*change),
-                                c.transactional_effect ? &c.transactional_effect : nullptr});
+      writes.emplace_back();
+      writes.back().change = std::move(*change);
+      writes.back().effect = c.transactional_effect ? &c.transactional_effect : nullptr;
       index.push_back(i);
     }
     if (writes.empty()) return Status::Ok();
@@ -243,16 +245,18 @@ Result<DlqEntry> StoreBackend::GetDeadLetter(std::string_view job_id) {
 Status StoreBackend::Replay(std::string_view job_id, const DlqAction& action) {
   return Guarded("Replay", [&]() -> Status {
     JOBPACT_ASSIGN_OR_RETURN(JobRecord r, MustLoad(job_id, "Replay"));
-    JOBPACT_ASSIGN_OR_RETURN(JobChange c, engine::Replay(r, action, clock_->Now()));
-    return WriteOne(std::move(c));
+    Result<JobChange> c = engine::Replay(r, action, clock_->Now());
+    if (!c.ok()) return c.status();
+    return WriteOne(std::move(*c));
   });
 }
 
 Status StoreBackend::Discard(std::string_view job_id, const DlqAction& action) {
   return Guarded("Discard", [&]() -> Status {
     JOBPACT_ASSIGN_OR_RETURN(JobRecord r, MustLoad(job_id, "Discard"));
-    JOBPACT_ASSIGN_OR_RETURN(JobChange c, engine::Discard(r, action, clock_->Now()));
-    return WriteOne(std::move(c));
+    Result<JobChange> c = engine::Discard(r, action, clock_->Now());
+    if (!c.ok()) return c.status();
+    return WriteOne(std::move(*c));
   });
 }
 

@@ -34,19 +34,22 @@ WriteCondition ConditionOf(const JobRecord& r) {
   return w;
 }
 
-// The change of a stored job: the record as it will be (`record`, modified
-// from the one `expect` was taken of), one history entry.
-JobChange ChangeOf(WriteCondition expect, JobRecord record, JobStatus to, std::string_view why,
-                   TimePoint now) {
-  JobChange c;
-  c.append.push_back(Transition{expect.status, to, now, std::string(why)});
-  c.expect = std::move(expect);
-  record.status = to;
-  record.updated_at = now;
-  record.history.clear();
-  c.record = std::move(record);
-  c.placement = PlacementOf(c.record, now);
-  return c;
+// The change of a stored job starts as the record the engine was given
+// (moved in when it can be), with the condition the store must find.
+template <typename Record>
+JobChange Begin(Record&& record) {
+  WriteCondition expect = ConditionOf(record);
+  return JobChange{JobRecord(std::forward<Record>(record)), {}, JobPlacement::kReady,
+                   std::move(expect)};
+}
+
+// And ends with its one history entry, the new status and its placement.
+void End(JobChange& ch, JobStatus to, std::string_view why, TimePoint now) {
+  ch.append.push_back(Transition{ch.expect.status, to, now, std::string(why)});
+  ch.record.status = to;
+  ch.record.updated_at = now;
+  ch.record.history.clear();
+  ch.placement = PlacementOf(ch.record, now);
 }
 
 void ClearLease(JobRecord& r) {
@@ -90,8 +93,8 @@ template <typename Delivered>
 Result<JobChange> CompleteImpl(Delivered&& d, const Completion& c, TimePoint now) {
   JOBPACT_RETURN_IF_ERROR(CheckLease(d.job, d.lease));
   JOBPACT_RETURN_IF_ERROR(CheckTransition(JobStatus::kRunning, c.to));
-  WriteCondition expect = ConditionOf(d.job);
-  JobRecord r = std::forward<Delivered>(d).job;
+  JobChange ch = Begin(std::forward<Delivered>(d).job);
+  JobRecord& r = ch.record;
   if (!c.spend_attempt && r.envelope.attempt > 0) --r.envelope.attempt;
   if (c.lock_wait) ++r.lock_waits;
   if (c.failure) r.last_failure = c.failure;
@@ -114,7 +117,8 @@ Result<JobChange> CompleteImpl(Delivered&& d, const Completion& c, TimePoint now
   }
   ClearLease(r);
   r.cancel_requested = false;
-  return ChangeOf(std::move(expect), std::move(r), c.to, c.reason, now);
+  End(ch, c.to, c.reason, now);
+  return ch;
 }
 
 }  // namespace
@@ -283,13 +287,14 @@ Result<JobChange> DeliverImpl(Record&& record, std::string lease_token, TimePoin
                                       FormatRfc3339(record.ready_at));
   }
   if (lease_token.empty()) return Status::InvalidArgument("Deliver: empty lease token");
-  WriteCondition expect = ConditionOf(record);
-  JobRecord r = std::forward<Record>(record);
+  JobChange ch = Begin(std::forward<Record>(record));
+  JobRecord& r = ch.record;
   ++r.epoch;
   ++r.envelope.attempt;
   r.lease_token = std::move(lease_token);
   r.lease_expires_at = now + r.envelope.visibility_timeout;
-  return ChangeOf(std::move(expect), std::move(r), JobStatus::kRunning, reason::kDelivered, now);
+  End(ch, JobStatus::kRunning, reason::kDelivered, now);
+  return ch;
 }
 
 template <typename Record>
@@ -301,8 +306,8 @@ Result<JobChange> RecoverLeaseImpl(Record&& record, int max_recoveries, TimePoin
     return Status::FailedPrecondition("the lease of job " + record.envelope.job_id +
                                       " has not expired");
   }
-  WriteCondition expect = ConditionOf(record);
-  JobRecord r = std::forward<Record>(record);
+  JobChange ch = Begin(std::forward<Record>(record));
+  JobRecord& r = ch.record;
   ++r.lease_recoveries;
   ClearLease(r);
   r.cancel_requested = false;
@@ -314,12 +319,13 @@ Result<JobChange> RecoverLeaseImpl(Record&& record, int max_recoveries, TimePoin
                     std::to_string(max_recoveries) +
                     "): the job keeps killing or hanging its worker"};
     r.finished_at = now;
-    return ChangeOf(std::move(expect), std::move(r), JobStatus::kDeadLettered,
-                    reason::kLeaseExpiredRepeatedly, now);
+    End(ch, JobStatus::kDeadLettered, reason::kLeaseExpiredRepeatedly, now);
+    return ch;
   }
   r.reason = std::string(reason::kLeaseExpired);
   r.ready_at = std::max(now, r.enqueued_at);
-  return ChangeOf(std::move(expect), std::move(r), JobStatus::kQueued, reason::kLeaseExpired, now);
+  End(ch, JobStatus::kQueued, reason::kLeaseExpired, now);
+  return ch;
 }
 
 }  // namespace
@@ -398,7 +404,8 @@ Result<JobChange> Replay(const JobRecord& record, const DlqAction& action, TimeP
         " and cannot run; fix it and enqueue it again");
   }
   JOBPACT_RETURN_IF_ERROR(CheckTransition(record.status, JobStatus::kQueued));
-  JobRecord r = record;
+  JobChange ch = Begin(record);
+  JobRecord& r = ch.record;
   std::string line = AuditLine(reason::kReplay, now, action);
   line += action.reset_attempts
               ? std::string(" (attempts reset)")
@@ -416,7 +423,8 @@ Result<JobChange> Replay(const JobRecord& record, const DlqAction& action, TimeP
   r.previous_delay = Duration::zero();
   r.finished_at.reset();
   r.ready_at = std::max(action.ready_at.value_or(now), r.enqueued_at);
-  return ChangeOf(ConditionOf(record), std::move(r), JobStatus::kQueued, reason::kReplay, now);
+  End(ch, JobStatus::kQueued, reason::kReplay, now);
+  return ch;
 }
 
 Result<JobChange> Cancel(const JobRecord& record, const DlqAction& action, TimePoint now) {
@@ -425,12 +433,13 @@ Result<JobChange> Cancel(const JobRecord& record, const DlqAction& action, TimeP
   switch (record.status) {
     case JobStatus::kQueued:
     case JobStatus::kRetryScheduled: {
-      JobRecord r = record;
+      JobChange ch = Begin(record);
+  JobRecord& r = ch.record;
       r.audit.push_back(AuditLine("cancel", now, action));
       r.reason = std::string(reason::kCancelled);
       r.finished_at = now;
-      return ChangeOf(ConditionOf(record), std::move(r), JobStatus::kDiscarded, reason::kCancelled,
-                      now);
+      End(ch, JobStatus::kDiscarded, reason::kCancelled, now);
+  return ch;
     }
     case JobStatus::kRunning: {
       // Not a transition: the handler sees cancelled() at its next
@@ -458,11 +467,13 @@ Result<JobChange> Discard(const JobRecord& record, const DlqAction& action, Time
   JOBPACT_RETURN_IF_ERROR(CheckAction(action, "Discard"));
   JOBPACT_RETURN_IF_ERROR(CheckInDlq(record));
   JOBPACT_RETURN_IF_ERROR(CheckTransition(record.status, JobStatus::kDiscarded));
-  JobRecord r = record;
+  JobChange ch = Begin(record);
+  JobRecord& r = ch.record;
   r.audit.push_back(AuditLine("discard", now, action));
   r.reason = std::string(reason::kOperatorDiscard);
   r.finished_at = now;
-  return ChangeOf(ConditionOf(record), std::move(r), JobStatus::kDiscarded, reason::kOperatorDiscard, now);
+  End(ch, JobStatus::kDiscarded, reason::kOperatorDiscard, now);
+  return ch;
 }
 
 }  // namespace engine

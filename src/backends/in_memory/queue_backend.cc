@@ -38,6 +38,12 @@ using ReadyKey = std::tuple<int, TimePoint, Id>;
 // The time-ordered indexes: time, then id.
 using TimeKey = std::pair<TimePoint, Id>;
 
+struct QueueState {
+  std::set<ReadyKey> ready;
+  std::int64_t scheduled = 0;
+  std::int64_t running = 0;
+};
+
 struct Entry {
   explicit Entry(std::string job_id) : id(std::move(job_id)) {}
   // The key of jobs_ and of every index: never changes, so views of it stay
@@ -45,12 +51,8 @@ struct Entry {
   const std::string id;
   JobRecord record;
   JobPlacement placed = JobPlacement::kReady;
-};
-
-struct QueueState {
-  std::set<ReadyKey> ready;
-  std::int64_t scheduled = 0;
-  std::int64_t running = 0;
+  // The job's queue (a job never changes queue); null for quarantined input.
+  QueueState* queue = nullptr;
 };
 
 Status Stale(const JobRecord& r, const WriteCondition& expect) {
@@ -84,7 +86,7 @@ class InMemoryQueueBackend::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     // Check everything first so that the batch is stored whole or not at all.
     for (const JobChange& c : jobs) {
-      if (jobs_.count(c.record.envelope.job_id) != 0) {
+      if (jobs_.find(c.record.envelope.job_id) != jobs_.end()) {
         return Status::AlreadyExists("job id already in use: " + c.record.envelope.job_id);
       }
     }
@@ -99,6 +101,7 @@ class InMemoryQueueBackend::Impl {
       Entry& e = *entry;
       auto it = jobs_.emplace(Id(e.id), std::move(entry)).first;
       e.record = std::move(c.record);
+      e.queue = QueueOf(e.record);
       AppendHistory(e.record.history, c.append);
       Index(it->first, e, c.placement);
       if (!e.record.envelope.dedup_key.empty()) dedup_[e.record.envelope.dedup_key].insert(it->first);
@@ -130,6 +133,9 @@ class InMemoryQueueBackend::Impl {
         }
       }
     }
+    std::size_t ready = 0;
+    for (const QueueState* q : from) ready += q->ready.size();
+    out.reserve(std::min(ready, static_cast<std::size_t>(request.max_jobs)));
     while (static_cast<int>(out.size()) < request.max_jobs) {
       // The best head across the queues asked for.
       QueueState* best = nullptr;
@@ -397,7 +403,7 @@ class InMemoryQueueBackend::Impl {
   // Puts `e` in the index of `placement` and counts it. REQUIRES: mu_ held.
   void Index(Id id, Entry& e, JobPlacement placement) {
     const JobRecord& r = e.record;
-    QueueState* q = QueueOf(r);
+    QueueState* q = e.queue;
     switch (placement) {
       case JobPlacement::kReady:
         if (q != nullptr) q->ready.emplace(-r.envelope.priority, r.ready_at, id);
@@ -424,7 +430,7 @@ class InMemoryQueueBackend::Impl {
   // Takes `e` out of its index, by its current fields. REQUIRES: mu_ held.
   void Unindex(Id id, Entry& e) {
     const JobRecord& r = e.record;
-    QueueState* q = QueueOf(r);
+    QueueState* q = e.queue;
     switch (e.placed) {
       case JobPlacement::kReady:
         if (q != nullptr) q->ready.erase(ReadyKey{-r.envelope.priority, r.ready_at, id});
