@@ -596,35 +596,42 @@ class FieldReader {
     *out = v->get_ref<const std::string&>();
   }
 
-  void Int(const char* key, int* out) {
+  // True if a value was read into `*out`; false if absent, null or reported
+  // (the caller then adds no rule of its own on top of the one problem).
+  bool Int(const char* key, int* out) {
     const Json* v = Find(key);
-    if (v == nullptr) return;
+    if (v == nullptr) return false;
     constexpr auto kMin = std::numeric_limits<int>::min();
     constexpr auto kMax = std::numeric_limits<int>::max();
     if (v->is_number_unsigned()) {
       const auto n = v->get<std::uint64_t>();
       if (n <= static_cast<std::uint64_t>(kMax)) {
         *out = static_cast<int>(n);
-        return;
+        return true;
       }
     } else if (v->is_number_integer()) {
       const auto n = v->get<std::int64_t>();
       if (n >= kMin && n <= kMax) {
         *out = static_cast<int>(n);
-        return;
+        return true;
       }
     } else if (v->is_number_float()) {
       // 5.0 is accepted as 5: some JSON encoders write every number as a float.
       const auto d = v->get<double>();
       if (d == std::trunc(d) && d >= kMin && d <= kMax) {
         *out = static_cast<int>(d);
-        return;
+        return true;
       }
-      if (d != std::trunc(d)) return Error(key, fmt::format("must be an integer, got {}", d));
+      if (d != std::trunc(d)) {
+        Error(key, fmt::format("must be an integer, got {}", d));
+        return false;
+      }
     } else {
-      return TypeError(key, "an integer", *v);
+      TypeError(key, "an integer", *v);
+      return false;
     }
     Error(key, fmt::format("must be an integer within [{}, {}], got {}", kMin, kMax, v->dump()));
+    return false;
   }
 
   void Number(const char* key, double* out) {
@@ -758,8 +765,10 @@ void ParseInto(std::string_view text, const ValidationOptions& options, Envelope
   }
   r.String("idempotency_key", &env->idempotency_key);
   r.Int("attempt", &env->attempt);
-  r.Int("max_attempts", &env->max_attempts);
-  if (doc.contains("max_attempts") && doc["max_attempts"].is_number() && env->max_attempts == 0) {
+  // 0 in the struct means "not given", so a given 0 is refused here. Only a
+  // value that was read is checked: one Int already reported (2.5, 1e20, "5")
+  // left the field at 0 and must not earn a second, spurious ">= 1" problem.
+  if (r.Int("max_attempts", &env->max_attempts) && env->max_attempts == 0) {
     r.Error("max_attempts", "must be >= 1, got 0");
   }
   r.Time("scheduled_at", &env->scheduled_at);

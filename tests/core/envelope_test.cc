@@ -448,6 +448,23 @@ TEST(ParseEnvelopeTest, IntegersMustBeWholeAndInRange) {
               HasErrorOn("priority", "must be an integer within"));
 }
 
+TEST(ParseEnvelopeTest, FractionalMaxAttemptsIsOneProblem) {
+  // Not also "must be >= 1, got 0" for the value it was left at.
+  EXPECT_THAT(ErrorsOf(Patched(R"({"max_attempts":2.5})")),
+              ElementsAre(ErrorOn("max_attempts", "must be an integer, got 2.5")));
+}
+
+TEST(ParseEnvelopeTest, EveryBadIntegerFieldIsOneProblem) {
+  for (const char* field : {"attempt", "max_attempts", "priority"}) {
+    for (const char* bad :
+         {"2.5", "-0.5", "1e20", "-1e20", "99999999999", R"("5")", "true", "[1]"}) {
+      const std::string patch = std::string(R"({")") + field + R"(":)" + bad + "}";
+      EXPECT_THAT(ErrorsOf(Patched(patch)), ElementsAre(ErrorOn(field, "must be an integer")))
+          << patch;
+    }
+  }
+}
+
 TEST(ParseEnvelopeTest, HugeSecondsAreRejectedNotOverflowed) {
   EXPECT_THAT(ErrorsOf(Patched(R"({"timeout_seconds":1e300})")),
               HasErrorOn("timeout_seconds", "must be within"));
