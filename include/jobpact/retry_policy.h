@@ -63,21 +63,26 @@ JOBPACT_EXPORT Result<JitterKind> ParseJitterKind(std::string_view name);
 // 300 s, full jitter.
 struct BackoffSpec {
   BackoffKind kind = BackoffKind::kExponential;
+  // >= 0. Zero is an immediate retry: every kind and jitter then gives a
+  // delay of 0.
   Duration base_delay = Seconds(1);
   double multiplier = 2.0;
   Duration max_delay = Seconds(300);
   JitterKind jitter = JitterKind::kFull;
 };
 
-// OK, or kInvalidArgument naming the bad field (base <= 0, cap < base,
-// multiplier < 1).
+// OK, or kInvalidArgument naming the bad field (base < 0, cap < base,
+// multiplier < 1 or not finite, an unknown kind or jitter). A zero base is
+// valid: an immediate retry.
 JOBPACT_EXPORT Status ValidateBackoff(const BackoffSpec& spec);
 
 // The delay before retry number `attempt` (1 = the delay after the first
 // failed attempt). `sample` is uniform in [0,1). `previous` is the previous
 // delay (zero for the first), used by the decorrelated forms. The result is
 // always within [0, max_delay]; decorrelated results are within
-// [base_delay, max_delay]. Pure: no clock, no randomness of its own.
+// [base_delay, max_delay]. With base_delay 0 (an immediate retry) the
+// result is 0 for every kind, jitter, attempt and `previous`. Pure: no
+// clock, no randomness of its own.
 JOBPACT_EXPORT Duration ComputeBackoff(const BackoffSpec& spec, int attempt, double sample,
                                        Duration previous);
 

@@ -468,9 +468,9 @@ void CheckBackoff(const BackoffSpec& spec, std::vector<FieldError>* out) {
   // own name; ValidateBackoff (which stops at the first) stays the authority
   // for anything these checks do not cover.
   const std::size_t before = out->size();
-  if (spec.base_delay <= Duration::zero()) {
+  if (spec.base_delay < Duration::zero()) {  // 0: an immediate retry.
     out->push_back({"retry_policy.base_delay_seconds",
-                    fmt::format("must be > 0, got {}", FormatSecondsValue(spec.base_delay))});
+                    fmt::format("must be >= 0, got {}", FormatSecondsValue(spec.base_delay))});
   }
   if (spec.max_delay < spec.base_delay) {
     out->push_back({"retry_policy.max_delay_seconds",

@@ -166,9 +166,11 @@ Status ValidateBackoff(const BackoffSpec& spec) {
   if (!IsKnown(kJitterKindNames, spec.jitter)) {
     return Status::InvalidArgument("retry_policy.jitter is not a known jitter kind");
   }
-  if (spec.base_delay <= Duration::zero()) {
+  // Zero is an immediate retry (BullMQ and Sidekiq allow it too); only a
+  // negative delay is meaningless.
+  if (spec.base_delay < Duration::zero()) {
     return Status::InvalidArgument(fmt::format(
-        "retry_policy.base_delay_seconds must be > 0 (got {})", ToSeconds(spec.base_delay)));
+        "retry_policy.base_delay_seconds must be >= 0 (got {})", ToSeconds(spec.base_delay)));
   }
   if (spec.max_delay < spec.base_delay) {
     return Status::InvalidArgument(
@@ -226,12 +228,19 @@ Status ValidateRetryPolicy(const RetryPolicy& policy) {
 //                                                   = min(cap, U(base, previous*3))
 // where previous = 0 (the first retry) counts as base, giving U(base, 3*base).
 //
+// A zero base is an immediate retry, so it gives 0 for every kind and
+// jitter, whatever `previous` is (a lock_busy wait or a snooze also leaves a
+// previous delay, which would otherwise seed a decorrelated chain). It is
+// answered before any arithmetic: the exponential ceiling 0 * multiplier^n
+// would be 0 * inf = NaN for a large attempt, which reads as "the cap".
+//
 // Being total matters more than being strict here: this runs on worker
 // threads, so an invalid spec (which ValidateBackoff refuses up front) still
 // yields a delay within [0, max_delay], never NaN, inf or a negative value.
 Duration ComputeBackoff(const BackoffSpec& spec, int attempt, double sample, Duration previous) {
   const Duration cap = std::max(spec.max_delay, Duration::zero());
   const Duration base = std::clamp(spec.base_delay, Duration::zero(), cap);
+  if (base == Duration::zero()) return Duration::zero();
   const double u = ClampSample(sample);
 
   if (spec.kind == BackoffKind::kDecorrelated || spec.jitter == JitterKind::kDecorrelated) {

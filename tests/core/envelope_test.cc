@@ -681,15 +681,28 @@ TEST(ValidateEnvelopeTest, NameLengthBoundIsConfigurable) {
 TEST(ValidateEnvelopeTest, RetryPolicyFieldsAreEachReported) {
   Envelope env = ValidEnvelope();
   env.retry_policy = BackoffSpec{};
-  env.retry_policy->base_delay = Duration::zero();
-  env.retry_policy->max_delay = Seconds(-1);
+  env.retry_policy->base_delay = Seconds(-1);
+  env.retry_policy->max_delay = Seconds(-2);
   env.retry_policy->multiplier = 0.5;
   std::vector<FieldError> errors = ValidateEnvelope(env);
-  EXPECT_THAT(errors, HasErrorOn("retry_policy.base_delay_seconds", "must be > 0, got 0"));
+  EXPECT_THAT(errors, HasErrorOn("retry_policy.base_delay_seconds", "must be >= 0, got -1"));
   EXPECT_THAT(errors, HasErrorOn("retry_policy.max_delay_seconds",
-                                 "must be >= base_delay_seconds (0), got -1"));
+                                 "must be >= base_delay_seconds (-1), got -2"));
   EXPECT_THAT(errors, HasErrorOn("retry_policy.multiplier", "got 0.5"));
   EXPECT_THAT(errors, SizeIs(3));
+}
+
+TEST(ParseEnvelopeTest, ZeroBaseDelayIsAnImmediateRetry) {
+  Result<Envelope> env = ParseEnvelope(Patched(
+      R"({"retry_policy":{"backoff":"fixed","base_delay_seconds":0,"max_delay_seconds":0}})"));
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->retry_policy->base_delay, Duration::zero());
+  EXPECT_EQ(env->retry_policy->max_delay, Duration::zero());
+  Result<Envelope> again = ParseEnvelope(SerializeEnvelope(*env));
+  ASSERT_TRUE(again.ok()) << again.status();
+  ExpectSameEnvelope(*env, *again);
+  EXPECT_THAT(ErrorsOf(Patched(R"({"retry_policy":{"base_delay_seconds":-0.5}})")),
+              ElementsAre(ErrorOn("retry_policy.base_delay_seconds", "must be >= 0, got -0.5")));
 }
 
 TEST(ValidateEnvelopeTest, RetryPolicyDefersToValidateBackoffForTheRest) {

@@ -128,10 +128,10 @@ void ExpectInvalid(const Status& s, const std::string& fragment) {
 
 TEST(ValidateTest, BackoffNamesTheBadField) {
   BackoffSpec s;
-  s.base_delay = Duration::zero();
-  ExpectInvalid(ValidateBackoff(s), "retry_policy.base_delay_seconds must be > 0");
   s.base_delay = Seconds(-1);
-  ExpectInvalid(ValidateBackoff(s), "retry_policy.base_delay_seconds must be > 0");
+  ExpectInvalid(ValidateBackoff(s), "retry_policy.base_delay_seconds must be >= 0");
+  s.base_delay = -Duration(1);  // The smallest negative tick.
+  ExpectInvalid(ValidateBackoff(s), "retry_policy.base_delay_seconds must be >= 0");
 
   s = BackoffSpec{};
   s.max_delay = Millis(500);
@@ -160,6 +160,26 @@ TEST(ValidateTest, BackoffAcceptsEdgeValues) {
   EXPECT_TRUE(ValidateBackoff(s).ok());
 }
 
+TEST(ValidateTest, ZeroBaseDelayIsAnImmediateRetryAndValid) {
+  for (BackoffKind kind :
+       {BackoffKind::kFixed, BackoffKind::kExponential, BackoffKind::kDecorrelated}) {
+    for (JitterKind jitter :
+         {JitterKind::kNone, JitterKind::kFull, JitterKind::kEqual, JitterKind::kDecorrelated}) {
+      for (Duration cap : {Duration::zero(), Seconds(300)}) {
+        const BackoffSpec s = Spec(kind, jitter, Duration::zero(), 2.0, cap);
+        EXPECT_TRUE(ValidateBackoff(s).ok()) << BackoffKindName(kind) << "/"
+                                             << JitterKindName(jitter);
+      }
+    }
+  }
+  RetryPolicy p;
+  p.backoff.base_delay = Duration::zero();
+  EXPECT_TRUE(ValidateRetryPolicy(p).ok());
+  PolicyRegistry r;
+  EXPECT_TRUE(r.Override("cache.warm", p, "a retry costs nothing; do it at once").ok());
+  EXPECT_TRUE(r.SetDefault(p).ok());
+}
+
 TEST(ValidateTest, PolicyNamesTheBadField) {
   RetryPolicy p;
   p.max_attempts = 0;
@@ -175,7 +195,7 @@ TEST(ValidateTest, PolicyNamesTheBadField) {
                 "retry_policy.max_unknown_attempts must be <= max_attempts");
 
   p = RetryPolicy{};
-  p.backoff.base_delay = Duration::zero();
+  p.backoff.base_delay = Seconds(-1);
   ExpectInvalid(ValidateRetryPolicy(p), "retry_policy.base_delay_seconds");
 
   p = RetryPolicy{};
@@ -298,6 +318,52 @@ TEST(ComputeBackoffTest, InvalidSpecsStillGiveADelayWithinTheCap) {
   s = Spec(BackoffKind::kDecorrelated, JitterKind::kNone, Seconds(1));
   d = ComputeBackoff(s, 3, 0.99, Duration::max());
   EXPECT_EQ(d, Seconds(300));
+}
+
+TEST(ComputeBackoffTest, ZeroBaseGivesZeroForEveryKindAndJitter) {
+  const int attempts[] = {std::numeric_limits<int>::min(), 0, 1, 2, 10, 1100, 10000,
+                          std::numeric_limits<int>::max()};
+  const double samples[] = {0.0, 0.5, 0.999999, std::numeric_limits<double>::quiet_NaN()};
+  // A previous delay can be non-zero even under a zero base (a lock_busy
+  // wait or a snooze leaves one); it must not seed a decorrelated chain.
+  const Duration previous[] = {Duration::zero(), Millis(500), Seconds(300), Duration::max()};
+  for (BackoffKind kind :
+       {BackoffKind::kFixed, BackoffKind::kExponential, BackoffKind::kDecorrelated}) {
+    for (JitterKind jitter :
+         {JitterKind::kNone, JitterKind::kFull, JitterKind::kEqual, JitterKind::kDecorrelated}) {
+      // Multipliers from 1 (a flat ramp) to 1e300 (pow overflows to inf at
+      // the second attempt: 0 * inf must not become the cap).
+      for (double multiplier : {1.0, 2.0, 1e300}) {
+        for (Duration cap : {Duration::zero(), Seconds(1), Seconds(300)}) {
+          const BackoffSpec s = Spec(kind, jitter, Duration::zero(), multiplier, cap);
+          for (int attempt : attempts) {
+            for (double sample : samples) {
+              for (Duration prev : previous) {
+                ASSERT_EQ(ComputeBackoff(s, attempt, sample, prev), Duration::zero())
+                    << BackoffKindName(kind) << "/" << JitterKindName(jitter) << " x"
+                    << multiplier << " cap " << ToSeconds(cap) << "s attempt " << attempt
+                    << " sample " << sample << " previous " << ToSeconds(prev) << "s";
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(DecideRetryTest, ZeroBaseRetriesAtOnceUntilTheBudgetIsSpent) {
+  RetryPolicy p;
+  p.backoff.base_delay = Duration::zero();
+  p.backoff.kind = BackoffKind::kDecorrelated;
+  for (int attempt = 1; attempt <= 4; ++attempt) {
+    RetryDecision d = DecideRetry(p, FailureClass::kTransient, attempt, 0.9, Seconds(1));
+    EXPECT_EQ(d.kind, Kind::kRetry) << attempt;
+    EXPECT_EQ(d.delay, Duration::zero()) << attempt;
+  }
+  RetryDecision d = DecideRetry(p, FailureClass::kTransient, 5, 0.9, Duration{});
+  EXPECT_EQ(d.kind, Kind::kDeadLetter);
+  EXPECT_EQ(d.reason, reason::kMaxAttemptsExceeded);
 }
 
 // --- ComputeBackoff: properties over many samples ------------------------------------

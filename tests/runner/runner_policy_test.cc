@@ -53,6 +53,30 @@ TEST_F(RunnerPolicyTest, EnvelopeMaxAttemptsWinsOverThePolicy) {
   EXPECT_EQ(h_.Job(r->job_id).status, JobStatus::kDeadLettered);
 }
 
+TEST(RunnerZeroDelayTest, ZeroBaseDelayRetriesWithoutTheClockMoving) {
+  Harness h;
+  int calls = 0;
+  HandlerOptions o;
+  o.policy = h.runner().policies().Default();
+  o.policy->max_attempts = 3;
+  o.policy->backoff.base_delay = Duration::zero();
+  o.policy_reason = "cache warm-up: a retry costs nothing, so it happens at once";
+  ASSERT_TRUE(h.Handle("cache.warm",
+                       [&](JobContext&) -> Status {
+                         ++calls;
+                         return Status::Unavailable("cold");
+                       },
+                       o)
+                  .ok());
+  Result<EnqueueResult> r = h.Enqueue("cache.warm");
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Each retry is ready at once: no AdvanceToNextRetry is needed.
+  for (int i = 0; i < 3; ++i) h.RunUntilIdle();
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(h.StatusOf(r->job_id), JobStatus::kDeadLettered);
+  EXPECT_EQ(h.Job(r->job_id).reason, reason::kMaxAttemptsExceeded);
+}
+
 TEST(RunnerDefaultPolicyTest, DefaultBudgetIsFiveAttempts) {
   Harness h;
   int calls = 0;
