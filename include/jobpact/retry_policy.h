@@ -95,10 +95,23 @@ enum class FailureAction {
 JOBPACT_EXPORT std::string_view FailureActionName(FailureAction a);
 
 // The retry policy of a job type. Defaults are SPEC 11's.
+//
+// The unknown-error budget. Unknown failures spend the same attempts as any
+// other, so one rule holds wherever max_attempts comes from: a job whose
+// failures are unknown gets min(max_unknown_attempts, max_attempts)
+// attempts. A policy handed to the PolicyRegistry (SetDefault, Override,
+// HandlerOptions::policy) that says max_unknown_attempts > max_attempts is
+// refused by ValidateRetryPolicy: the configuration contradicts itself. An
+// envelope's max_attempts replaces the policy's for that one job, and then
+// caps the unknown-error budget the same way: max_attempts 2 under the
+// default policy leaves 2 attempts for unknown errors, while max_attempts 10
+// still leaves 3 (an envelope can lower the unknown-error budget, never raise
+// it).
 struct RetryPolicy {
   // Attempts in all, the first included (gRPC's maxAttempts).
   int max_attempts = 5;
-  // Attempts in all while the failures are of class unknown.
+  // Attempts in all while the failures are of class unknown. >= 1 and
+  // <= max_attempts (see above).
   int max_unknown_attempts = 3;
   BackoffSpec backoff;
   FailureAction on_transient = FailureAction::kRetry;
@@ -106,7 +119,9 @@ struct RetryPolicy {
   FailureAction on_unknown = FailureAction::kRetry;
 };
 
-// OK, or kInvalidArgument naming the bad field.
+// OK, or kInvalidArgument naming the bad field: max_attempts < 1,
+// max_unknown_attempts < 1 or > max_attempts, an unknown action, or any
+// ValidateBackoff problem.
 JOBPACT_EXPORT Status ValidateRetryPolicy(const RetryPolicy& policy);
 
 // The outcome of one failed attempt under a policy.
@@ -119,9 +134,12 @@ struct RetryDecision {
 
 // Decides what follows failed attempt number `attempt` (1-based) of class `c`.
 // Budget exhausted -> dead-letter with "max_attempts_exceeded" (or, for
-// unknown errors, "unknown_non_retryable" once the smaller budget is spent);
-// a class whose action is not kRetry -> that action at once.
-// `sample` and `previous_delay` feed ComputeBackoff.
+// unknown errors, "unknown_non_retryable" once the smaller budget,
+// min(max_unknown_attempts, max_attempts), is spent; when both are spent
+// the reason is "max_attempts_exceeded"); a class whose action is not kRetry
+// -> that action at once. `policy` need not pass ValidateRetryPolicy (the
+// runner puts an envelope's max_attempts into it). `sample` and
+// `previous_delay` feed ComputeBackoff.
 JOBPACT_EXPORT RetryDecision DecideRetry(const RetryPolicy& policy, FailureClass c, int attempt,
                                          double sample, Duration previous_delay);
 

@@ -577,6 +577,24 @@ TEST(DecideRetryTest, UnknownBudgetEqualToTotalReportsMaxAttempts) {
   EXPECT_EQ(d.reason, reason::kMaxAttemptsExceeded);
 }
 
+TEST(DecideRetryTest, UnknownBudgetIsTheSmallerOfBothBudgets) {
+  // The shape the runner builds from an envelope's max_attempts: not a
+  // policy ValidateRetryPolicy accepts, but one DecideRetry must still obey.
+  RetryPolicy p;  // max_unknown_attempts = 3.
+  p.max_attempts = 2;
+  ASSERT_FALSE(ValidateRetryPolicy(p).ok());
+  EXPECT_EQ(DecideRetry(p, FailureClass::kUnknown, 1, 0.5, Duration{}).kind, Kind::kRetry);
+  RetryDecision d = DecideRetry(p, FailureClass::kUnknown, 2, 0.5, Duration{});
+  EXPECT_EQ(d.kind, Kind::kDeadLetter);
+  EXPECT_EQ(d.reason, reason::kMaxAttemptsExceeded);  // Both spent: the whole budget says so.
+
+  p.max_attempts = 10;  // A larger whole budget does not raise the unknown one.
+  EXPECT_EQ(DecideRetry(p, FailureClass::kUnknown, 2, 0.5, Duration{}).kind, Kind::kRetry);
+  d = DecideRetry(p, FailureClass::kUnknown, 3, 0.5, Duration{});
+  EXPECT_EQ(d.kind, Kind::kDeadLetter);
+  EXPECT_EQ(d.reason, reason::kUnknownNonRetryable);
+}
+
 TEST(DecideRetryTest, TransientIsNotLimitedByTheUnknownBudget) {
   RetryPolicy p;  // max_unknown_attempts = 3.
   RetryDecision d = DecideRetry(p, FailureClass::kTransient, 3, 0.5, Duration{});
@@ -706,6 +724,27 @@ TEST(PolicyRegistryTest, OverrideRefusesAnInvalidPolicyNamingTheField) {
   EXPECT_THAT(s.message(), HasSubstr("report.build"));
   EXPECT_THAT(s.message(), HasSubstr("retry_policy.multiplier"));
   EXPECT_EQ(r.Entries().size(), 1u);
+}
+
+TEST(PolicyRegistryTest, OverrideRefusesAnUnknownBudgetAboveMaxAttempts) {
+  PolicyRegistry r;
+  RetryPolicy p = r.Default();  // max_unknown_attempts 3.
+  p.max_attempts = 2;
+  Status s = r.Override("cache.warm", p, "best effort");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("override of 'cache.warm'"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("retry_policy.max_unknown_attempts must be <= max_attempts (got 3 > 2)"));
+  // The error says how to fix it, not only what is wrong.
+  EXPECT_THAT(s.message(), HasSubstr("set max_unknown_attempts to at most 2"));
+  EXPECT_EQ(r.For("cache.warm").max_attempts, 5);  // Not applied.
+
+  s = r.SetDefault(p);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("set max_unknown_attempts to at most 2"));
+
+  p.max_unknown_attempts = 2;
+  EXPECT_TRUE(r.Override("cache.warm", p, "best effort").ok());
 }
 
 TEST(PolicyRegistryTest, SetDefaultValidatesAndApplies) {
