@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -669,6 +670,80 @@ TEST(ValidateEnvelopeTest, KeysArePrintableAsciiWithoutWhitespace) {
                 ElementsAre(ErrorOn(c.field, "is 256 characters long, over the limit of 255")))
         << c.field;
   }
+}
+
+// The exact sets docs/contract.md and job.h state, byte by byte.
+TEST(ValidateEnvelopeTest, NameAndKeyCharacterSetsAreExactlyTheDocumentedOnes) {
+  struct Case {
+    const char* field;
+    bool safe_name;  // Else a key.
+    void (*set)(Envelope&, std::string);
+  };
+  const Case cases[] = {
+      {"job_type", true, [](Envelope& e, std::string v) { e.job_type = std::move(v); }},
+      {"queue", true, [](Envelope& e, std::string v) { e.queue = std::move(v); }},
+      {"job_id", false, [](Envelope& e, std::string v) { e.job_id = std::move(v); }},
+      {"tenant_id", false, [](Envelope& e, std::string v) { e.tenant_id = std::move(v); }},
+      {"idempotency_key", false,
+       [](Envelope& e, std::string v) { e.idempotency_key = std::move(v); }},
+      {"dedup_key", false, [](Envelope& e, std::string v) { e.dedup_key = std::move(v); }},
+      {"lock_key", false, [](Envelope& e, std::string v) { e.lock_key = std::move(v); }},
+      {"trace_id", false, [](Envelope& e, std::string v) { e.trace_id = std::move(v); }},
+  };
+  // Written out rather than with <cctype>, whose answers depend on the locale.
+  auto in_safe_set = [](int c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == ':' || c == '-';
+  };
+  auto in_key_set = [](int c) { return c >= 0x21 && c <= 0x7E; };
+  for (const Case& c : cases) {
+    for (int byte = 0; byte < 256; ++byte) {
+      Envelope env = ValidEnvelope();
+      c.set(env, std::string("a") + static_cast<char>(byte) + "b");
+      const bool documented = c.safe_name ? in_safe_set(byte) : in_key_set(byte);
+      if (documented) {
+        EXPECT_THAT(ValidateEnvelope(env), IsEmpty()) << c.field << " byte " << byte;
+      } else {
+        EXPECT_THAT(ValidateEnvelope(env), ElementsAre(ErrorOn(c.field, "at offset 1")))
+            << c.field << " byte " << byte;
+      }
+    }
+    Envelope env = ValidEnvelope();
+    c.set(env, std::string(255, 'k'));
+    EXPECT_THAT(ValidateEnvelope(env), IsEmpty()) << c.field;
+    c.set(env, std::string(256, 'k'));
+    EXPECT_THAT(ValidateEnvelope(env), ElementsAre(ErrorOn(c.field, "over the limit of 255")))
+        << c.field;
+    c.set(env, "");
+    if (c.safe_name) {
+      EXPECT_THAT(ValidateEnvelope(env), ElementsAre(ErrorOn(c.field, "must not be empty")));
+    } else {
+      EXPECT_THAT(ValidateEnvelope(env), IsEmpty()) << c.field;  // Not given.
+    }
+  }
+}
+
+// The contract page states both sets and their bound, and names the test
+// above, so the page and the code are checked against the same thing.
+TEST(ValidateEnvelopeTest, ContractDocStatesTheNameAndKeyCharacterSets) {
+  std::ifstream in(std::string(JOBPACT_SOURCE_DIR) + "docs/contract.md");
+  ASSERT_TRUE(in) << "cannot read docs/contract.md";
+  std::string line;
+  std::string doc, safe_row, key_row;
+  while (std::getline(in, line)) {
+    if (line.rfind("| safe name |", 0) == 0) safe_row = line;
+    if (line.rfind("| key |", 0) == 0) key_row = line;
+    doc += line + "\n";
+  }
+  EXPECT_THAT(safe_row, HasSubstr("`job_type`, `queue`"));
+  EXPECT_THAT(safe_row, HasSubstr("`[A-Za-z0-9._:-]`"));
+  for (const char* key : {"`job_id`", "`tenant_id`", "`idempotency_key`", "`dedup_key`",
+                          "`lock_key`", "`trace_id`"}) {
+    EXPECT_THAT(key_row, HasSubstr(key));
+  }
+  EXPECT_THAT(key_row, HasSubstr("`0x21`-`0x7E`"));
+  EXPECT_THAT(doc, HasSubstr("255 is accepted, 256 refused"));
+  EXPECT_THAT(doc, HasSubstr("NameAndKeyCharacterSetsAreExactlyTheDocumentedOnes"));
 }
 
 TEST(ValidateEnvelopeTest, NameLengthBoundIsConfigurable) {
