@@ -117,26 +117,37 @@ struct ValidationOptions {
 // Checks every rule and returns every problem (empty: valid). Rules: job_type
 // present; safe names and keys in their character sets and bounded (see
 // Envelope); max_attempts >= 1 (or 0: not given); timeouts > 0;
-// visibility_timeout > timeout + buffer; payload valid JSON within bounds;
-// backoff valid; priority within [-1000, 1000]. Never throws.
+// visibility_timeout > timeout + buffer; payload valid JSON within bounds,
+// with no key repeated within one object (reported under its path, e.g.
+// "payload.order_id", "payload.items[2].sku"); backoff valid; priority within
+// [-1000, 1000]. Never throws.
 JOBPACT_EXPORT std::vector<FieldError> ValidateEnvelope(const Envelope& env,
                                                         const ValidationOptions& options = {});
 
 // Parses and validates an envelope from JSON. On any problem (malformed
-// JSON, a wrong type, a missing required field, a non-RFC 3339 time, an
-// unknown backoff or jitter name, any ValidateEnvelope rule) returns
-// kInvalidArgument whose message lists every problem, and appends them to
-// `errors` if given. `attempt` is read but reset to 0 by PrepareForEnqueue.
-// Unknown top-level fields are ignored; JSON null counts as absent for
-// optional fields. A payload nested deeper than 64 levels is refused (the
-// limit keeps recursive JSON code off an attacker-sized stack). Never throws.
+// JSON, a duplicate key, a wrong type, a missing required field, a non-RFC
+// 3339 time, an unknown backoff or jitter name, any ValidateEnvelope rule)
+// returns kInvalidArgument whose message lists every problem, and appends
+// them to `errors` if given. `attempt` is read but reset to 0 by
+// PrepareForEnqueue. Unknown top-level fields are ignored; JSON null counts
+// as absent for optional fields. A payload nested deeper than 64 levels is
+// refused (the limit keeps recursive JSON code off an attacker-sized stack).
+// A key repeated within one object, anywhere in the document (top level,
+// retry_policy, payload, an unknown field), is refused rather than resolved
+// by "last one wins", which would silently drop data: each duplicated key
+// gets one FieldError whose field is its JSON path ("job_type",
+// "retry_policy.backoff", "payload.order_id", "payload.items[2].sku"; a key
+// that is not a plain name is quoted: payload["a.b"]), at most 10 of them
+// listed. Never throws.
 JOBPACT_EXPORT Result<Envelope> ParseEnvelope(std::string_view json,
                                               const ValidationOptions& options = {},
                                               std::vector<FieldError>* errors = nullptr);
 
 // The envelope as a JSON document with the SPEC's field names. Optional
 // fields that are unset are omitted; ParseEnvelope(SerializeEnvelope(e))
-// gives back e. Never throws (an invalid payload is emitted as a string).
+// gives back e. Never throws (an invalid payload, one with a duplicate key
+// included, is emitted as a JSON string holding its text, so nothing of it is
+// lost).
 JOBPACT_EXPORT std::string SerializeEnvelope(const Envelope& env);
 
 // Fills what the system owns before a job is stored: a generated job_id if

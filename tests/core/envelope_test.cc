@@ -528,6 +528,9 @@ TEST(ParseEnvelopeTest, PayloadSizeIsBounded) {
 
 std::string Nested(int levels) { return std::string(levels, '[') + std::string(levels, ']'); }
 
+// "\"k<i>\"": a JSON object key.
+std::string JsonKey(int i) { return "\"k" + std::to_string(i) + "\""; }
+
 TEST(ParseEnvelopeTest, HundredThousandOpenBracketsFailCleanly) {
   std::vector<FieldError> errors;
   Result<Envelope> env = ParseEnvelope(std::string(100000, '['), {}, &errors);
@@ -560,6 +563,123 @@ TEST(ValidateEnvelopeTest, DeeplyNestedPayloadTextIsRejected) {
   // Serialising it must not recurse either: it is kept as a string.
   const nlohmann::json doc = nlohmann::json::parse(SerializeEnvelope(env));
   EXPECT_TRUE(doc["payload"].is_string());
+}
+
+// --- Duplicate keys: refused wherever they are, named by their JSON path --------------
+
+TEST(ParseEnvelopeTest, DuplicateTopLevelKeyIsRefusedByName) {
+  std::vector<FieldError> errors;
+  Result<Envelope> env =
+      ParseEnvelope(R"({"job_type":"a","payload":{},"job_type":"b"})", {}, &errors);
+  ASSERT_FALSE(env.ok());
+  EXPECT_EQ(env.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(env.status().message(), HasSubstr("job_type: is a duplicate key"));
+  // One problem: the field is not read further, so not also "required".
+  EXPECT_THAT(errors, ElementsAre(ErrorOn("job_type", "is a duplicate key")));
+  // Nor judged by one of its values.
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":{},"max_attempts":3,"max_attempts":2.5})"),
+              ElementsAre(ErrorOn("max_attempts", "is a duplicate key")));
+}
+
+TEST(ParseEnvelopeTest, DuplicateKeyInRetryPolicyIsNamedWithItsPath) {
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":{},
+                           "retry_policy":{"backoff":"fixed","jitter":true,"backoff":"fixed"}})"),
+              ElementsAre(ErrorOn("retry_policy.backoff", "is a duplicate key")));
+}
+
+TEST(ParseEnvelopeTest, DuplicateKeyInThePayloadIsNamedWithItsJsonPath) {
+  // The payload would silently lose "ord_1": bad input, like any other.
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":{"order_id":"ord_1","order_id":"ord_2"}})"),
+              ElementsAre(ErrorOn("payload.order_id", "is a duplicate key")));
+  EXPECT_THAT(
+      ErrorsOf(R"({"job_type":"a","payload":{"items":[{"sku":1},{"sku":2,"qty":1,"sku":3}]}})"),
+      ElementsAre(ErrorOn("payload.items[1].sku")));
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":[[0,{"x":{"y":1,"y":2}}]]})"),
+              ElementsAre(ErrorOn("payload[0][1].x.y")));
+  // A key that is not a plain name is quoted, escaped, in the path.
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":{"a.b":1,"a.b":2}})"),
+              ElementsAre(ErrorOn(R"(payload["a.b"])")));
+  EXPECT_THAT(ErrorsOf("{\"job_type\":\"a\",\"payload\":{\"a\\nb\":1,\"a\\nb\":2}}"),
+              ElementsAre(ErrorOn(R"(payload["a\x0Ab"])")));
+}
+
+TEST(ParseEnvelopeTest, DuplicateKeysInAnUnknownFieldAreRefusedToo) {
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":{},"x_custom":{"k":1,"k":2}})"),
+              ElementsAre(ErrorOn("x_custom.k", "is a duplicate key")));
+}
+
+TEST(ParseEnvelopeTest, DuplicateKeysAreComparedAfterUnescaping) {
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":{"a":1,"a":2}})"),
+              ElementsAre(ErrorOn("payload.a", "is a duplicate key")));
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":{"a/b":1,"a\/b":2}})"),
+              ElementsAre(ErrorOn(R"(payload["a/b"])", "is a duplicate key")));
+}
+
+TEST(ParseEnvelopeTest, EachDuplicatedKeyIsReportedOnceInDocumentOrder) {
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":{"b":1,"a":1,"b":2,"a":2,"b":3},
+                           "payload":1})"),
+              ElementsAre(ErrorOn("payload.b"), ErrorOn("payload.a"), ErrorOn("payload")));
+}
+
+TEST(ParseEnvelopeTest, TheSameKeyInDifferentObjectsIsFine) {
+  Result<Envelope> env = ParseEnvelope(
+      R"({"job_type":"a","payload":{"id":1,"child":{"id":2},"list":[{"id":3},{"id":4}]},
+          "retry_policy":{"backoff":"fixed"},"x":{"backoff":"fixed"}})");
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->payload, R"({"id":1,"child":{"id":2},"list":[{"id":3},{"id":4}]})");
+}
+
+TEST(ParseEnvelopeTest, ManyDuplicateKeysAreListedUpToTenThenSummedUp) {
+  std::string payload = "{";
+  for (int i = 0; i < 50; ++i) payload += JsonKey(i) + ":1," + JsonKey(i) + ":2,";
+  payload.back() = '}';
+  std::vector<FieldError> errors = ErrorsOf(R"({"job_type":"a","payload":)" + payload + "}");
+  ASSERT_THAT(errors, SizeIs(11));
+  EXPECT_THAT(errors[0], ErrorOn("payload.k0", "is a duplicate key"));
+  EXPECT_THAT(errors[9], ErrorOn("payload.k9", "is a duplicate key"));
+  EXPECT_THAT(errors[10], ErrorOn("$", "has more duplicate keys than the 10 listed"));
+}
+
+TEST(ParseEnvelopeTest, DuplicateKeyNextToATooDeepFieldIsStillNamed) {
+  // Discarding the too deep member also shrinks its object; that alone is
+  // not a duplicate.
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":{},"extra":)" + Nested(1000) + R"(,"z":{}})"),
+              ElementsAre(ErrorOn("extra", "nested deeper than")));
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":{"x":1,"x":2},"extra":)" + Nested(1000) + "}"),
+              ElementsAre(ErrorOn("extra", "nested deeper than"),
+                          ErrorOn("payload.x", "is a duplicate key")));
+}
+
+TEST(ValidateEnvelopeTest, DuplicateKeyInThePayloadTextIsRefused) {
+  Envelope env = ValidEnvelope();
+  env.payload = R"({"order_id":"ord_1","order_id":"ord_2"})";
+  EXPECT_THAT(ValidateEnvelope(env), ElementsAre(ErrorOn("payload.order_id", "duplicate key")));
+  env.payload = R"([{"a":1},{"b":1,"c":{"d":1},"b":2}])";
+  EXPECT_THAT(ValidateEnvelope(env), ElementsAre(ErrorOn("payload[1].b", "duplicate key")));
+  // Spellings that differ only in escapes name the same key.
+  env.payload = R"({"a\/b":1,"a/b":2})";
+  EXPECT_THAT(ValidateEnvelope(env), ElementsAre(ErrorOn(R"(payload["a/b"])", "duplicate key")));
+  env.payload = R"({"x":{"a":1},"y":{"a":1},"a":[{"a":1}]})";
+  EXPECT_THAT(ValidateEnvelope(env), IsEmpty());
+}
+
+TEST(ValidateEnvelopeTest, DuplicateKeysAreFoundInLargeObjectsToo) {
+  // More keys than the quick scan tracks: the parser decides.
+  std::string payload = "{";
+  for (int i = 0; i < 300; ++i) payload += JsonKey(i) + ":" + std::to_string(i) + ",";
+  Envelope env = ValidEnvelope();
+  env.payload = payload.substr(0, payload.size() - 1) + "}";
+  EXPECT_THAT(ValidateEnvelope(env), IsEmpty());
+  env.payload = payload + JsonKey(7) + ":0}";
+  EXPECT_THAT(ValidateEnvelope(env), ElementsAre(ErrorOn("payload.k7", "duplicate key")));
+}
+
+TEST(SerializeEnvelopeTest, PayloadWithADuplicateKeyIsKeptWholeAsAString) {
+  Envelope env = ValidEnvelope();
+  env.payload = R"({"order_id":"ord_1","order_id":"ord_2"})";
+  const nlohmann::json doc = nlohmann::json::parse(SerializeEnvelope(env));
+  ASSERT_TRUE(doc["payload"].is_string());
+  EXPECT_EQ(doc["payload"].get<std::string>(), env.payload);
 }
 
 // --- ValidateEnvelope ----------------------------------------------------------------
