@@ -63,21 +63,26 @@ JOBPACT_EXPORT Result<JitterKind> ParseJitterKind(std::string_view name);
 // 300 s, full jitter.
 struct BackoffSpec {
   BackoffKind kind = BackoffKind::kExponential;
+  // >= 0. Zero is an immediate retry: every kind and jitter then gives a
+  // delay of 0.
   Duration base_delay = Seconds(1);
   double multiplier = 2.0;
   Duration max_delay = Seconds(300);
   JitterKind jitter = JitterKind::kFull;
 };
 
-// OK, or kInvalidArgument naming the bad field (base <= 0, cap < base,
-// multiplier < 1).
+// OK, or kInvalidArgument naming the bad field (base < 0, cap < base,
+// multiplier < 1 or not finite, an unknown kind or jitter). A zero base is
+// valid: an immediate retry.
 JOBPACT_EXPORT Status ValidateBackoff(const BackoffSpec& spec);
 
 // The delay before retry number `attempt` (1 = the delay after the first
 // failed attempt). `sample` is uniform in [0,1). `previous` is the previous
 // delay (zero for the first), used by the decorrelated forms. The result is
 // always within [0, max_delay]; decorrelated results are within
-// [base_delay, max_delay]. Pure: no clock, no randomness of its own.
+// [base_delay, max_delay]. With base_delay 0 (an immediate retry) the
+// result is 0 for every kind, jitter, attempt and `previous`. Pure: no
+// clock, no randomness of its own.
 JOBPACT_EXPORT Duration ComputeBackoff(const BackoffSpec& spec, int attempt, double sample,
                                        Duration previous);
 
@@ -90,10 +95,23 @@ enum class FailureAction {
 JOBPACT_EXPORT std::string_view FailureActionName(FailureAction a);
 
 // The retry policy of a job type. Defaults are SPEC 11's.
+//
+// The unknown-error budget. Unknown failures spend the same attempts as any
+// other, so one rule holds wherever max_attempts comes from: a job whose
+// failures are unknown gets min(max_unknown_attempts, max_attempts)
+// attempts. A policy handed to the PolicyRegistry (SetDefault, Override,
+// HandlerOptions::policy) that says max_unknown_attempts > max_attempts is
+// refused by ValidateRetryPolicy: the configuration contradicts itself. An
+// envelope's max_attempts replaces the policy's for that one job, and then
+// caps the unknown-error budget the same way: max_attempts 2 under the
+// default policy leaves 2 attempts for unknown errors, while max_attempts 10
+// still leaves 3 (an envelope can lower the unknown-error budget, never raise
+// it).
 struct RetryPolicy {
   // Attempts in all, the first included (gRPC's maxAttempts).
   int max_attempts = 5;
-  // Attempts in all while the failures are of class unknown.
+  // Attempts in all while the failures are of class unknown. >= 1 and
+  // <= max_attempts (see above).
   int max_unknown_attempts = 3;
   BackoffSpec backoff;
   FailureAction on_transient = FailureAction::kRetry;
@@ -101,7 +119,9 @@ struct RetryPolicy {
   FailureAction on_unknown = FailureAction::kRetry;
 };
 
-// OK, or kInvalidArgument naming the bad field.
+// OK, or kInvalidArgument naming the bad field: max_attempts < 1,
+// max_unknown_attempts < 1 or > max_attempts, an unknown action, or any
+// ValidateBackoff problem.
 JOBPACT_EXPORT Status ValidateRetryPolicy(const RetryPolicy& policy);
 
 // The outcome of one failed attempt under a policy.
@@ -114,9 +134,12 @@ struct RetryDecision {
 
 // Decides what follows failed attempt number `attempt` (1-based) of class `c`.
 // Budget exhausted -> dead-letter with "max_attempts_exceeded" (or, for
-// unknown errors, "unknown_non_retryable" once the smaller budget is spent);
-// a class whose action is not kRetry -> that action at once.
-// `sample` and `previous_delay` feed ComputeBackoff.
+// unknown errors, "unknown_non_retryable" once the smaller budget,
+// min(max_unknown_attempts, max_attempts), is spent; when both are spent
+// the reason is "max_attempts_exceeded"); a class whose action is not kRetry
+// -> that action at once. `policy` need not pass ValidateRetryPolicy (the
+// runner puts an envelope's max_attempts into it). `sample` and
+// `previous_delay` feed ComputeBackoff.
 JOBPACT_EXPORT RetryDecision DecideRetry(const RetryPolicy& policy, FailureClass c, int attempt,
                                          double sample, Duration previous_delay);
 

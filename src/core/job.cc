@@ -9,12 +9,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -142,19 +144,31 @@ struct BoundedParse {
   // The top-level key under which the nesting bound was hit, if the root is
   // an object; empty if it was hit elsewhere.
   std::string too_deep_key;
+  // Some object ended with fewer members than keys were read for it: a key
+  // was repeated (nlohmann keeps the last value and drops the others), or,
+  // only when too_deep, a member was discarded. FindDuplicateKeys names them.
+  bool duplicate_keys = false;
 };
 
 // Parses `text` into `*out`. Arrays and objects more than `max_levels` deep
-// (the root is level 1) are discarded as they are read, so the value kept in
-// memory is never deeper than the bound; `too_deep` reports it. Never throws.
+// (the root is level 1; REQUIRES: max_levels <= kMaxPayloadDepth + 1) are
+// discarded as they are read, so the value kept in memory is never deeper
+// than the bound; `too_deep` reports it. Never throws.
 BoundedParse ParseBounded(std::string_view text, int max_levels, Json* out) {
   BoundedParse result;
   std::string current_key;
-  // The callback's `depth` is the number of containers enclosing the event.
+  // Keys read for each open object, by the depth of its keys. Counting is
+  // all this hot path pays for duplicate detection; naming a duplicate is
+  // left to FindDuplicateKeys, which runs only when a count is off.
+  std::array<std::size_t, kMaxPayloadDepth + 2> keys_read{};
+  const int counted = static_cast<int>(keys_read.size());
+  // The callback's `depth` is the number of containers enclosing the event
+  // (for a key: including its object; for object_end: as at object_start).
   Json::parser_callback_t bound = [&](int depth, Json::parse_event_t event, Json& parsed) {
     switch (event) {
       case Json::parse_event_t::key:
         if (depth == 1 && parsed.is_string()) current_key = parsed.get_ref<const std::string&>();
+        if (depth < counted) ++keys_read[depth];
         return true;
       case Json::parse_event_t::object_start:
       case Json::parse_event_t::array_start:
@@ -164,6 +178,14 @@ BoundedParse ParseBounded(std::string_view text, int max_levels, Json* out) {
             if (depth >= 1) result.too_deep_key = current_key;
           }
           return false;
+        }
+        if (event == Json::parse_event_t::object_start && depth + 1 < counted) {
+          keys_read[depth + 1] = 0;
+        }
+        return true;
+      case Json::parse_event_t::object_end:
+        if (depth + 1 < counted && parsed.size() != keys_read[depth + 1]) {
+          result.duplicate_keys = true;
         }
         return true;
       default:
@@ -182,31 +204,147 @@ BoundedParse ParseBounded(std::string_view text, int max_levels, Json* out) {
   return result;
 }
 
-// A SAX handler that keeps nothing: it only tracks the nesting depth and
-// stops at the first container deeper than `max_levels`.
-class DepthCheckSax {
+// Duplicate keys named in one report at most; more are summed up in one
+// line, so that a hostile document cannot fill a log with them.
+constexpr std::size_t kMaxDuplicateKeysReported = 10;
+
+// One step of a path in an error: `.key` (bare if it is plain ASCII letters,
+// digits, '_' or '-'; else `["key"]`, escaped and cut by Quote) or `[index]`.
+void AppendPathKey(std::string_view key, std::string* path) {
+  const bool plain = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  });
+  if (!plain) {
+    *path += '[' + Quote(key) + ']';
+    return;
+  }
+  if (!path->empty()) *path += '.';
+  *path += key;
+}
+
+// A SAX handler that keeps no value: it checks the nesting bound and finds
+// keys repeated within one object, naming each by its JSON path. With
+// `stop_at_first` it stops at the first problem (a yes/no check); otherwise
+// it skips what lies deeper than `max_levels` and collects up to
+// kMaxDuplicateKeysReported duplicates, each once however often it repeats.
+class ShapeCheckSax {
  public:
-  explicit DepthCheckSax(int max_levels) : max_levels_(max_levels) {}
-  bool null() { return true; }
-  bool boolean(bool) { return true; }
-  bool number_integer(Json::number_integer_t) { return true; }
-  bool number_unsigned(Json::number_unsigned_t) { return true; }
-  bool number_float(Json::number_float_t, const Json::string_t&) { return true; }
-  bool string(Json::string_t&) { return true; }
-  bool binary(Json::binary_t&) { return true; }
-  bool start_object(std::size_t) { return ++depth_ <= max_levels_; }
-  bool key(Json::string_t&) { return true; }
-  bool end_object() { return --depth_, true; }
-  bool start_array(std::size_t) { return ++depth_ <= max_levels_; }
-  bool end_array() { return --depth_, true; }
+  // `root` names the value of the whole text in paths: "" for an envelope,
+  // whose keys are field names; "payload" for a payload.
+  ShapeCheckSax(std::string root, int max_levels, bool stop_at_first)
+      : root_(std::move(root)), max_levels_(max_levels), stop_at_first_(stop_at_first) {}
+
+  bool null() { return Value(); }
+  bool boolean(bool) { return Value(); }
+  bool number_integer(Json::number_integer_t) { return Value(); }
+  bool number_unsigned(Json::number_unsigned_t) { return Value(); }
+  bool number_float(Json::number_float_t, const Json::string_t&) { return Value(); }
+  bool string(Json::string_t&) { return Value(); }
+  bool binary(Json::binary_t&) { return Value(); }
+  bool start_object(std::size_t) { return Value() && Open(/*object=*/true); }
+  bool key(Json::string_t& key) {
+    if (depth_ > max_levels_) return true;  // Inside a skipped container.
+    Frame& frame = frames_.back();
+    frame.key = key;
+    if (++frame.seen[key] != 2) return true;  // First time, or reported already.
+    if (duplicates_.size() == kMaxDuplicateKeysReported) {
+      more_duplicates_ = true;
+      return false;  // Nothing more to learn.
+    }
+    duplicates_.push_back(Path());
+    return !stop_at_first_;
+  }
+  bool end_object() { return Close(); }
+  bool start_array(std::size_t) { return Value() && Open(/*object=*/false); }
+  bool end_array() { return Close(); }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) {
     return false;
   }
 
+  bool too_deep() const { return too_deep_; }
+  // The paths of the duplicated keys, in document order.
+  const std::vector<std::string>& duplicates() const { return duplicates_; }
+  // More duplicates were found than are listed.
+  bool more_duplicates() const { return more_duplicates_; }
+
  private:
+  struct Frame {
+    bool object = false;
+    std::size_t index = 0;  // Arrays: the element being read.
+    std::size_t next_index = 0;
+    std::string key;                  // Objects: the key being read.
+    std::map<std::string, int> seen;  // Objects: how often each key came.
+  };
+
+  // A value starts: in an array, it is the next element.
+  bool Value() {
+    if (depth_ > max_levels_ || frames_.empty()) return true;
+    Frame& frame = frames_.back();
+    if (!frame.object) frame.index = frame.next_index++;
+    return true;
+  }
+  bool Open(bool object) {
+    if (++depth_ > max_levels_) {
+      too_deep_ = true;
+      return !stop_at_first_;
+    }
+    frames_.emplace_back();
+    frames_.back().object = object;
+    return true;
+  }
+  bool Close() {
+    if (depth_-- <= max_levels_) frames_.pop_back();
+    return true;
+  }
+  // The path of the key being read in the innermost object.
+  std::string Path() const {
+    std::string path = root_;
+    for (const Frame& frame : frames_) {
+      if (frame.object) {
+        AppendPathKey(frame.key, &path);
+      } else {
+        path += fmt::format("[{}]", frame.index);
+      }
+    }
+    return path;
+  }
+
+  const std::string root_;
   const int max_levels_;
+  const bool stop_at_first_;
   int depth_ = 0;
+  std::vector<Frame> frames_;  // One per open container within the bound.
+  bool too_deep_ = false;
+  std::vector<std::string> duplicates_;
+  bool more_duplicates_ = false;
 };
+
+// The keys repeated within one object anywhere in `text` (valid JSON), one
+// FieldError per duplicated key, named by its path under `root`; parts
+// deeper than `max_levels` are not looked at. Throws only std::bad_alloc.
+std::vector<FieldError> FindDuplicateKeys(std::string_view text, const std::string& root,
+                                          int max_levels) {
+  ShapeCheckSax sax(root, max_levels, /*stop_at_first=*/false);
+  try {
+    Json::sax_parse(text.begin(), text.end(), &sax, nlohmann::detail::input_format_t::json,
+                    /*strict=*/true, /*ignore_comments=*/false);
+  } catch (const nlohmann::json::exception&) {
+    // Not reached for text ParseBounded accepted; what was found still stands.
+  }
+  std::vector<FieldError> out;
+  for (const std::string& path : sax.duplicates()) {
+    out.push_back({path,
+                   "is a duplicate key: a key may appear only once in an object (all "
+                   "but its last value would be silently dropped)"});
+  }
+  if (sax.more_duplicates()) {
+    out.push_back(
+        {root.empty() ? std::string("$") : root,
+         fmt::format("has more duplicate keys than the {} listed", kMaxDuplicateKeysReported)});
+  }
+  return out;
+}
 
 // The common case of IsValidBounded without the parser: a single pass over
 // the text that returns true only for input it is sure nlohmann accepts
@@ -215,16 +353,30 @@ class DepthCheckSax {
 // a strict subset of JSON: strings of printable ASCII and well-formed UTF-8
 // with the two-character escapes (no backslash-u escapes), numbers without an
 // exponent and at most 64 characters long (neither can overflow a double),
-// and literals, nested at most min(max_levels, 64) deep.
+// and literals, nested at most min(max_levels, 64) deep, with no key
+// repeated within an object. Keys are compared as raw text, so a key with a
+// backslash (which may spell the same key another way) is "not sure", and
+// so is an object with more keys than kMaxOpenKeys (with its open parents').
 bool IsCertainlyValidJson(std::string_view text, int max_levels) {
   const unsigned char* p = reinterpret_cast<const unsigned char*>(text.data());
   const unsigned char* const end = p + text.size();
   if (max_levels > 64) max_levels = 64;
   std::uint64_t in_object = 0;  // Bit d: the container at depth d + 1 is an object.
   int depth = 0;
+  // The keys of the objects now open, as spans of the text; an object's
+  // keys start at first_key[its depth - 1] and are dropped when it closes.
+  struct KeySpan {
+    const unsigned char* data;
+    std::size_t size;
+  };
+  constexpr std::size_t kMaxOpenKeys = 128;
+  KeySpan keys[kMaxOpenKeys];
+  std::size_t open_keys = 0;
+  std::size_t first_key[64];
   auto skip_ws = [&] {
     while (p != end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) ++p;
   };
+  bool escaped = false;  // Set by `string` when it meets a backslash.
   // A string starting at p (which is '"'); leaves p after its closing quote.
   auto string = [&]() -> bool {
     ++p;
@@ -235,6 +387,7 @@ bool IsCertainlyValidJson(std::string_view text, int max_levels) {
         return true;
       }
       if (c == '\\') {
+        escaped = true;
         if (end - p < 2) return false;
         switch (p[1]) {
           case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
@@ -278,6 +431,19 @@ bool IsCertainlyValidJson(std::string_view text, int max_levels) {
     }
     return false;  // Unterminated.
   };
+  // A key starting at p (which is '"') of the object at `depth`, not seen
+  // before in it; leaves p after its closing quote.
+  auto key = [&]() -> bool {
+    const unsigned char* const start = p + 1;
+    escaped = false;
+    if (!string() || escaped || open_keys == kMaxOpenKeys) return false;
+    const auto size = static_cast<std::size_t>(p - 1 - start);
+    for (std::size_t i = first_key[depth - 1]; i < open_keys; ++i) {
+      if (keys[i].size == size && std::memcmp(keys[i].data, start, size) == 0) return false;
+    }
+    keys[open_keys++] = {start, size};
+    return true;
+  };
   auto number = [&]() -> bool {
     const unsigned char* const start = p;
     if (*p == '-') ++p;
@@ -318,6 +484,7 @@ bool IsCertainlyValidJson(std::string_view text, int max_levels) {
         if (depth >= max_levels) return false;
         if (object) {
           in_object |= std::uint64_t{1} << depth;
+          first_key[depth] = open_keys;
         } else {
           in_object &= ~(std::uint64_t{1} << depth);
         }
@@ -330,7 +497,7 @@ bool IsCertainlyValidJson(std::string_view text, int max_levels) {
           break;  // An empty container is a complete value.
         }
         if (object) {
-          if (p == end || *p != '"' || !string()) return false;
+          if (p == end || *p != '"' || !key()) return false;
           skip_ws();
           if (p == end || *p != ':') return false;
           ++p;
@@ -363,6 +530,7 @@ bool IsCertainlyValidJson(std::string_view text, int max_levels) {
       const bool object = (in_object >> (depth - 1)) & 1;
       if (*p == (object ? '}' : ']')) {
         ++p;
+        if (object) open_keys = first_key[depth - 1];
         --depth;
         continue;
       }
@@ -370,7 +538,7 @@ bool IsCertainlyValidJson(std::string_view text, int max_levels) {
       ++p;
       skip_ws();
       if (object) {
-        if (p == end || *p != '"' || !string()) return false;
+        if (p == end || *p != '"' || !key()) return false;
         skip_ws();
         if (p == end || *p != ':') return false;
         ++p;
@@ -381,17 +549,19 @@ bool IsCertainlyValidJson(std::string_view text, int max_levels) {
   }
 }
 
-// True if `text` is valid JSON nested at most `max_levels` deep: exactly
-// when ParseBounded would report syntax_ok and not too_deep. It runs the
-// same parser without building a value (no allocation for small input), so
-// validating a well-formed payload costs a scan; callers that need the
-// error messages fall back to ParseBounded when it returns false.
+// True if `text` is valid JSON nested at most `max_levels` deep with no key
+// repeated within an object: exactly when ParseBounded would report
+// syntax_ok and neither too_deep nor duplicate_keys. It runs the same parser
+// without building a value, so validating a well-formed payload costs a
+// scan; callers that need the error messages fall back to ParseBounded and
+// FindDuplicateKeys when it returns false.
 bool IsValidBounded(std::string_view text, int max_levels) {
   if (IsCertainlyValidJson(text, max_levels)) return true;
-  DepthCheckSax sax(max_levels);
+  ShapeCheckSax sax("", max_levels, /*stop_at_first=*/true);
   try {
     return Json::sax_parse(text.begin(), text.end(), &sax, nlohmann::detail::input_format_t::json,
-                           /*strict=*/true, /*ignore_comments=*/false);
+                           /*strict=*/true, /*ignore_comments=*/false) &&
+           !sax.too_deep() && sax.duplicates().empty();
   } catch (const std::exception&) {  // Let ParseBounded report it.
     return false;
   }
@@ -468,9 +638,9 @@ void CheckBackoff(const BackoffSpec& spec, std::vector<FieldError>* out) {
   // own name; ValidateBackoff (which stops at the first) stays the authority
   // for anything these checks do not cover.
   const std::size_t before = out->size();
-  if (spec.base_delay <= Duration::zero()) {
+  if (spec.base_delay < Duration::zero()) {  // 0: an immediate retry.
     out->push_back({"retry_policy.base_delay_seconds",
-                    fmt::format("must be > 0, got {}", FormatSecondsValue(spec.base_delay))});
+                    fmt::format("must be >= 0, got {}", FormatSecondsValue(spec.base_delay))});
   }
   if (spec.max_delay < spec.base_delay) {
     out->push_back({"retry_policy.max_delay_seconds",
@@ -516,6 +686,10 @@ void ValidateInto(const Envelope& env, const ValidationOptions& options, bool ch
     }
     if (!parsed.syntax_ok) {
       out->push_back({"payload", "is not valid JSON: " + parsed.syntax_error});
+    } else if (parsed.duplicate_keys) {
+      for (FieldError& e : FindDuplicateKeys(env.payload, "payload", kMaxPayloadDepth)) {
+        out->push_back(std::move(e));
+      }
     }
   }
 
@@ -596,35 +770,42 @@ class FieldReader {
     *out = v->get_ref<const std::string&>();
   }
 
-  void Int(const char* key, int* out) {
+  // True if a value was read into `*out`; false if absent, null or reported
+  // (the caller then adds no rule of its own on top of the one problem).
+  bool Int(const char* key, int* out) {
     const Json* v = Find(key);
-    if (v == nullptr) return;
+    if (v == nullptr) return false;
     constexpr auto kMin = std::numeric_limits<int>::min();
     constexpr auto kMax = std::numeric_limits<int>::max();
     if (v->is_number_unsigned()) {
       const auto n = v->get<std::uint64_t>();
       if (n <= static_cast<std::uint64_t>(kMax)) {
         *out = static_cast<int>(n);
-        return;
+        return true;
       }
     } else if (v->is_number_integer()) {
       const auto n = v->get<std::int64_t>();
       if (n >= kMin && n <= kMax) {
         *out = static_cast<int>(n);
-        return;
+        return true;
       }
     } else if (v->is_number_float()) {
       // 5.0 is accepted as 5: some JSON encoders write every number as a float.
       const auto d = v->get<double>();
       if (d == std::trunc(d) && d >= kMin && d <= kMax) {
         *out = static_cast<int>(d);
-        return;
+        return true;
       }
-      if (d != std::trunc(d)) return Error(key, fmt::format("must be an integer, got {}", d));
+      if (d != std::trunc(d)) {
+        Error(key, fmt::format("must be an integer, got {}", d));
+        return false;
+      }
     } else {
-      return TypeError(key, "an integer", *v);
+      TypeError(key, "an integer", *v);
+      return false;
     }
     Error(key, fmt::format("must be an integer within [{}, {}], got {}", kMin, kMax, v->dump()));
+    return false;
   }
 
   void Number(const char* key, double* out) {
@@ -741,6 +922,15 @@ void ParseInto(std::string_view text, const ValidationOptions& options, Envelope
     }
     return;
   }
+  if (parsed.duplicate_keys) {
+    // Anywhere: a top-level field, retry_policy, the payload, an unknown
+    // field. A duplicated field is not read further, since which of its
+    // values the producer meant is unknown.
+    for (FieldError& e : FindDuplicateKeys(text, "", kMaxPayloadDepth + 1)) {
+      failed.insert(e.field);
+      errors->push_back(std::move(e));
+    }
+  }
 
   FieldReader r(doc, "", errors, &failed);
   r.String("job_id", &env->job_id);
@@ -758,8 +948,10 @@ void ParseInto(std::string_view text, const ValidationOptions& options, Envelope
   }
   r.String("idempotency_key", &env->idempotency_key);
   r.Int("attempt", &env->attempt);
-  r.Int("max_attempts", &env->max_attempts);
-  if (doc.contains("max_attempts") && doc["max_attempts"].is_number() && env->max_attempts == 0) {
+  // 0 in the struct means "not given", so a given 0 is refused here. Only a
+  // value that was read is checked: one Int already reported (2.5, 1e20, "5")
+  // left the field at 0 and must not earn a second, spurious ">= 1" problem.
+  if (r.Int("max_attempts", &env->max_attempts) && env->max_attempts == 0) {
     r.Error("max_attempts", "must be >= 1, got 0");
   }
   r.Time("scheduled_at", &env->scheduled_at);
@@ -841,10 +1033,12 @@ std::string SerializeEnvelope(const Envelope& env) {
   if (!env.tenant_id.empty()) j["tenant_id"] = env.tenant_id;
   Json payload;
   const BoundedParse parsed = ParseBounded(env.payload, kMaxPayloadDepth, &payload);
-  if (parsed.syntax_ok && !parsed.too_deep) {
+  if (parsed.syntax_ok && !parsed.too_deep && !parsed.duplicate_keys) {
     j["payload"] = std::move(payload);
   } else {
-    j["payload"] = env.payload;  // Kept, as a string, for whoever inspects it.
+    // Kept, as a string, for whoever inspects it: re-encoding a payload with
+    // a duplicate key would drop all but its last value.
+    j["payload"] = env.payload;
   }
   if (!env.idempotency_key.empty()) j["idempotency_key"] = env.idempotency_key;
   j["attempt"] = env.attempt;

@@ -166,9 +166,11 @@ Status ValidateBackoff(const BackoffSpec& spec) {
   if (!IsKnown(kJitterKindNames, spec.jitter)) {
     return Status::InvalidArgument("retry_policy.jitter is not a known jitter kind");
   }
-  if (spec.base_delay <= Duration::zero()) {
+  // Zero is an immediate retry (BullMQ and Sidekiq allow it too); only a
+  // negative delay is meaningless.
+  if (spec.base_delay < Duration::zero()) {
     return Status::InvalidArgument(fmt::format(
-        "retry_policy.base_delay_seconds must be > 0 (got {})", ToSeconds(spec.base_delay)));
+        "retry_policy.base_delay_seconds must be >= 0 (got {})", ToSeconds(spec.base_delay)));
   }
   if (spec.max_delay < spec.base_delay) {
     return Status::InvalidArgument(
@@ -192,10 +194,15 @@ Status ValidateRetryPolicy(const RetryPolicy& policy) {
     return Status::InvalidArgument(fmt::format(
         "retry_policy.max_unknown_attempts must be >= 1 (got {})", policy.max_unknown_attempts));
   }
+  // DecideRetry would cap it anyway, but a policy that says so was written
+  // that way: refusing it tells the author instead of ignoring what they wrote.
   if (policy.max_unknown_attempts > policy.max_attempts) {
-    return Status::InvalidArgument(
-        fmt::format("retry_policy.max_unknown_attempts must be <= max_attempts (got {} > {})",
-                    policy.max_unknown_attempts, policy.max_attempts));
+    return Status::InvalidArgument(fmt::format(
+        "retry_policy.max_unknown_attempts must be <= max_attempts (got {} > {}): unknown "
+        "errors spend the same attempts, so at most {} are possible; set "
+        "max_unknown_attempts to at most {}",
+        policy.max_unknown_attempts, policy.max_attempts, policy.max_attempts,
+        policy.max_attempts));
   }
   if (!IsKnown(kFailureActionNames, policy.on_transient)) {
     return Status::InvalidArgument("retry_policy.on_transient is not a known action");
@@ -226,12 +233,19 @@ Status ValidateRetryPolicy(const RetryPolicy& policy) {
 //                                                   = min(cap, U(base, previous*3))
 // where previous = 0 (the first retry) counts as base, giving U(base, 3*base).
 //
+// A zero base is an immediate retry, so it gives 0 for every kind and
+// jitter, whatever `previous` is (a lock_busy wait or a snooze also leaves a
+// previous delay, which would otherwise seed a decorrelated chain). It is
+// answered before any arithmetic: the exponential ceiling 0 * multiplier^n
+// would be 0 * inf = NaN for a large attempt, which reads as "the cap".
+//
 // Being total matters more than being strict here: this runs on worker
 // threads, so an invalid spec (which ValidateBackoff refuses up front) still
 // yields a delay within [0, max_delay], never NaN, inf or a negative value.
 Duration ComputeBackoff(const BackoffSpec& spec, int attempt, double sample, Duration previous) {
   const Duration cap = std::max(spec.max_delay, Duration::zero());
   const Duration base = std::clamp(spec.base_delay, Duration::zero(), cap);
+  if (base == Duration::zero()) return Duration::zero();
   const double u = ClampSample(sample);
 
   if (spec.kind == BackoffKind::kDecorrelated || spec.jitter == JitterKind::kDecorrelated) {
@@ -282,8 +296,9 @@ Duration ComputeBackoff(const BackoffSpec& spec, int attempt, double sample, Dur
 //                                                    reason "permanent_error"
 //   unknown    on_unknown == kRetry:
 //                attempt >= max_attempts          -> dead_letter "max_attempts_exceeded"
-//                attempt >= max_unknown_attempts  -> dead_letter "unknown_non_retryable"
+//                attempt >= unknown budget        -> dead_letter "unknown_non_retryable"
 //                otherwise                        -> retry "unknown_error" after backoff
+//              where the unknown budget is min(max_unknown_attempts, max_attempts)
 //              on_unknown == kDeadLetter/kFail    -> that action at once, "unknown_error"
 //
 // The budget is only consulted when the class's action is kRetry: an operator
@@ -293,6 +308,11 @@ Duration ComputeBackoff(const BackoffSpec& spec, int attempt, double sample, Dur
 // "max_attempts_exceeded". The overall budget is checked before the unknown
 // one, so a job that spent its whole budget says so even if its last failure
 // happened to be unknown.
+//
+// The policy here is not necessarily a validated one: the runner replaces
+// max_attempts with the envelope's, which may be below max_unknown_attempts.
+// The min() states the one rule (retry_policy.h) instead of leaving it to the
+// order of the two checks.
 RetryDecision DecideRetry(const RetryPolicy& policy, FailureClass c, int attempt, double sample,
                           Duration previous_delay) {
   FailureAction action = policy.on_unknown;
@@ -312,8 +332,9 @@ RetryDecision DecideRetry(const RetryPolicy& policy, FailureClass c, int attempt
   if (action != FailureAction::kRetry) return Terminal(action, why);
 
   if (attempt >= policy.max_attempts) return DeadLetter(reason::kMaxAttemptsExceeded);
+  const int unknown_budget = std::min(policy.max_unknown_attempts, policy.max_attempts);
   if (c != FailureClass::kTransient && c != FailureClass::kPermanent &&
-      attempt >= policy.max_unknown_attempts) {
+      attempt >= unknown_budget) {
     return DeadLetter(reason::kUnknownNonRetryable);
   }
   return Retry(ComputeBackoff(policy.backoff, attempt, sample, previous_delay), why);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -448,6 +449,23 @@ TEST(ParseEnvelopeTest, IntegersMustBeWholeAndInRange) {
               HasErrorOn("priority", "must be an integer within"));
 }
 
+TEST(ParseEnvelopeTest, FractionalMaxAttemptsIsOneProblem) {
+  // Not also "must be >= 1, got 0" for the value it was left at.
+  EXPECT_THAT(ErrorsOf(Patched(R"({"max_attempts":2.5})")),
+              ElementsAre(ErrorOn("max_attempts", "must be an integer, got 2.5")));
+}
+
+TEST(ParseEnvelopeTest, EveryBadIntegerFieldIsOneProblem) {
+  for (const char* field : {"attempt", "max_attempts", "priority"}) {
+    for (const char* bad :
+         {"2.5", "-0.5", "1e20", "-1e20", "99999999999", R"("5")", "true", "[1]"}) {
+      const std::string patch = std::string(R"({")") + field + R"(":)" + bad + "}";
+      EXPECT_THAT(ErrorsOf(Patched(patch)), ElementsAre(ErrorOn(field, "must be an integer")))
+          << patch;
+    }
+  }
+}
+
 TEST(ParseEnvelopeTest, HugeSecondsAreRejectedNotOverflowed) {
   EXPECT_THAT(ErrorsOf(Patched(R"({"timeout_seconds":1e300})")),
               HasErrorOn("timeout_seconds", "must be within"));
@@ -510,6 +528,9 @@ TEST(ParseEnvelopeTest, PayloadSizeIsBounded) {
 
 std::string Nested(int levels) { return std::string(levels, '[') + std::string(levels, ']'); }
 
+// "\"k<i>\"": a JSON object key.
+std::string JsonKey(int i) { return "\"k" + std::to_string(i) + "\""; }
+
 TEST(ParseEnvelopeTest, HundredThousandOpenBracketsFailCleanly) {
   std::vector<FieldError> errors;
   Result<Envelope> env = ParseEnvelope(std::string(100000, '['), {}, &errors);
@@ -542,6 +563,123 @@ TEST(ValidateEnvelopeTest, DeeplyNestedPayloadTextIsRejected) {
   // Serialising it must not recurse either: it is kept as a string.
   const nlohmann::json doc = nlohmann::json::parse(SerializeEnvelope(env));
   EXPECT_TRUE(doc["payload"].is_string());
+}
+
+// --- Duplicate keys: refused wherever they are, named by their JSON path --------------
+
+TEST(ParseEnvelopeTest, DuplicateTopLevelKeyIsRefusedByName) {
+  std::vector<FieldError> errors;
+  Result<Envelope> env =
+      ParseEnvelope(R"({"job_type":"a","payload":{},"job_type":"b"})", {}, &errors);
+  ASSERT_FALSE(env.ok());
+  EXPECT_EQ(env.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(env.status().message(), HasSubstr("job_type: is a duplicate key"));
+  // One problem: the field is not read further, so not also "required".
+  EXPECT_THAT(errors, ElementsAre(ErrorOn("job_type", "is a duplicate key")));
+  // Nor judged by one of its values.
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":{},"max_attempts":3,"max_attempts":2.5})"),
+              ElementsAre(ErrorOn("max_attempts", "is a duplicate key")));
+}
+
+TEST(ParseEnvelopeTest, DuplicateKeyInRetryPolicyIsNamedWithItsPath) {
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":{},
+                           "retry_policy":{"backoff":"fixed","jitter":true,"backoff":"fixed"}})"),
+              ElementsAre(ErrorOn("retry_policy.backoff", "is a duplicate key")));
+}
+
+TEST(ParseEnvelopeTest, DuplicateKeyInThePayloadIsNamedWithItsJsonPath) {
+  // The payload would silently lose "ord_1": bad input, like any other.
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":{"order_id":"ord_1","order_id":"ord_2"}})"),
+              ElementsAre(ErrorOn("payload.order_id", "is a duplicate key")));
+  EXPECT_THAT(
+      ErrorsOf(R"({"job_type":"a","payload":{"items":[{"sku":1},{"sku":2,"qty":1,"sku":3}]}})"),
+      ElementsAre(ErrorOn("payload.items[1].sku")));
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":[[0,{"x":{"y":1,"y":2}}]]})"),
+              ElementsAre(ErrorOn("payload[0][1].x.y")));
+  // A key that is not a plain name is quoted, escaped, in the path.
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":{"a.b":1,"a.b":2}})"),
+              ElementsAre(ErrorOn(R"(payload["a.b"])")));
+  EXPECT_THAT(ErrorsOf("{\"job_type\":\"a\",\"payload\":{\"a\\nb\":1,\"a\\nb\":2}}"),
+              ElementsAre(ErrorOn(R"(payload["a\x0Ab"])")));
+}
+
+TEST(ParseEnvelopeTest, DuplicateKeysInAnUnknownFieldAreRefusedToo) {
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":{},"x_custom":{"k":1,"k":2}})"),
+              ElementsAre(ErrorOn("x_custom.k", "is a duplicate key")));
+}
+
+TEST(ParseEnvelopeTest, DuplicateKeysAreComparedAfterUnescaping) {
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":{"a":1,"a":2}})"),
+              ElementsAre(ErrorOn("payload.a", "is a duplicate key")));
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":{"a/b":1,"a\/b":2}})"),
+              ElementsAre(ErrorOn(R"(payload["a/b"])", "is a duplicate key")));
+}
+
+TEST(ParseEnvelopeTest, EachDuplicatedKeyIsReportedOnceInDocumentOrder) {
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":{"b":1,"a":1,"b":2,"a":2,"b":3},
+                           "payload":1})"),
+              ElementsAre(ErrorOn("payload.b"), ErrorOn("payload.a"), ErrorOn("payload")));
+}
+
+TEST(ParseEnvelopeTest, TheSameKeyInDifferentObjectsIsFine) {
+  Result<Envelope> env = ParseEnvelope(
+      R"({"job_type":"a","payload":{"id":1,"child":{"id":2},"list":[{"id":3},{"id":4}]},
+          "retry_policy":{"backoff":"fixed"},"x":{"backoff":"fixed"}})");
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->payload, R"({"id":1,"child":{"id":2},"list":[{"id":3},{"id":4}]})");
+}
+
+TEST(ParseEnvelopeTest, ManyDuplicateKeysAreListedUpToTenThenSummedUp) {
+  std::string payload = "{";
+  for (int i = 0; i < 50; ++i) payload += JsonKey(i) + ":1," + JsonKey(i) + ":2,";
+  payload.back() = '}';
+  std::vector<FieldError> errors = ErrorsOf(R"({"job_type":"a","payload":)" + payload + "}");
+  ASSERT_THAT(errors, SizeIs(11));
+  EXPECT_THAT(errors[0], ErrorOn("payload.k0", "is a duplicate key"));
+  EXPECT_THAT(errors[9], ErrorOn("payload.k9", "is a duplicate key"));
+  EXPECT_THAT(errors[10], ErrorOn("$", "has more duplicate keys than the 10 listed"));
+}
+
+TEST(ParseEnvelopeTest, DuplicateKeyNextToATooDeepFieldIsStillNamed) {
+  // Discarding the too deep member also shrinks its object; that alone is
+  // not a duplicate.
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":{},"extra":)" + Nested(1000) + R"(,"z":{}})"),
+              ElementsAre(ErrorOn("extra", "nested deeper than")));
+  EXPECT_THAT(ErrorsOf(R"({"job_type":"a","payload":{"x":1,"x":2},"extra":)" + Nested(1000) + "}"),
+              ElementsAre(ErrorOn("extra", "nested deeper than"),
+                          ErrorOn("payload.x", "is a duplicate key")));
+}
+
+TEST(ValidateEnvelopeTest, DuplicateKeyInThePayloadTextIsRefused) {
+  Envelope env = ValidEnvelope();
+  env.payload = R"({"order_id":"ord_1","order_id":"ord_2"})";
+  EXPECT_THAT(ValidateEnvelope(env), ElementsAre(ErrorOn("payload.order_id", "duplicate key")));
+  env.payload = R"([{"a":1},{"b":1,"c":{"d":1},"b":2}])";
+  EXPECT_THAT(ValidateEnvelope(env), ElementsAre(ErrorOn("payload[1].b", "duplicate key")));
+  // Spellings that differ only in escapes name the same key.
+  env.payload = R"({"a\/b":1,"a/b":2})";
+  EXPECT_THAT(ValidateEnvelope(env), ElementsAre(ErrorOn(R"(payload["a/b"])", "duplicate key")));
+  env.payload = R"({"x":{"a":1},"y":{"a":1},"a":[{"a":1}]})";
+  EXPECT_THAT(ValidateEnvelope(env), IsEmpty());
+}
+
+TEST(ValidateEnvelopeTest, DuplicateKeysAreFoundInLargeObjectsToo) {
+  // More keys than the quick scan tracks: the parser decides.
+  std::string payload = "{";
+  for (int i = 0; i < 300; ++i) payload += JsonKey(i) + ":" + std::to_string(i) + ",";
+  Envelope env = ValidEnvelope();
+  env.payload = payload.substr(0, payload.size() - 1) + "}";
+  EXPECT_THAT(ValidateEnvelope(env), IsEmpty());
+  env.payload = payload + JsonKey(7) + ":0}";
+  EXPECT_THAT(ValidateEnvelope(env), ElementsAre(ErrorOn("payload.k7", "duplicate key")));
+}
+
+TEST(SerializeEnvelopeTest, PayloadWithADuplicateKeyIsKeptWholeAsAString) {
+  Envelope env = ValidEnvelope();
+  env.payload = R"({"order_id":"ord_1","order_id":"ord_2"})";
+  const nlohmann::json doc = nlohmann::json::parse(SerializeEnvelope(env));
+  ASSERT_TRUE(doc["payload"].is_string());
+  EXPECT_EQ(doc["payload"].get<std::string>(), env.payload);
 }
 
 // --- ValidateEnvelope ----------------------------------------------------------------
@@ -654,6 +792,80 @@ TEST(ValidateEnvelopeTest, KeysArePrintableAsciiWithoutWhitespace) {
   }
 }
 
+// The exact sets docs/contract.md and job.h state, byte by byte.
+TEST(ValidateEnvelopeTest, NameAndKeyCharacterSetsAreExactlyTheDocumentedOnes) {
+  struct Case {
+    const char* field;
+    bool safe_name;  // Else a key.
+    void (*set)(Envelope&, std::string);
+  };
+  const Case cases[] = {
+      {"job_type", true, [](Envelope& e, std::string v) { e.job_type = std::move(v); }},
+      {"queue", true, [](Envelope& e, std::string v) { e.queue = std::move(v); }},
+      {"job_id", false, [](Envelope& e, std::string v) { e.job_id = std::move(v); }},
+      {"tenant_id", false, [](Envelope& e, std::string v) { e.tenant_id = std::move(v); }},
+      {"idempotency_key", false,
+       [](Envelope& e, std::string v) { e.idempotency_key = std::move(v); }},
+      {"dedup_key", false, [](Envelope& e, std::string v) { e.dedup_key = std::move(v); }},
+      {"lock_key", false, [](Envelope& e, std::string v) { e.lock_key = std::move(v); }},
+      {"trace_id", false, [](Envelope& e, std::string v) { e.trace_id = std::move(v); }},
+  };
+  // Written out rather than with <cctype>, whose answers depend on the locale.
+  auto in_safe_set = [](int c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == ':' || c == '-';
+  };
+  auto in_key_set = [](int c) { return c >= 0x21 && c <= 0x7E; };
+  for (const Case& c : cases) {
+    for (int byte = 0; byte < 256; ++byte) {
+      Envelope env = ValidEnvelope();
+      c.set(env, std::string("a") + static_cast<char>(byte) + "b");
+      const bool documented = c.safe_name ? in_safe_set(byte) : in_key_set(byte);
+      if (documented) {
+        EXPECT_THAT(ValidateEnvelope(env), IsEmpty()) << c.field << " byte " << byte;
+      } else {
+        EXPECT_THAT(ValidateEnvelope(env), ElementsAre(ErrorOn(c.field, "at offset 1")))
+            << c.field << " byte " << byte;
+      }
+    }
+    Envelope env = ValidEnvelope();
+    c.set(env, std::string(255, 'k'));
+    EXPECT_THAT(ValidateEnvelope(env), IsEmpty()) << c.field;
+    c.set(env, std::string(256, 'k'));
+    EXPECT_THAT(ValidateEnvelope(env), ElementsAre(ErrorOn(c.field, "over the limit of 255")))
+        << c.field;
+    c.set(env, "");
+    if (c.safe_name) {
+      EXPECT_THAT(ValidateEnvelope(env), ElementsAre(ErrorOn(c.field, "must not be empty")));
+    } else {
+      EXPECT_THAT(ValidateEnvelope(env), IsEmpty()) << c.field;  // Not given.
+    }
+  }
+}
+
+// The contract page states both sets and their bound, and names the test
+// above, so the page and the code are checked against the same thing.
+TEST(ValidateEnvelopeTest, ContractDocStatesTheNameAndKeyCharacterSets) {
+  std::ifstream in(std::string(JOBPACT_SOURCE_DIR) + "docs/contract.md");
+  ASSERT_TRUE(in) << "cannot read docs/contract.md";
+  std::string line;
+  std::string doc, safe_row, key_row;
+  while (std::getline(in, line)) {
+    if (line.rfind("| safe name |", 0) == 0) safe_row = line;
+    if (line.rfind("| key |", 0) == 0) key_row = line;
+    doc += line + "\n";
+  }
+  EXPECT_THAT(safe_row, HasSubstr("`job_type`, `queue`"));
+  EXPECT_THAT(safe_row, HasSubstr("`[A-Za-z0-9._:-]`"));
+  for (const char* key : {"`job_id`", "`tenant_id`", "`idempotency_key`", "`dedup_key`",
+                          "`lock_key`", "`trace_id`"}) {
+    EXPECT_THAT(key_row, HasSubstr(key));
+  }
+  EXPECT_THAT(key_row, HasSubstr("`0x21`-`0x7E`"));
+  EXPECT_THAT(doc, HasSubstr("255 is accepted, 256 refused"));
+  EXPECT_THAT(doc, HasSubstr("NameAndKeyCharacterSetsAreExactlyTheDocumentedOnes"));
+}
+
 TEST(ValidateEnvelopeTest, NameLengthBoundIsConfigurable) {
   Envelope env = ValidEnvelope();
   ValidationOptions options;
@@ -664,15 +876,28 @@ TEST(ValidateEnvelopeTest, NameLengthBoundIsConfigurable) {
 TEST(ValidateEnvelopeTest, RetryPolicyFieldsAreEachReported) {
   Envelope env = ValidEnvelope();
   env.retry_policy = BackoffSpec{};
-  env.retry_policy->base_delay = Duration::zero();
-  env.retry_policy->max_delay = Seconds(-1);
+  env.retry_policy->base_delay = Seconds(-1);
+  env.retry_policy->max_delay = Seconds(-2);
   env.retry_policy->multiplier = 0.5;
   std::vector<FieldError> errors = ValidateEnvelope(env);
-  EXPECT_THAT(errors, HasErrorOn("retry_policy.base_delay_seconds", "must be > 0, got 0"));
+  EXPECT_THAT(errors, HasErrorOn("retry_policy.base_delay_seconds", "must be >= 0, got -1"));
   EXPECT_THAT(errors, HasErrorOn("retry_policy.max_delay_seconds",
-                                 "must be >= base_delay_seconds (0), got -1"));
+                                 "must be >= base_delay_seconds (-1), got -2"));
   EXPECT_THAT(errors, HasErrorOn("retry_policy.multiplier", "got 0.5"));
   EXPECT_THAT(errors, SizeIs(3));
+}
+
+TEST(ParseEnvelopeTest, ZeroBaseDelayIsAnImmediateRetry) {
+  Result<Envelope> env = ParseEnvelope(Patched(
+      R"({"retry_policy":{"backoff":"fixed","base_delay_seconds":0,"max_delay_seconds":0}})"));
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->retry_policy->base_delay, Duration::zero());
+  EXPECT_EQ(env->retry_policy->max_delay, Duration::zero());
+  Result<Envelope> again = ParseEnvelope(SerializeEnvelope(*env));
+  ASSERT_TRUE(again.ok()) << again.status();
+  ExpectSameEnvelope(*env, *again);
+  EXPECT_THAT(ErrorsOf(Patched(R"({"retry_policy":{"base_delay_seconds":-0.5}})")),
+              ElementsAre(ErrorOn("retry_policy.base_delay_seconds", "must be >= 0, got -0.5")));
 }
 
 TEST(ValidateEnvelopeTest, RetryPolicyDefersToValidateBackoffForTheRest) {

@@ -128,10 +128,10 @@ void ExpectInvalid(const Status& s, const std::string& fragment) {
 
 TEST(ValidateTest, BackoffNamesTheBadField) {
   BackoffSpec s;
-  s.base_delay = Duration::zero();
-  ExpectInvalid(ValidateBackoff(s), "retry_policy.base_delay_seconds must be > 0");
   s.base_delay = Seconds(-1);
-  ExpectInvalid(ValidateBackoff(s), "retry_policy.base_delay_seconds must be > 0");
+  ExpectInvalid(ValidateBackoff(s), "retry_policy.base_delay_seconds must be >= 0");
+  s.base_delay = -Duration(1);  // The smallest negative tick.
+  ExpectInvalid(ValidateBackoff(s), "retry_policy.base_delay_seconds must be >= 0");
 
   s = BackoffSpec{};
   s.max_delay = Millis(500);
@@ -160,6 +160,26 @@ TEST(ValidateTest, BackoffAcceptsEdgeValues) {
   EXPECT_TRUE(ValidateBackoff(s).ok());
 }
 
+TEST(ValidateTest, ZeroBaseDelayIsAnImmediateRetryAndValid) {
+  for (BackoffKind kind :
+       {BackoffKind::kFixed, BackoffKind::kExponential, BackoffKind::kDecorrelated}) {
+    for (JitterKind jitter :
+         {JitterKind::kNone, JitterKind::kFull, JitterKind::kEqual, JitterKind::kDecorrelated}) {
+      for (Duration cap : {Duration::zero(), Seconds(300)}) {
+        const BackoffSpec s = Spec(kind, jitter, Duration::zero(), 2.0, cap);
+        EXPECT_TRUE(ValidateBackoff(s).ok()) << BackoffKindName(kind) << "/"
+                                             << JitterKindName(jitter);
+      }
+    }
+  }
+  RetryPolicy p;
+  p.backoff.base_delay = Duration::zero();
+  EXPECT_TRUE(ValidateRetryPolicy(p).ok());
+  PolicyRegistry r;
+  EXPECT_TRUE(r.Override("cache.warm", p, "a retry costs nothing; do it at once").ok());
+  EXPECT_TRUE(r.SetDefault(p).ok());
+}
+
 TEST(ValidateTest, PolicyNamesTheBadField) {
   RetryPolicy p;
   p.max_attempts = 0;
@@ -175,7 +195,7 @@ TEST(ValidateTest, PolicyNamesTheBadField) {
                 "retry_policy.max_unknown_attempts must be <= max_attempts");
 
   p = RetryPolicy{};
-  p.backoff.base_delay = Duration::zero();
+  p.backoff.base_delay = Seconds(-1);
   ExpectInvalid(ValidateRetryPolicy(p), "retry_policy.base_delay_seconds");
 
   p = RetryPolicy{};
@@ -298,6 +318,52 @@ TEST(ComputeBackoffTest, InvalidSpecsStillGiveADelayWithinTheCap) {
   s = Spec(BackoffKind::kDecorrelated, JitterKind::kNone, Seconds(1));
   d = ComputeBackoff(s, 3, 0.99, Duration::max());
   EXPECT_EQ(d, Seconds(300));
+}
+
+TEST(ComputeBackoffTest, ZeroBaseGivesZeroForEveryKindAndJitter) {
+  const int attempts[] = {std::numeric_limits<int>::min(), 0, 1, 2, 10, 1100, 10000,
+                          std::numeric_limits<int>::max()};
+  const double samples[] = {0.0, 0.5, 0.999999, std::numeric_limits<double>::quiet_NaN()};
+  // A previous delay can be non-zero even under a zero base (a lock_busy
+  // wait or a snooze leaves one); it must not seed a decorrelated chain.
+  const Duration previous[] = {Duration::zero(), Millis(500), Seconds(300), Duration::max()};
+  for (BackoffKind kind :
+       {BackoffKind::kFixed, BackoffKind::kExponential, BackoffKind::kDecorrelated}) {
+    for (JitterKind jitter :
+         {JitterKind::kNone, JitterKind::kFull, JitterKind::kEqual, JitterKind::kDecorrelated}) {
+      // Multipliers from 1 (a flat ramp) to 1e300 (pow overflows to inf at
+      // the second attempt: 0 * inf must not become the cap).
+      for (double multiplier : {1.0, 2.0, 1e300}) {
+        for (Duration cap : {Duration::zero(), Seconds(1), Seconds(300)}) {
+          const BackoffSpec s = Spec(kind, jitter, Duration::zero(), multiplier, cap);
+          for (int attempt : attempts) {
+            for (double sample : samples) {
+              for (Duration prev : previous) {
+                ASSERT_EQ(ComputeBackoff(s, attempt, sample, prev), Duration::zero())
+                    << BackoffKindName(kind) << "/" << JitterKindName(jitter) << " x"
+                    << multiplier << " cap " << ToSeconds(cap) << "s attempt " << attempt
+                    << " sample " << sample << " previous " << ToSeconds(prev) << "s";
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(DecideRetryTest, ZeroBaseRetriesAtOnceUntilTheBudgetIsSpent) {
+  RetryPolicy p;
+  p.backoff.base_delay = Duration::zero();
+  p.backoff.kind = BackoffKind::kDecorrelated;
+  for (int attempt = 1; attempt <= 4; ++attempt) {
+    RetryDecision d = DecideRetry(p, FailureClass::kTransient, attempt, 0.9, Seconds(1));
+    EXPECT_EQ(d.kind, Kind::kRetry) << attempt;
+    EXPECT_EQ(d.delay, Duration::zero()) << attempt;
+  }
+  RetryDecision d = DecideRetry(p, FailureClass::kTransient, 5, 0.9, Duration{});
+  EXPECT_EQ(d.kind, Kind::kDeadLetter);
+  EXPECT_EQ(d.reason, reason::kMaxAttemptsExceeded);
 }
 
 // --- ComputeBackoff: properties over many samples ------------------------------------
@@ -511,6 +577,24 @@ TEST(DecideRetryTest, UnknownBudgetEqualToTotalReportsMaxAttempts) {
   EXPECT_EQ(d.reason, reason::kMaxAttemptsExceeded);
 }
 
+TEST(DecideRetryTest, UnknownBudgetIsTheSmallerOfBothBudgets) {
+  // The shape the runner builds from an envelope's max_attempts: not a
+  // policy ValidateRetryPolicy accepts, but one DecideRetry must still obey.
+  RetryPolicy p;  // max_unknown_attempts = 3.
+  p.max_attempts = 2;
+  ASSERT_FALSE(ValidateRetryPolicy(p).ok());
+  EXPECT_EQ(DecideRetry(p, FailureClass::kUnknown, 1, 0.5, Duration{}).kind, Kind::kRetry);
+  RetryDecision d = DecideRetry(p, FailureClass::kUnknown, 2, 0.5, Duration{});
+  EXPECT_EQ(d.kind, Kind::kDeadLetter);
+  EXPECT_EQ(d.reason, reason::kMaxAttemptsExceeded);  // Both spent: the whole budget says so.
+
+  p.max_attempts = 10;  // A larger whole budget does not raise the unknown one.
+  EXPECT_EQ(DecideRetry(p, FailureClass::kUnknown, 2, 0.5, Duration{}).kind, Kind::kRetry);
+  d = DecideRetry(p, FailureClass::kUnknown, 3, 0.5, Duration{});
+  EXPECT_EQ(d.kind, Kind::kDeadLetter);
+  EXPECT_EQ(d.reason, reason::kUnknownNonRetryable);
+}
+
 TEST(DecideRetryTest, TransientIsNotLimitedByTheUnknownBudget) {
   RetryPolicy p;  // max_unknown_attempts = 3.
   RetryDecision d = DecideRetry(p, FailureClass::kTransient, 3, 0.5, Duration{});
@@ -640,6 +724,27 @@ TEST(PolicyRegistryTest, OverrideRefusesAnInvalidPolicyNamingTheField) {
   EXPECT_THAT(s.message(), HasSubstr("report.build"));
   EXPECT_THAT(s.message(), HasSubstr("retry_policy.multiplier"));
   EXPECT_EQ(r.Entries().size(), 1u);
+}
+
+TEST(PolicyRegistryTest, OverrideRefusesAnUnknownBudgetAboveMaxAttempts) {
+  PolicyRegistry r;
+  RetryPolicy p = r.Default();  // max_unknown_attempts 3.
+  p.max_attempts = 2;
+  Status s = r.Override("cache.warm", p, "best effort");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("override of 'cache.warm'"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("retry_policy.max_unknown_attempts must be <= max_attempts (got 3 > 2)"));
+  // The error says how to fix it, not only what is wrong.
+  EXPECT_THAT(s.message(), HasSubstr("set max_unknown_attempts to at most 2"));
+  EXPECT_EQ(r.For("cache.warm").max_attempts, 5);  // Not applied.
+
+  s = r.SetDefault(p);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("set max_unknown_attempts to at most 2"));
+
+  p.max_unknown_attempts = 2;
+  EXPECT_TRUE(r.Override("cache.warm", p, "best effort").ok());
 }
 
 TEST(PolicyRegistryTest, SetDefaultValidatesAndApplies) {

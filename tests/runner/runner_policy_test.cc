@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 #include "jobpact/testing/harness.h"
 #include "jobpact/testing/matchers.h"
 
@@ -52,6 +54,83 @@ TEST_F(RunnerPolicyTest, EnvelopeMaxAttemptsWinsOverThePolicy) {
   ASSERT_THAT(h_.RunUntilSettled(), IsOk());
   EXPECT_EQ(calls_, 2);
   EXPECT_EQ(h_.Job(r->job_id).status, JobStatus::kDeadLettered);
+}
+
+// Unknown failures: a handler that throws something unclassified. The
+// default policy gives 5 attempts, 3 of them while the failures are unknown.
+class RunnerUnknownBudgetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(h_.Handle("feed.import", [this](JobContext&) -> Status {
+                    ++calls_;
+                    throw std::runtime_error("parser blew up");
+                  }).ok());
+  }
+  JobRecord RunWithEnvelopeMaxAttempts(int max_attempts) {
+    Envelope e;
+    e.job_type = "feed.import";
+    e.max_attempts = max_attempts;
+    Result<EnqueueResult> r = h_.Enqueue(e);
+    EXPECT_TRUE(r.ok()) << r.status();
+    h_.RunUntilSettled();
+    return r.ok() ? h_.Job(r->job_id) : JobRecord{};
+  }
+  Harness h_;
+  int calls_ = 0;
+};
+
+TEST_F(RunnerUnknownBudgetTest, EnvelopeMaxAttemptsCapsTheUnknownBudget) {
+  // min(max_unknown_attempts 3, max_attempts 2): both budgets end together.
+  JobRecord rec = RunWithEnvelopeMaxAttempts(2);
+  EXPECT_EQ(calls_, 2);
+  EXPECT_EQ(rec.status, JobStatus::kDeadLettered);
+  EXPECT_EQ(rec.reason, reason::kMaxAttemptsExceeded);
+}
+
+TEST_F(RunnerUnknownBudgetTest, EnvelopeMaxAttemptsDoesNotRaiseTheUnknownBudget) {
+  // min(3, 10): the envelope raised the whole budget, not the unknown one.
+  JobRecord rec = RunWithEnvelopeMaxAttempts(10);
+  EXPECT_EQ(calls_, 3);
+  EXPECT_EQ(rec.status, JobStatus::kDeadLettered);
+  EXPECT_EQ(rec.reason, reason::kUnknownNonRetryable);
+}
+
+TEST(RunnerPolicyOverrideTest, UnknownBudgetAboveMaxAttemptsIsRefusedAtRegistration) {
+  Harness h;
+  HandlerOptions o;
+  o.policy = h.runner().policies().Default();  // max_unknown_attempts 3.
+  o.policy->max_attempts = 2;
+  o.policy_reason = "best effort";
+  Status s = h.Handle("cache.warm", [](JobContext&) { return Status::Ok(); }, o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("max_unknown_attempts must be <= max_attempts "
+                                                "(got 3 > 2)"));
+  o.policy->max_unknown_attempts = 2;
+  EXPECT_TRUE(h.Handle("cache.warm", [](JobContext&) { return Status::Ok(); }, o).ok());
+}
+
+TEST(RunnerZeroDelayTest, ZeroBaseDelayRetriesWithoutTheClockMoving) {
+  Harness h;
+  int calls = 0;
+  HandlerOptions o;
+  o.policy = h.runner().policies().Default();
+  o.policy->max_attempts = 3;
+  o.policy->backoff.base_delay = Duration::zero();
+  o.policy_reason = "cache warm-up: a retry costs nothing, so it happens at once";
+  ASSERT_TRUE(h.Handle("cache.warm",
+                       [&](JobContext&) -> Status {
+                         ++calls;
+                         return Status::Unavailable("cold");
+                       },
+                       o)
+                  .ok());
+  Result<EnqueueResult> r = h.Enqueue("cache.warm");
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Each retry is ready at once: no AdvanceToNextRetry is needed.
+  for (int i = 0; i < 3; ++i) h.RunUntilIdle();
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(h.StatusOf(r->job_id), JobStatus::kDeadLettered);
+  EXPECT_EQ(h.Job(r->job_id).reason, reason::kMaxAttemptsExceeded);
 }
 
 TEST(RunnerDefaultPolicyTest, DefaultBudgetIsFiveAttempts) {
