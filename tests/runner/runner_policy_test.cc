@@ -72,7 +72,7 @@ class RunnerUnknownBudgetTest : public ::testing::Test {
     e.max_attempts = max_attempts;
     Result<EnqueueResult> r = h_.Enqueue(e);
     EXPECT_TRUE(r.ok()) << r.status();
-    h_.RunUntilSettled();
+    EXPECT_TRUE(h_.RunUntilSettled().ok());
     return r.ok() ? h_.Job(r->job_id) : JobRecord{};
   }
   Harness h_;
@@ -127,7 +127,7 @@ TEST(RunnerZeroDelayTest, ZeroBaseDelayRetriesWithoutTheClockMoving) {
   Result<EnqueueResult> r = h.Enqueue("cache.warm");
   ASSERT_TRUE(r.ok()) << r.status();
   // Each retry is ready at once: no AdvanceToNextRetry is needed.
-  for (int i = 0; i < 3; ++i) h.RunUntilIdle();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(h.RunUntilIdle().ok());
   EXPECT_EQ(calls, 3);
   EXPECT_EQ(h.StatusOf(r->job_id), JobStatus::kDeadLettered);
   EXPECT_EQ(h.Job(r->job_id).reason, reason::kMaxAttemptsExceeded);
