@@ -102,6 +102,12 @@ inline constexpr std::string_view kCircuitOpen = "circuit_open";
 // (SPEC 3 step 9): the job is not acked as succeeded; the attempt counts as
 // a transient failure with this code and is retried.
 inline constexpr std::string_view kIdempotencyRecordFailed = "idempotency_record_failed";
+// The handler succeeded with a transactional effect, but the delivery's
+// idempotency claim was lost before the effect could commit (it expired
+// and another delivery took the key): the effect is not committed, the
+// attempt counts as a transient failure, and the retry finds the key done
+// (idempotent_skip) or still claimed (idempotency_in_progress).
+inline constexpr std::string_view kIdempotencyClaimLost = "idempotency_claim_lost";
 }  // namespace reason
 
 }  // namespace jobpact

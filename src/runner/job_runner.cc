@@ -843,8 +843,30 @@ void RunnerCore::Finish(DeliveryRun& run, Completion c) {
   // between the two calls (or an effect that fails and rolls the
   // completion back) leave the key completed while the effect never
   // committed, and the redelivery would be skipped as idempotent_skip.
-  const bool record_after_ack =
+  bool record_after_ack =
       run.claim_held && c.to == JobStatus::kSucceeded && c.transactional_effect;
+  if (record_after_ack) {
+    // The effect commits with the ack, so the claim must still be ours when
+    // it does: a claim that expired while the handler ran may have been
+    // taken by another delivery of the same key, which runs the same effect.
+    // Extending it proves it is held for another TTL. (A backend that keeps
+    // the claims in the same store checks this again inside the completion
+    // transaction.)
+    Status held = options_.idempotency->Extend(env.idempotency_key, lease.token,
+                                               env.visibility_timeout);
+    if (!held.ok()) {
+      logger_.Log(LogLevel::kError, "idempotency_claim_lost", &env, {{"error", held.ToString()}});
+      record_after_ack = false;
+      c = DecideFailure(
+          run,
+          Failure{FailureClass::kTransient, std::string(reason::kIdempotencyClaimLost),
+                  "the idempotency claim on '" + env.idempotency_key +
+                      "' could not be confirmed before the transactional effect committed, so "
+                      "the effect was not committed: " +
+                      held.ToString()},
+          clock().Now(), false);
+    }
+  }
   if (run.claim_held && !record_after_ack) {
     if (c.to == JobStatus::kSucceeded) {
       Status s = options_.idempotency->Complete(env.idempotency_key, lease.token, c.result,

@@ -172,6 +172,42 @@ TEST(RunnerIncidentsTest, FailedAckWithTransactionalEffectDoesNotCompleteTheKey)
   EXPECT_EQ(committed, 1);
 }
 
+// A handler that overran its idempotency claim must not commit its
+// transactional effect: the key may have been taken over by another delivery
+// that runs the same effect (reproduced before the fix: both committed).
+TEST(RunnerIncidentsTest, TransactionalEffectIsNotCommittedWhenTheClaimWasLost) {
+  Harness h;
+  int committed = 0;
+  ASSERT_THAT(h.Handle("charge",
+                       [&](JobContext& ctx) {
+                         // The handler stalls past its claim; meanwhile
+                         // another delivery of the key claims it.
+                         h.clock().Advance(Seconds(46));
+                         auto other = h.idempotency().Claim("charge:ord_lost", "other-worker#1",
+                                                            Seconds(45));
+                         EXPECT_THAT(other.status(), IsOk());
+                         ctx.SetTransactionalEffect([&](void*) {
+                           ++committed;
+                           return Status::Ok();
+                         });
+                         return Status::Ok();
+                       }),
+              IsOk());
+  Envelope env = MakeJob("charge");
+  env.idempotency_key = "charge:ord_lost";
+  std::string id = EnqueueOk(h, env);
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
+  EXPECT_EQ(committed, 0);
+  JobRecord r = h.Job(id);
+  EXPECT_EQ(r.status, JobStatus::kRetryScheduled);
+  ASSERT_TRUE(r.last_failure.has_value());
+  EXPECT_EQ(r.last_failure->code, reason::kIdempotencyClaimLost);
+  auto rec = h.idempotency().Get("charge:ord_lost");
+  ASSERT_THAT(rec.status(), IsOk());
+  ASSERT_TRUE(rec->has_value());
+  EXPECT_EQ((*rec)->owner, "other-worker#1");
+}
+
 // An effect that fails rolls the completion back: the key is not recorded,
 // and the redelivery runs the effect again.
 TEST(RunnerIncidentsTest, FailingTransactionalEffectDoesNotCompleteTheKey) {
