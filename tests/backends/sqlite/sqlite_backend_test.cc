@@ -3,6 +3,7 @@
 // files, transactional enqueue and completion, and several processes (and
 // backend instances) sharing one file.
 #include "jobpact/sqlite/sqlite_backend.h"
+#include "jobpact/transitions.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -569,6 +570,69 @@ TEST_F(SqliteBackendTest, AUriPathNamesTheSameFileForTransactionalEnqueue) {
   ASSERT_OK((*backend)->EnqueueInTransaction(caller.get(), Job("job_1"), {}).status());
   ASSERT_EQ(caller.Exec("COMMIT"), SQLITE_OK);
   EXPECT_EQ((*backend)->queue()->Get("job_1")->status, JobStatus::kQueued);
+}
+
+// A stored record that can no longer be decoded (a tenant "acme corp"
+// written by an old version, a hand edit, a bad page) used to fail every
+// dequeue batch after it had committed its leases and abort lease recovery
+// on every pass. It is quarantined as its own DLQ entry, its whole row kept,
+// and the other jobs keep flowing.
+TEST_F(SqliteBackendTest, UndecodableRecordIsQuarantinedAndBlocksNothing) {
+  auto backend = MustOpen();
+  ASSERT_NE(backend, nullptr);
+  for (const char* id : {"job_a", "job_b", "job_c", "job_d"}) {
+    ASSERT_OK(backend->queue()->Enqueue(Job(id), {}).status());
+  }
+  {
+    RawDb raw(path_);
+    ASSERT_EQ(raw.Exec("UPDATE jobpact_jobs SET envelope = replace(envelope, '\"job_type\"', "
+                       "'\"tenant_id\":\"acme corp\",\"job_type\"') WHERE job_id = 'job_b'"),
+              SQLITE_OK);
+    ASSERT_EQ(raw.Exec("UPDATE jobpact_jobs SET envelope = '{garbage' WHERE job_id = 'job_c'"),
+              SQLITE_OK);
+  }
+  // Get shows what it is before anything moved it.
+  auto shown = backend->queue()->Get("job_c");
+  ASSERT_TRUE(shown.ok()) << shown.status();
+  EXPECT_EQ(shown->reason, kUndecodableRecord);
+
+  auto batch = backend->queue()->Dequeue({{}, 10, "w1"});
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  std::vector<std::string> ids;
+  for (const Delivery& d : *batch) ids.push_back(d.lease.job_id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"job_a", "job_d"}));
+  for (const char* id : {"job_b", "job_c"}) {
+    auto e = backend->queue()->GetDeadLetter(id);
+    ASSERT_TRUE(e.ok()) << id << ": " << e.status();
+    EXPECT_EQ(e->reason, kUndecodableRecord);
+    ASSERT_TRUE(e->last_failure.has_value());
+    EXPECT_EQ(e->last_failure->failure_class, FailureClass::kPermanent);
+    // The whole row is kept, the broken envelope included.
+    EXPECT_NE(e->raw_envelope.find("\"job_id\":\"" + std::string(id) + "\""), std::string::npos)
+        << e->raw_envelope;
+    EXPECT_EQ(backend->queue()->Replay(id, {"ops", "try again", true, 0, std::nullopt}).code(),
+              StatusCode::kFailedPrecondition);
+  }
+  EXPECT_NE(backend->queue()->GetDeadLetter("job_c")->raw_envelope.find("{garbage"),
+            std::string::npos);
+
+  // A running job whose record breaks while it runs: lease recovery
+  // quarantines it and still recovers the others.
+  {
+    RawDb raw(path_);
+    ASSERT_EQ(raw.Exec("UPDATE jobpact_jobs SET envelope = '[1' WHERE job_id = 'job_a'"),
+              SQLITE_OK);
+  }
+  clock_->Advance(Seconds(46));
+  auto recovered = backend->queue()->RecoverExpiredLeases(3);
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  ASSERT_EQ(recovered->size(), 1u);
+  EXPECT_EQ((*recovered)[0].job_id, "job_d");
+  EXPECT_EQ(backend->queue()->Get("job_a")->reason, kUndecodableRecord);
+  auto stats = backend->queue()->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->dead_letters, 3);
+  EXPECT_EQ(stats->by_status[JobStatus::kQueued], 1);
 }
 
 TEST_F(SqliteBackendTest, BusyFileIsUnavailableUntilTheLockIsReleased) {
