@@ -50,8 +50,9 @@ inline constexpr std::string_view kHungWorkers = "jobpact_hung_workers_total";
 // dead-letter reason). An operator discard counts in kDiscarded with reason
 // "operator_discard".
 inline constexpr std::string_view kReplayed = "jobpact_dlq_replayed_total";
-// Retries refused by the retry budget (by job type); each such job is
-// dead-lettered with reason "retry_budget_exhausted".
+// Retries refused by the retry budget (by job type); each such retry is
+// deferred until the budget has room (retry_budget_deferred), or, for a type
+// that opted in, dead-lettered with reason "retry_budget_exhausted".
 inline constexpr std::string_view kRetryBudgetExhausted = "jobpact_retry_budget_exhausted_total";
 // Deliveries rescheduled because their dependency's circuit was open (by
 // job type).
