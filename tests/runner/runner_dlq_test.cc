@@ -214,6 +214,20 @@ TEST(RunnerDlqTest, DiscardRecordsWhoAndWhyAndCountsIt) {
               StatusIs(StatusCode::kNotFound));
 }
 
+// Who discarded a job and why can be read back once it left the DLQ (it
+// used to be written and never returned by any public call).
+TEST(RunnerDlqTest, DiscardedJobKeepsItsAuditTrailInItsRecord) {
+  DlqFixture f;
+  const std::string id = f.DeadLetter("invoice.generate");
+  ASSERT_THAT(f.h.runner().DiscardDeadLetter(id, "bob", "customer cancelled the order"), IsOk());
+  JobRecord r = f.h.Job(id);
+  ASSERT_EQ(r.audit.size(), 1u);
+  EXPECT_THAT(r.audit[0], ::testing::HasSubstr("discard by bob: customer cancelled the order"));
+  Result<JobRecord> got = f.h.queue().Get(id);
+  ASSERT_THAT(got.status(), IsOk());
+  EXPECT_EQ(got->audit, r.audit);
+}
+
 TEST(RunnerDlqTest, DiscardCountsUnderTheJobsOwnQueue) {
   DlqFixture f;
   Envelope env;

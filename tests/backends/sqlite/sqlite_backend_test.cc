@@ -635,6 +635,33 @@ TEST_F(SqliteBackendTest, UndecodableRecordIsQuarantinedAndBlocksNothing) {
   EXPECT_EQ(stats->by_status[JobStatus::kQueued], 1);
 }
 
+// The operator audit trail survives in the file and comes back with the
+// record, after the job left the DLQ and after a reopen.
+TEST_F(SqliteBackendTest, OperatorAuditTrailIsReadBackWithTheRecord) {
+  {
+    auto backend = MustOpen();
+    ASSERT_NE(backend, nullptr);
+    ASSERT_OK(backend->queue()->Enqueue(Job("job_a"), {}).status());
+    Delivery d = TakeOne(*backend->queue());
+    Completion dead;
+    dead.to = JobStatus::kDeadLettered;
+    dead.reason = "permanent_error";
+    ASSERT_OK(backend->queue()->Complete(d, dead));
+    ASSERT_OK(backend->queue()->Replay("job_a", {"alice", "fixed upstream", true, 0, std::nullopt}));
+    d = TakeOne(*backend->queue());
+    ASSERT_OK(backend->queue()->Complete(d, dead));
+    ASSERT_OK(backend->queue()->Discard("job_a", {"bob", "superseded", true, 0, std::nullopt}));
+  }
+  auto backend = MustOpen();
+  ASSERT_NE(backend, nullptr);
+  auto r = backend->queue()->Get("job_a");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, JobStatus::kDiscarded);
+  ASSERT_EQ(r->audit.size(), 2u);
+  EXPECT_NE(r->audit[0].find("replay by alice: fixed upstream"), std::string::npos) << r->audit[0];
+  EXPECT_NE(r->audit[1].find("discard by bob: superseded"), std::string::npos) << r->audit[1];
+}
+
 TEST_F(SqliteBackendTest, BusyFileIsUnavailableUntilTheLockIsReleased) {
   SqliteOptions quick;
   quick.busy_timeout = Millis(100);
