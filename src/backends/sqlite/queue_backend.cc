@@ -232,22 +232,41 @@ Status StepDone(Connection& conn, Stmt& st, std::string_view what) {
 
 // One history entry as stored: a JSON object (from, to, at_ns, reason, and
 // the worker for deliveries).
+std::string JsonString(std::string_view text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string HistoryEntryJson(const Transition& t, std::string_view worker) {
-  nlohmann::json e = {{"from", std::string(JobStatusName(t.from))},
-                      {"to", std::string(JobStatusName(t.to))},
-                      {"at_ns", ToNs(t.at)},
-                      {"reason", t.reason}};
-  if (!worker.empty()) e["worker"] = std::string(worker);
-  return e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // Built by hand: this runs for every delivery and completion, and only the
+  // reason and the worker can need escaping.
+  std::string out = "{\"from\":\"";
+  out += JobStatusName(t.from);
+  out += "\",\"to\":\"";
+  out += JobStatusName(t.to);
+  out += "\",\"at_ns\":";
+  out += std::to_string(ToNs(t.at));
+  out += ",\"reason\":";
+  out += JsonString(t.reason);
+  if (!worker.empty()) {
+    out += ",\"worker\":";
+    out += JsonString(worker);
+  }
+  out += '}';
+  return out;
 }
 
 std::string HistoryJson(const std::vector<Transition>& entries) {
-  nlohmann::json a = nlohmann::json::array();
-  for (const Transition& t : entries) a.push_back(nlohmann::json::parse(HistoryEntryJson(t, "")));
-  return a.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string out = "[";
+  for (const Transition& t : entries) {
+    if (out.size() > 1) out += ',';
+    out += HistoryEntryJson(t, "");
+  }
+  out += ']';
+  return out;
 }
 
 std::string AuditJson(const std::vector<std::string>& audit) {
+  if (audit.empty()) return "[]";
   return nlohmann::json(audit).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
