@@ -462,11 +462,11 @@ Status SqliteQueueBackend::UpdateRow(Connection& conn, const JobChange& c,
 }
 
 Status SqliteQueueBackend::WriteQuarantine(Connection& conn, const JobChange& q) {
-  JOBPACT_ASSIGN_OR_RETURN(
-      sqlite3_stmt * raw,
-      conn.Prepare(std::string(std::string("UPDATE jobpact_jobs SET ") + kUpdateSet +
-                               ", queue = '', raw_envelope = ?25, history = ?26 WHERE job_id = ?1")
-                       .c_str()));
+  // Connection::Prepare caches by the SQL's address: the text must outlive
+  // the connection.
+  static const std::string sql = std::string("UPDATE jobpact_jobs SET ") + kUpdateSet +
+                                 ", queue = '', raw_envelope = ?25, history = ?26 WHERE job_id = ?1";
+  JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.Prepare(sql.c_str()));
   Stmt st(raw);
   st.Bind(1, q.record.envelope.job_id);
   BindRecord(st, q.record);
