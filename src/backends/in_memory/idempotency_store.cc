@@ -9,6 +9,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include "src/internal/checks.h"
 #include "src/internal/guarded.h"
 
 namespace jobpact {
@@ -18,12 +19,6 @@ using internal::Guarded;
 
 using State = IdempotencyRecord::State;
 
-Status CheckArgs(std::string_view key, std::string_view owner, Duration ttl) {
-  if (key.empty()) return Status::InvalidArgument("idempotency key is empty");
-  if (owner.empty()) return Status::InvalidArgument("idempotency owner is empty");
-  if (ttl <= Duration::zero()) return Status::InvalidArgument("ttl must be > 0");
-  return Status::Ok();
-}
 
 }  // namespace
 
@@ -33,7 +28,7 @@ class InMemoryIdempotencyStore::Impl {
       : clock_(clock ? std::move(clock) : SystemClock::Default()) {}
 
   Result<ClaimOutcome> Claim(std::string_view key, std::string_view owner, Duration ttl) {
-    JOBPACT_RETURN_IF_ERROR(CheckArgs(key, owner, ttl));
+    JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("IdempotencyStore::Claim", key, owner, ttl));
     ClaimOutcome out;
     std::lock_guard<std::mutex> lock(mu_);
     const TimePoint now = clock_->Now();
@@ -74,7 +69,7 @@ class InMemoryIdempotencyStore::Impl {
 
   Status Complete(std::string_view key, std::string_view owner, std::string_view result,
                   Duration retention) {
-    JOBPACT_RETURN_IF_ERROR(CheckArgs(key, owner, retention));
+    JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("IdempotencyStore::Complete", key, owner, retention));
     std::lock_guard<std::mutex> lock(mu_);
     const TimePoint now = clock_->Now();
     IdempotencyRecord* r = LiveClaimOf(key, owner, now);
@@ -86,7 +81,7 @@ class InMemoryIdempotencyStore::Impl {
   }
 
   Status Release(std::string_view key, std::string_view owner) {
-    if (key.empty() || owner.empty()) return Status::InvalidArgument("key/owner is empty");
+    JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("IdempotencyStore::Release", key, owner));
     std::lock_guard<std::mutex> lock(mu_);
     auto it = records_.find(key);
     if (it != records_.end() && it->second->state == State::kCompleted &&
@@ -104,7 +99,7 @@ class InMemoryIdempotencyStore::Impl {
   }
 
   Status Extend(std::string_view key, std::string_view owner, Duration ttl) {
-    JOBPACT_RETURN_IF_ERROR(CheckArgs(key, owner, ttl));
+    JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("IdempotencyStore::Extend", key, owner, ttl));
     std::lock_guard<std::mutex> lock(mu_);
     const TimePoint now = clock_->Now();
     IdempotencyRecord* r = LiveClaimOf(key, owner, now);

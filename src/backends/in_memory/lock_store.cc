@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "jobpact/job.h"
+#include "src/internal/checks.h"
 #include "src/internal/guarded.h"
 
 namespace jobpact {
@@ -27,12 +28,6 @@ struct LockEntry {
 
 LockLease ToLease(const LockEntry& e) { return LockLease{e.key, e.owner, e.token, e.expires_at}; }
 
-Status CheckArgs(std::string_view key, std::string_view owner, Duration ttl) {
-  if (key.empty()) return Status::InvalidArgument("lock key is empty");
-  if (owner.empty()) return Status::InvalidArgument("lock owner is empty");
-  if (ttl <= Duration::zero()) return Status::InvalidArgument("lock ttl must be > 0");
-  return Status::Ok();
-}
 
 }  // namespace
 
@@ -42,7 +37,7 @@ class InMemoryLockStore::Impl {
       : clock_(clock ? std::move(clock) : SystemClock::Default()) {}
 
   Result<LockLease> Acquire(std::string_view key, std::string_view owner, Duration ttl) {
-    JOBPACT_RETURN_IF_ERROR(CheckArgs(key, owner, ttl));
+    JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("LockStore::Acquire", key, owner, ttl));
     std::lock_guard<std::mutex> lock(mu_);
     const TimePoint now = clock_->Now();
     MaybeSweep(now);
@@ -76,7 +71,7 @@ class InMemoryLockStore::Impl {
   }
 
   Result<LockLease> Renew(std::string_view key, std::string_view owner, Duration ttl) {
-    JOBPACT_RETURN_IF_ERROR(CheckArgs(key, owner, ttl));
+    JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("LockStore::Renew", key, owner, ttl));
     std::lock_guard<std::mutex> lock(mu_);
     const TimePoint now = clock_->Now();
     auto it = locks_.find(key);
@@ -92,7 +87,7 @@ class InMemoryLockStore::Impl {
   }
 
   Status Release(std::string_view key, std::string_view owner) {
-    if (key.empty() || owner.empty()) return Status::InvalidArgument("lock key/owner is empty");
+    JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("LockStore::Release", key, owner));
     std::lock_guard<std::mutex> lock(mu_);
     const TimePoint now = clock_->Now();
     auto it = locks_.find(key);

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "src/backends/sqlite/schema.h"
+#include "src/internal/guarded.h"
 
 namespace jobpact {
 namespace sqlite {
@@ -20,19 +21,6 @@ namespace {
 // Used to refuse re-entry (a transactional effect calling back into the
 // backend) with an error instead of a self-deadlock on write_mu_.
 thread_local const void* t_writing_core = nullptr;
-
-// Runs `fn` and converts an escaping exception into kInternal: backends never
-// throw (STYLE: catch at the boundary).
-template <typename F>
-Status Guarded(std::string_view what, F&& fn) {
-  try {
-    return fn();
-  } catch (const std::exception& e) {
-    return Status::Internal(std::string(what) + ": unexpected exception: " + e.what());
-  } catch (...) {
-    return Status::Internal(std::string(what) + ": unexpected non-standard exception");
-  }
-}
 
 }  // namespace
 
@@ -226,7 +214,7 @@ Status SqliteBackend::Core::Write(std::string_view what,
                                       ": the database was opened read-only "
                                       "(SqliteOptions::read_only); nothing was written");
   }
-  return Guarded(what, [&]() -> Status {
+  return ::jobpact::internal::Guarded(what, [&]() -> Status {
     // The write mutex first, then a connection: threads queued for the
     // write lock then hold no connection, so readers are never starved of
     // connections by waiting writers.
@@ -265,7 +253,7 @@ Status SqliteBackend::Core::Write(std::string_view what,
 
 Status SqliteBackend::Core::Read(std::string_view what, bool snapshot,
                                  const std::function<Status(Connection&)>& fn) {
-  return Guarded(what, [&]() -> Status {
+  return ::jobpact::internal::Guarded(what, [&]() -> Status {
     JOBPACT_ASSIGN_OR_RETURN(PooledConnection conn, Acquire());
     if (!snapshot) return fn(*conn);
     JOBPACT_RETURN_IF_ERROR(conn->Exec("BEGIN", what));
@@ -294,7 +282,7 @@ Result<std::shared_ptr<SqliteBackend>> SqliteBackend::Open(const std::string& pa
                                                            SqliteOptions options,
                                                            std::shared_ptr<Clock> clock) {
   Result<std::shared_ptr<SqliteBackend>> out = Status::Internal("SqliteBackend::Open");
-  Status s = Guarded("SqliteBackend::Open", [&]() -> Status {
+  Status s = ::jobpact::internal::Guarded("SqliteBackend::Open", [&]() -> Status {
     JOBPACT_ASSIGN_OR_RETURN(std::shared_ptr<Core> core,
                              Core::Open(path, std::move(options), std::move(clock)));
     out = std::shared_ptr<SqliteBackend>(new SqliteBackend(std::move(core)));
@@ -318,7 +306,7 @@ int SqliteBackend::schema_version() const { return core_->schema_version(); }
 Result<EnqueueResult> SqliteBackend::EnqueueInTransaction(sqlite3* db, const Envelope& env,
                                                           const EnqueueOptions& options) {
   Result<EnqueueResult> out = Status::Internal("EnqueueInTransaction");
-  Status s = Guarded("EnqueueInTransaction", [&]() -> Status {
+  Status s = ::jobpact::internal::Guarded("EnqueueInTransaction", [&]() -> Status {
     if (db == nullptr) return Status::InvalidArgument("EnqueueInTransaction: db is null");
     if (sqlite3_get_autocommit(db) != 0) {
       return Status::FailedPrecondition(

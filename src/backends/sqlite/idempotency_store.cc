@@ -11,6 +11,8 @@
 
 #include "src/backends/sqlite/connection.h"
 #include "src/backends/sqlite/core.h"
+#include "src/internal/checks.h"
+#include "src/internal/guarded.h"
 
 namespace jobpact {
 namespace sqlite {
@@ -26,26 +28,6 @@ namespace {
 constexpr std::string_view kInProgress = "in_progress";
 constexpr std::string_view kCompleted = "completed";
 
-template <typename F>
-auto CatchAll(std::string_view what, F&& fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const std::exception& e) {
-    return Status::Internal(std::string(what) + ": unexpected exception: " + e.what());
-  } catch (...) {
-    return Status::Internal(std::string(what) + ": unexpected non-standard exception");
-  }
-}
-
-Status CheckArgs(std::string_view what, std::string_view key, std::string_view owner,
-                 std::optional<Duration> ttl) {
-  if (key.empty()) return Status::InvalidArgument(std::string(what) + ": key is empty");
-  if (owner.empty()) return Status::InvalidArgument(std::string(what) + ": owner is empty");
-  if (ttl && *ttl <= Duration::zero()) {
-    return Status::InvalidArgument(std::string(what) + ": ttl must be > 0");
-  }
-  return Status::Ok();
-}
 
 Result<std::optional<IdempotencyRecord>> ReadLive(Connection& conn, std::string_view key,
                                                   std::int64_t now_ns, std::string_view what) {
@@ -76,8 +58,8 @@ class SqliteIdempotencyStore final : public IdempotencyStore {
 
   Result<ClaimOutcome> Claim(std::string_view key, std::string_view owner,
                              Duration claim_ttl) override {
-    return CatchAll("IdempotencyStore::Claim", [&]() -> Result<ClaimOutcome> {
-      JOBPACT_RETURN_IF_ERROR(CheckArgs("IdempotencyStore::Claim", key, owner, claim_ttl));
+    return ::jobpact::internal::Guarded("IdempotencyStore::Claim", [&]() -> Result<ClaimOutcome> {
+      JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl("IdempotencyStore::Claim", key, owner, claim_ttl));
       ClaimOutcome out;
       JOBPACT_SQLITE_RETURN_IF_ERROR(
           core_->Write("IdempotencyStore::Claim", [&](Connection& conn) -> Status {
@@ -117,8 +99,8 @@ class SqliteIdempotencyStore final : public IdempotencyStore {
 
   Status Complete(std::string_view key, std::string_view owner, std::string_view result,
                   Duration retention) override {
-    return CatchAll("IdempotencyStore::Complete", [&]() -> Status {
-      JOBPACT_RETURN_IF_ERROR(CheckArgs("IdempotencyStore::Complete", key, owner, retention));
+    return ::jobpact::internal::Guarded("IdempotencyStore::Complete", [&]() -> Status {
+      JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl("IdempotencyStore::Complete", key, owner, retention));
       return UpdateOwnClaim(
           "IdempotencyStore::Complete",
           "UPDATE jobpact_idempotency SET state = 'completed', result = ?4, expires_at_ns = ?5 "
@@ -130,8 +112,8 @@ class SqliteIdempotencyStore final : public IdempotencyStore {
   // An expired claim of the owner's own may still be dropped (as in memory);
   // a completed record never is.
   Status Release(std::string_view key, std::string_view owner) override {
-    return CatchAll("IdempotencyStore::Release", [&]() -> Status {
-      JOBPACT_RETURN_IF_ERROR(CheckArgs("IdempotencyStore::Release", key, owner, std::nullopt));
+    return ::jobpact::internal::Guarded("IdempotencyStore::Release", [&]() -> Status {
+      JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl("IdempotencyStore::Release", key, owner));
       return UpdateOwnClaim("IdempotencyStore::Release",
                             "DELETE FROM jobpact_idempotency WHERE key = ?1 AND owner = ?2 AND "
                             "state = 'in_progress' AND ?3 IS NOT NULL",
@@ -140,8 +122,8 @@ class SqliteIdempotencyStore final : public IdempotencyStore {
   }
 
   Status Extend(std::string_view key, std::string_view owner, Duration claim_ttl) override {
-    return CatchAll("IdempotencyStore::Extend", [&]() -> Status {
-      JOBPACT_RETURN_IF_ERROR(CheckArgs("IdempotencyStore::Extend", key, owner, claim_ttl));
+    return ::jobpact::internal::Guarded("IdempotencyStore::Extend", [&]() -> Status {
+      JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl("IdempotencyStore::Extend", key, owner, claim_ttl));
       return UpdateOwnClaim("IdempotencyStore::Extend",
                             "UPDATE jobpact_idempotency SET expires_at_ns = ?5 WHERE key = ?1 "
                             "AND owner = ?2 AND state = 'in_progress' AND expires_at_ns > ?3",
@@ -151,7 +133,7 @@ class SqliteIdempotencyStore final : public IdempotencyStore {
 
   Result<std::optional<IdempotencyRecord>> Get(std::string_view key) override {
     using Out = std::optional<IdempotencyRecord>;
-    return CatchAll("IdempotencyStore::Get", [&]() -> Result<Out> {
+    return ::jobpact::internal::Guarded("IdempotencyStore::Get", [&]() -> Result<Out> {
       Out out;
       JOBPACT_SQLITE_RETURN_IF_ERROR(
           core_->Read("IdempotencyStore::Get", false, [&](Connection& conn) -> Status {
@@ -164,7 +146,7 @@ class SqliteIdempotencyStore final : public IdempotencyStore {
   }
 
   Result<int> PurgeExpired() override {
-    return CatchAll("IdempotencyStore::PurgeExpired", [&]() -> Result<int> {
+    return ::jobpact::internal::Guarded("IdempotencyStore::PurgeExpired", [&]() -> Result<int> {
       int deleted = 0;
       JOBPACT_SQLITE_RETURN_IF_ERROR(
           core_->Write("IdempotencyStore::PurgeExpired", [&](Connection& conn) -> Status {

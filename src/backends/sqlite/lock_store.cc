@@ -12,6 +12,8 @@
 #include "jobpact/job.h"
 #include "src/backends/sqlite/connection.h"
 #include "src/backends/sqlite/core.h"
+#include "src/internal/checks.h"
+#include "src/internal/guarded.h"
 
 namespace jobpact {
 namespace sqlite {
@@ -24,26 +26,6 @@ using Core = SqliteBackend::Core;
 
 namespace {
 
-template <typename F>
-auto CatchAll(std::string_view what, F&& fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const std::exception& e) {
-    return Status::Internal(std::string(what) + ": unexpected exception: " + e.what());
-  } catch (...) {
-    return Status::Internal(std::string(what) + ": unexpected non-standard exception");
-  }
-}
-
-Status CheckArgs(std::string_view what, std::string_view key, std::string_view owner,
-                 std::optional<Duration> ttl) {
-  if (key.empty()) return Status::InvalidArgument(std::string(what) + ": key is empty");
-  if (owner.empty()) return Status::InvalidArgument(std::string(what) + ": owner is empty");
-  if (ttl && *ttl <= Duration::zero()) {
-    return Status::InvalidArgument(std::string(what) + ": ttl must be > 0");
-  }
-  return Status::Ok();
-}
 
 // A live lock row, read inside the current transaction.
 struct LockRow {
@@ -87,8 +69,8 @@ class SqliteLockStore final : public LockStore {
   std::string_view Name() const override { return "sqlite"; }
 
   Result<LockLease> Acquire(std::string_view key, std::string_view owner, Duration ttl) override {
-    return CatchAll("LockStore::Acquire", [&]() -> Result<LockLease> {
-      JOBPACT_RETURN_IF_ERROR(CheckArgs("LockStore::Acquire", key, owner, ttl));
+    return ::jobpact::internal::Guarded("LockStore::Acquire", [&]() -> Result<LockLease> {
+      JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl("LockStore::Acquire", key, owner, ttl));
       LockLease lease;
       JOBPACT_SQLITE_RETURN_IF_ERROR(
           core_->Write("LockStore::Acquire", [&](Connection& conn) -> Status {
@@ -135,8 +117,8 @@ class SqliteLockStore final : public LockStore {
   }
 
   Result<LockLease> Renew(std::string_view key, std::string_view owner, Duration ttl) override {
-    return CatchAll("LockStore::Renew", [&]() -> Result<LockLease> {
-      JOBPACT_RETURN_IF_ERROR(CheckArgs("LockStore::Renew", key, owner, ttl));
+    return ::jobpact::internal::Guarded("LockStore::Renew", [&]() -> Result<LockLease> {
+      JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl("LockStore::Renew", key, owner, ttl));
       LockLease lease;
       JOBPACT_SQLITE_RETURN_IF_ERROR(
           core_->Write("LockStore::Renew", [&](Connection& conn) -> Status {
@@ -165,8 +147,8 @@ class SqliteLockStore final : public LockStore {
   }
 
   Status Release(std::string_view key, std::string_view owner) override {
-    return CatchAll("LockStore::Release", [&]() -> Status {
-      JOBPACT_RETURN_IF_ERROR(CheckArgs("LockStore::Release", key, owner, std::nullopt));
+    return ::jobpact::internal::Guarded("LockStore::Release", [&]() -> Status {
+      JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl("LockStore::Release", key, owner));
       return core_->Write("LockStore::Release", [&](Connection& conn) -> Status {
         const std::int64_t now_ns = ToNs(core_->Now());
         JOBPACT_ASSIGN_OR_RETURN(std::optional<LockRow> held,
@@ -193,7 +175,7 @@ class SqliteLockStore final : public LockStore {
 
   Result<std::optional<LockLease>> Inspect(std::string_view key) override {
     using Out = std::optional<LockLease>;
-    return CatchAll("LockStore::Inspect", [&]() -> Result<Out> {
+    return ::jobpact::internal::Guarded("LockStore::Inspect", [&]() -> Result<Out> {
       Out out;
       JOBPACT_SQLITE_RETURN_IF_ERROR(
           core_->Read("LockStore::Inspect", false, [&](Connection& conn) -> Status {
