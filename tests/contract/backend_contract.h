@@ -122,32 +122,6 @@ class ConcurrencyContract : public BackendContractTest {};
 }  // namespace contract
 }  // namespace jobpact
 
-// Asserts a Status (or a Result's status) is OK, printing it otherwise.
-#define JOBPACT_ASSERT_OK(expr)                            \
-  do {                                                     \
-    const ::jobpact::Status jobpact_s_ = (expr);           \
-    ASSERT_TRUE(jobpact_s_.ok()) << #expr << ": " << jobpact_s_; \
-  } while (0)
-#define JOBPACT_EXPECT_OK(expr)                            \
-  do {                                                     \
-    const ::jobpact::Status jobpact_s_ = (expr);           \
-    EXPECT_TRUE(jobpact_s_.ok()) << #expr << ": " << jobpact_s_; \
-  } while (0)
-// Expects a specific error code.
-#define JOBPACT_EXPECT_CODE(expr, expected_code)                                     \
-  do {                                                                               \
-    const ::jobpact::Status jobpact_s_ = (expr);                                     \
-    EXPECT_EQ(jobpact_s_.code(), ::jobpact::StatusCode::expected_code) << #expr << ": " \
-                                                                     << jobpact_s_;  \
-  } while (0)
-// The Result's value, failing the test (and returning) if it is an error.
-#define JOBPACT_ASSERT_OK_AND_ASSIGN(lhs, rexpr)                                       \
-  JOBPACT_ASSERT_OK_AND_ASSIGN_IMPL_(JOBPACT_CONCAT_(jobpact_r_, __LINE__), lhs, rexpr)
-#define JOBPACT_ASSERT_OK_AND_ASSIGN_IMPL_(r, lhs, rexpr)   \
-  auto r = (rexpr);                                         \
-  ASSERT_TRUE(r.ok()) << #rexpr << ": " << r.status();      \
-  lhs = std::move(*r)
-
 // Instantiates every contract suite for one backend factory (an expression
 // of type jobpact::contract::BackendFactory; commas are fine). Use at
 // namespace scope, once per backend.

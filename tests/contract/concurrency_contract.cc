@@ -8,11 +8,14 @@
 
 #include <gtest/gtest.h>
 
+#include "jobpact/testing/matchers.h"
 #include "tests/contract/backend_contract.h"
 
 namespace jobpact {
 namespace contract {
 namespace {
+
+using ::jobpact::testing::IsOk;
 
 // Starts `n` threads running body(i) at the same moment and joins them.
 template <typename Body>
@@ -41,7 +44,7 @@ TEST_P(ConcurrencyContract, EightThreadsDequeueEveryJobExactlyOnce) {
   for (int i = 0; i < kJobs; ++i) {
     envs.push_back(MakeJob("job_" + std::to_string(100000 + i), "t", i % 3, i % 2 ? "q1" : "q2"));
   }
-  JOBPACT_ASSERT_OK(queue_->EnqueueBatch(envs, {}).status());
+  ASSERT_THAT(queue_->EnqueueBatch(envs, {}).status(), IsOk());
 
   std::vector<std::vector<std::string>> got(kThreads);
   std::atomic<int> errors{0};
