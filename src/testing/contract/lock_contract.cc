@@ -5,15 +5,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "jobpact/testing/backend_contract.h"
 #include "jobpact/testing/matchers.h"
-#include "tests/contract/backend_contract.h"
+#include "src/testing/contract/suite_anchors.h"
 
 namespace jobpact {
-namespace contract {
+namespace testing {
+
+// Links this file into every program that instantiates the suite.
+int contract_internal::LockStoreContractAnchor() { return 0; }
+
 namespace {
 
-using ::jobpact::testing::IsOk;
-using ::jobpact::testing::StatusIs;
 using ::testing::HasSubstr;
 
 TEST_P(LockStoreContract, AcquireGivesALeaseUntilNowPlusTtl) {
@@ -133,5 +136,5 @@ TEST_P(LockStoreContract, InvalidArgumentsAreRefused) {
 }
 
 }  // namespace
-}  // namespace contract
+}  // namespace testing
 }  // namespace jobpact

@@ -5,15 +5,18 @@
 
 #include <gtest/gtest.h>
 
+#include "jobpact/testing/backend_contract.h"
 #include "jobpact/testing/matchers.h"
-#include "tests/contract/backend_contract.h"
+#include "src/testing/contract/suite_anchors.h"
 
 namespace jobpact {
-namespace contract {
+namespace testing {
+
+// Links this file into every program that instantiates the suite.
+int contract_internal::IdempotencyStoreContractAnchor() { return 0; }
+
 namespace {
 
-using ::jobpact::testing::IsOk;
-using ::jobpact::testing::StatusIs;
 using Kind = ClaimOutcome::Kind;
 using State = IdempotencyRecord::State;
 
@@ -153,5 +156,5 @@ TEST_P(IdempotencyStoreContract, InvalidArgumentsAreRefused) {
 }
 
 }  // namespace
-}  // namespace contract
+}  // namespace testing
 }  // namespace jobpact

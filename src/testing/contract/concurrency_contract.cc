@@ -8,14 +8,17 @@
 
 #include <gtest/gtest.h>
 
+#include "jobpact/testing/backend_contract.h"
 #include "jobpact/testing/matchers.h"
-#include "tests/contract/backend_contract.h"
+#include "src/testing/contract/suite_anchors.h"
 
 namespace jobpact {
-namespace contract {
-namespace {
+namespace testing {
 
-using ::jobpact::testing::IsOk;
+// Links this file into every program that instantiates the suite.
+int contract_internal::ConcurrencyContractAnchor() { return 0; }
+
+namespace {
 
 // Starts `n` threads running body(i) at the same moment and joins them.
 template <typename Body>
@@ -169,5 +172,5 @@ TEST_P(ConcurrencyContract, ConcurrentAcquisitionsGetDistinctIncreasingTokens) {
 }
 
 }  // namespace
-}  // namespace contract
+}  // namespace testing
 }  // namespace jobpact

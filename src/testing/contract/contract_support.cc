@@ -1,18 +1,17 @@
-// Fixture helpers shared by the contract suites.
-#include "tests/contract/backend_contract.h"
+// Fixture helpers shared by the contract suites, and the link anchor.
+#include "jobpact/testing/backend_contract.h"
 
 #include <utility>
 
 #include "jobpact/testing/matchers.h"
+#include "src/testing/contract/suite_anchors.h"
 
 namespace jobpact {
-namespace contract {
-
-using ::jobpact::testing::IsOk;
+namespace testing {
 
 void BackendContractTest::SetUp() {
   // A fixed, round start time so failures are easy to read.
-  clock_ = std::make_shared<jobpact::testing::ManualClock>();
+  clock_ = std::make_shared<ManualClock>();
   ASSERT_TRUE(GetParam().make) << "factory " << GetParam().name << " has no make()";
   set_ = GetParam().make(clock_);
   queue_ = set_.queue.get();
@@ -100,5 +99,10 @@ void BackendContractTest::PutInDlq(const Envelope& env, std::string why, Failure
   EXPECT_THAT(s, IsOk());
 }
 
-}  // namespace contract
+int contract_internal::LinkAllSuites() {
+  return QueueContractAnchor() + DeadLetterContractAnchor() + LockStoreContractAnchor() +
+         IdempotencyStoreContractAnchor() + ConcurrencyContractAnchor();
+}
+
+}  // namespace testing
 }  // namespace jobpact

@@ -8,15 +8,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "jobpact/testing/backend_contract.h"
 #include "jobpact/testing/matchers.h"
-#include "tests/contract/backend_contract.h"
+#include "src/testing/contract/suite_anchors.h"
 
 namespace jobpact {
-namespace contract {
+namespace testing {
+
+// Links this file into every program that instantiates the suite.
+int contract_internal::QueueContractAnchor() { return 0; }
+
 namespace {
 
-using ::jobpact::testing::IsOk;
-using ::jobpact::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -961,5 +964,5 @@ TEST_P(QueueBackendContract, StatsOldestAgeStartsWhenAScheduledJobBecomesReady) 
 }
 
 }  // namespace
-}  // namespace contract
+}  // namespace testing
 }  // namespace jobpact
