@@ -1,13 +1,15 @@
-// The in-memory reference backends run the backend contract suite.
+// The in-memory reference backends run the backend conformance suite, as any
+// backend does: jobpact/testing/backend_contract.h and one line.
 #include <memory>
 
 #include "jobpact/in_memory.h"
-#include "tests/contract/backend_contract.h"
+#include "jobpact/testing/backend_contract.h"
 
 JOBPACT_INSTANTIATE_BACKEND_CONTRACT(
-    InMemory, BackendFactory{"in_memory", [](std::shared_ptr<jobpact::testing::ManualClock> clock) {
-                               return BackendSet{
-                                   std::make_shared<InMemoryQueueBackend>(clock),
-                                   std::make_shared<InMemoryLockStore>(clock),
-                                   std::make_shared<InMemoryIdempotencyStore>(clock)};
-                             }});
+    InMemory, jobpact::testing::BackendFactory{
+                  "in_memory", [](std::shared_ptr<jobpact::testing::ManualClock> clock) {
+                    return jobpact::testing::BackendSet{
+                        std::make_shared<jobpact::InMemoryQueueBackend>(clock),
+                        std::make_shared<jobpact::InMemoryLockStore>(clock),
+                        std::make_shared<jobpact::InMemoryIdempotencyStore>(clock)};
+                  }});

@@ -7,6 +7,7 @@
 // code that compiles and passes.
 #include <memory>
 
+#include "jobpact/testing/backend_contract.h"
 #include "tests/docs/doc_blocks.h"
 
 // [docs:includes]
@@ -332,6 +333,30 @@ TEST(FaultInjectionTest, CrashBeforeTheIdempotencyRecordIsWritten) {
   EXPECT_EQ(effects, 2);  // At least once.
 }
 // [/docs:idempotency_record_fails]
+
+// The conformance suite on "your" backend: the reference one stands in for
+// it, so the page's line is compiled and the whole suite runs through it.
+using MyQueueBackend = jobpact::InMemoryQueueBackend;
+
+}  // namespace
+
+// [docs:contract_suite]
+namespace {
+
+// A fresh, empty set of stores on the suite's clock, for every test.
+jobpact::testing::BackendSet MakeMyStore(std::shared_ptr<jobpact::testing::ManualClock> clock) {
+  return {std::make_shared<MyQueueBackend>(clock),
+          std::make_shared<jobpact::InMemoryLockStore>(clock),
+          std::make_shared<jobpact::InMemoryIdempotencyStore>(clock)};
+}
+
+}  // namespace
+
+JOBPACT_INSTANTIATE_BACKEND_CONTRACT(MyStore,
+                                     jobpact::testing::BackendFactory{"my_store", MakeMyStore});
+// [/docs:contract_suite]
+
+namespace {
 
 // --- Keeps docs/testing.md honest ----------------------------------------------
 

@@ -5,10 +5,10 @@
 // storage primitives of StoreBackend over standard maps and sets, with the
 // state machine left to the engine (jobpact/transitions.h). It is
 // what unit tests run against (with a testing::ManualClock) and what the
-// backend contract suite (tests/contract) is first checked on. It is also
-// fast enough for a single-process service that can afford to lose its queue
-// on a crash: dequeue and complete are O(log n) in the backlog (figures in
-// docs/benchmarks.md).
+// conformance suite (jobpact/testing/backend_contract.h) is first checked
+// on. It is also fast enough for a single-process service that can afford
+// to lose its queue on a crash: dequeue and complete are O(log n) in the
+// backlog (figures in docs/benchmarks.md).
 //
 // Example:
 //   auto clock = std::make_shared<jobpact::testing::ManualClock>();

@@ -10,6 +10,9 @@
 //               jobpact::testing::StatusIs(jobpact::StatusCode::kInvalidArgument,
 //                                          ::testing::HasSubstr("policy_reason")));
 //
+//   JOBPACT_ASSERT_OK_AND_ASSIGN(JobRecord rec, queue->Get("job_1"));
+//   EXPECT_EQ(rec.status, jobpact::JobStatus::kQueued);
+//
 // Header-only; include it from test code only (it pulls in gmock). Note that
 // inside `namespace jobpact` code, `testing::` means jobpact::testing: spell
 // GoogleTest's namespace `::testing::`.
@@ -20,6 +23,7 @@
 
 #include <ostream>
 #include <string>
+#include <utility>
 
 #include "jobpact/result.h"
 #include "jobpact/status.h"
@@ -97,5 +101,18 @@ inline ::testing::PolymorphicMatcher<matchers_internal::StatusIsMatcher> StatusI
 
 }  // namespace testing
 }  // namespace jobpact
+
+// Declares or assigns `lhs` from the value of `rexpr` (a Result<T>), or
+// fails the test with its status, as ASSERT_THAT(rexpr, IsOk()) would, and
+// returns from the current function. `lhs` may be a declaration
+// (`Lease lease`) or an existing variable; `rexpr` is evaluated once. Like
+// ASSERT_*, usable only in functions returning void. Expands to more than
+// one statement: do not use it as the body of an unbraced if or loop.
+#define JOBPACT_ASSERT_OK_AND_ASSIGN(lhs, rexpr) \
+  JOBPACT_ASSERT_OK_AND_ASSIGN_IMPL_(JOBPACT_CONCAT_(jobpact_assert_result_, __LINE__), lhs, rexpr)
+#define JOBPACT_ASSERT_OK_AND_ASSIGN_IMPL_(result, lhs, rexpr)        \
+  auto result = (rexpr);                                              \
+  ASSERT_THAT(result.status(), ::jobpact::testing::IsOk()) << #rexpr; \
+  lhs = std::move(*result)
 
 #endif  // JOBPACT_TESTING_MATCHERS_H_

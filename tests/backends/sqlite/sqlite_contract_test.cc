@@ -1,6 +1,7 @@
-// The backend conformance suite (tests/contract) on the SQLite backend: every
-// factory call opens a fresh database file in a new temporary directory,
-// removed when the test drops the last of the three stores.
+// The backend conformance suite (jobpact/testing/backend_contract.h) on the
+// SQLite backend: every factory call opens a fresh database file in a new
+// temporary directory, removed when the test drops the last of the three
+// stores.
 #include <stdlib.h>
 
 #include <filesystem>
@@ -8,11 +9,11 @@
 #include <string>
 
 #include "jobpact/sqlite/sqlite_backend.h"
-#include "tests/contract/backend_contract.h"
+#include "jobpact/testing/backend_contract.h"
 
 namespace {
 
-jobpact::contract::BackendSet MakeSqliteSet(std::shared_ptr<jobpact::testing::ManualClock> clock) {
+jobpact::testing::BackendSet MakeSqliteSet(std::shared_ptr<jobpact::testing::ManualClock> clock) {
   // Owns the temp directory and the stores; the three pointers handed out
   // alias it, so the files go when the test lets go of the last store.
   struct Holder {
@@ -51,4 +52,4 @@ jobpact::contract::BackendSet MakeSqliteSet(std::shared_ptr<jobpact::testing::Ma
 }  // namespace
 
 JOBPACT_INSTANTIATE_BACKEND_CONTRACT(Sqlite,
-                                     jobpact::contract::BackendFactory{"sqlite", MakeSqliteSet});
+                                     jobpact::testing::BackendFactory{"sqlite", MakeSqliteSet});

@@ -5,10 +5,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tests/contract/backend_contract.h"
+#include "jobpact/testing/backend_contract.h"
+#include "jobpact/testing/matchers.h"
+#include "src/testing/contract/suite_anchors.h"
 
 namespace jobpact {
-namespace contract {
+namespace testing {
+
+// Links this file into every program that instantiates the suite.
+int contract_internal::LockStoreContractAnchor() { return 0; }
+
 namespace {
 
 using ::testing::HasSubstr;
@@ -27,12 +33,11 @@ TEST_P(LockStoreContract, AcquireGivesALeaseUntilNowPlusTtl) {
 }
 
 TEST_P(LockStoreContract, HeldLockIsAbortedForOthersAndNamesTheHolder) {
-  JOBPACT_ASSERT_OK(locks_->Acquire("order:1", "w1", Seconds(30)).status());
+  ASSERT_THAT(locks_->Acquire("order:1", "w1", Seconds(30)).status(), IsOk());
   Result<LockLease> other = locks_->Acquire("order:1", "w2", Seconds(30));
-  EXPECT_EQ(other.status().code(), StatusCode::kAborted) << other.status();
-  EXPECT_THAT(other.status().message(), HasSubstr("w1"));
+  EXPECT_THAT(other.status(), StatusIs(StatusCode::kAborted, HasSubstr("w1")));
   // Other keys are independent.
-  JOBPACT_EXPECT_OK(locks_->Acquire("order:2", "w2", Seconds(30)).status());
+  EXPECT_THAT(locks_->Acquire("order:2", "w2", Seconds(30)).status(), IsOk());
 }
 
 TEST_P(LockStoreContract, ReacquireBySameOwnerExtendsAndKeepsToken) {
@@ -46,15 +51,15 @@ TEST_P(LockStoreContract, ReacquireBySameOwnerExtendsAndKeepsToken) {
 TEST_P(LockStoreContract, ExpiredLockIsFreeWithANewerToken) {
   JOBPACT_ASSERT_OK_AND_ASSIGN(LockLease first, locks_->Acquire("k", "w1", Seconds(30)));
   Advance(Seconds(29));
-  JOBPACT_EXPECT_CODE(locks_->Acquire("k", "w2", Seconds(30)).status(), kAborted);
+  EXPECT_THAT(locks_->Acquire("k", "w2", Seconds(30)).status(), StatusIs(StatusCode::kAborted));
   Advance(Seconds(1));  // now == expires_at: expired.
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<LockLease> none, locks_->Inspect("k"));
   EXPECT_FALSE(none.has_value());
   JOBPACT_ASSERT_OK_AND_ASSIGN(LockLease second, locks_->Acquire("k", "w2", Seconds(30)));
   EXPECT_GT(second.fencing_token, first.fencing_token);
   // The first owner lost it: renew and release are refused.
-  JOBPACT_EXPECT_CODE(locks_->Renew("k", "w1", Seconds(30)).status(), kAborted);
-  JOBPACT_EXPECT_CODE(locks_->Release("k", "w1"), kAborted);
+  EXPECT_THAT(locks_->Renew("k", "w1", Seconds(30)).status(), StatusIs(StatusCode::kAborted));
+  EXPECT_THAT(locks_->Release("k", "w1"), StatusIs(StatusCode::kAborted));
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<LockLease> holder, locks_->Inspect("k"));
   ASSERT_TRUE(holder.has_value());
   EXPECT_EQ(holder->owner, "w2");
@@ -73,35 +78,36 @@ TEST_P(LockStoreContract, RenewExtendsForTheOwnerOnly) {
   JOBPACT_ASSERT_OK_AND_ASSIGN(LockLease renewed, locks_->Renew("k", "w1", Seconds(30)));
   EXPECT_EQ(renewed.expires_at, Now() + Seconds(30));
   EXPECT_EQ(renewed.fencing_token, l.fencing_token);
-  JOBPACT_EXPECT_CODE(locks_->Renew("k", "w2", Seconds(30)).status(), kAborted);
+  EXPECT_THAT(locks_->Renew("k", "w2", Seconds(30)).status(), StatusIs(StatusCode::kAborted));
   Advance(Seconds(20));  // Past the original expiry, within the renewed one.
-  JOBPACT_EXPECT_CODE(locks_->Acquire("k", "w2", Seconds(30)).status(), kAborted);
-  JOBPACT_EXPECT_CODE(locks_->Renew("never-held", "w1", Seconds(30)).status(), kAborted);
+  EXPECT_THAT(locks_->Acquire("k", "w2", Seconds(30)).status(), StatusIs(StatusCode::kAborted));
+  EXPECT_THAT(locks_->Renew("never-held", "w1", Seconds(30)).status(),
+              StatusIs(StatusCode::kAborted));
 }
 
 TEST_P(LockStoreContract, ExpiredLockCannotBeRenewed) {
-  JOBPACT_ASSERT_OK(locks_->Acquire("k", "w1", Seconds(5)).status());
+  ASSERT_THAT(locks_->Acquire("k", "w1", Seconds(5)).status(), IsOk());
   Advance(Seconds(6));
-  JOBPACT_EXPECT_CODE(locks_->Renew("k", "w1", Seconds(5)).status(), kAborted);
+  EXPECT_THAT(locks_->Renew("k", "w1", Seconds(5)).status(), StatusIs(StatusCode::kAborted));
 }
 
 TEST_P(LockStoreContract, ReleaseIsOwnerOnly) {
-  JOBPACT_ASSERT_OK(locks_->Acquire("k", "w1", Seconds(30)).status());
-  JOBPACT_EXPECT_CODE(locks_->Release("k", "w2"), kAborted);
+  ASSERT_THAT(locks_->Acquire("k", "w1", Seconds(30)).status(), IsOk());
+  EXPECT_THAT(locks_->Release("k", "w2"), StatusIs(StatusCode::kAborted));
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<LockLease> still, locks_->Inspect("k"));
   EXPECT_TRUE(still.has_value());
-  JOBPACT_EXPECT_OK(locks_->Release("k", "w1"));
+  EXPECT_THAT(locks_->Release("k", "w1"), IsOk());
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<LockLease> gone, locks_->Inspect("k"));
   EXPECT_FALSE(gone.has_value());
-  JOBPACT_EXPECT_CODE(locks_->Release("k", "w1"), kNotFound);
-  JOBPACT_EXPECT_OK(locks_->Acquire("k", "w2", Seconds(30)).status());
+  EXPECT_THAT(locks_->Release("k", "w1"), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(locks_->Acquire("k", "w2", Seconds(30)).status(), IsOk());
 }
 
 TEST_P(LockStoreContract, ReleaseOfAnExpiredLockIsNotFound) {
-  JOBPACT_ASSERT_OK(locks_->Acquire("k", "w1", Seconds(5)).status());
+  ASSERT_THAT(locks_->Acquire("k", "w1", Seconds(5)).status(), IsOk());
   Advance(Seconds(5));
-  JOBPACT_EXPECT_CODE(locks_->Release("k", "w1"), kNotFound);
-  JOBPACT_EXPECT_CODE(locks_->Release("never-held", "w1"), kNotFound);
+  EXPECT_THAT(locks_->Release("k", "w1"), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(locks_->Release("never-held", "w1"), StatusIs(StatusCode::kNotFound));
 }
 
 TEST_P(LockStoreContract, FencingTokensStrictlyIncreaseAcrossKeysAndAcquisitions) {
@@ -113,18 +119,22 @@ TEST_P(LockStoreContract, FencingTokensStrictlyIncreaseAcrossKeysAndAcquisitions
       EXPECT_GT(l.fencing_token, last) << key << " round " << round;
       last = l.fencing_token;
     }
-    JOBPACT_ASSERT_OK(locks_->Release("a", "w" + std::to_string(round)));  // Released...
+    ASSERT_THAT(locks_->Release("a", "w" + std::to_string(round)), IsOk());  // Released...
     Advance(Seconds(5));                                                   // ...or expired.
   }
 }
 
 TEST_P(LockStoreContract, InvalidArgumentsAreRefused) {
-  JOBPACT_EXPECT_CODE(locks_->Acquire("", "w1", Seconds(5)).status(), kInvalidArgument);
-  JOBPACT_EXPECT_CODE(locks_->Acquire("k", "", Seconds(5)).status(), kInvalidArgument);
-  JOBPACT_EXPECT_CODE(locks_->Acquire("k", "w1", Duration::zero()).status(), kInvalidArgument);
-  JOBPACT_EXPECT_CODE(locks_->Acquire("k", "w1", -Seconds(1)).status(), kInvalidArgument);
+  EXPECT_THAT(locks_->Acquire("", "w1", Seconds(5)).status(),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(locks_->Acquire("k", "", Seconds(5)).status(),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(locks_->Acquire("k", "w1", Duration::zero()).status(),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(locks_->Acquire("k", "w1", -Seconds(1)).status(),
+              StatusIs(StatusCode::kInvalidArgument));
 }
 
 }  // namespace
-}  // namespace contract
+}  // namespace testing
 }  // namespace jobpact

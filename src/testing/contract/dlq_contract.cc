@@ -7,10 +7,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tests/contract/backend_contract.h"
+#include "jobpact/testing/backend_contract.h"
+#include "jobpact/testing/matchers.h"
+#include "src/testing/contract/suite_anchors.h"
 
 namespace jobpact {
-namespace contract {
+namespace testing {
+
+// Links this file into every program that instantiates the suite.
+int contract_internal::DeadLetterContractAnchor() { return 0; }
+
 namespace {
 
 using ::testing::ElementsAre;
@@ -88,7 +94,8 @@ TEST_P(DeadLetterContract, UnreadableInputGetsANewIdAndIsStillKept) {
 TEST_P(DeadLetterContract, InvalidEnvelopeCannotBeReplayed) {
   JOBPACT_ASSERT_OK_AND_ASSIGN(
       std::string id, queue_->DeadLetterInvalid(R"({"job_id":"job_bad"})", {{"job_type", "is required"}}));
-  JOBPACT_EXPECT_CODE(queue_->Replay(id, Action("alice", "try it")), kFailedPrecondition);
+  EXPECT_THAT(queue_->Replay(id, Action("alice", "try it")),
+              StatusIs(StatusCode::kFailedPrecondition));
   JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e, queue_->GetDeadLetter(id));
   EXPECT_EQ(e.reason, reason::kInvalidEnvelope);  // Still there.
 }
@@ -108,7 +115,7 @@ TEST_P(DeadLetterContract, ListFiltersByTypeReasonClassAndTime) {
 
   auto list = [this](DlqFilter f) {
     Result<std::vector<DlqEntry>> r = queue_->ListDeadLetters(f);
-    EXPECT_TRUE(r.ok()) << r.status();
+    EXPECT_THAT(r.status(), IsOk());
     return r.ok() ? Ids(*r) : std::vector<std::string>{};
   };
   EXPECT_THAT(list({}), ElementsAre("job_1", "job_2", "job_3", "job_4"));
@@ -165,14 +172,14 @@ TEST_P(DeadLetterContract, ListedEntriesCarryTheirDetails) {
 
 TEST_P(DeadLetterContract, GetDeadLetterOfAJobNotInTheDlqIsNotFound) {
   Put(MakeJob("job_1"));
-  JOBPACT_EXPECT_CODE(queue_->GetDeadLetter("job_1").status(), kNotFound);
-  JOBPACT_EXPECT_CODE(queue_->GetDeadLetter("job_missing").status(), kNotFound);
+  EXPECT_THAT(queue_->GetDeadLetter("job_1").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(queue_->GetDeadLetter("job_missing").status(), StatusIs(StatusCode::kNotFound));
 }
 
 TEST_P(DeadLetterContract, ReplayRequeuesTheJobWithAnAuditRecord) {
   PutInDlq(MakeJob("job_1"), "max_attempts_exceeded", kTransient);
   Advance(std::chrono::minutes(10));
-  JOBPACT_ASSERT_OK(queue_->Replay("job_1", Action("alice", "INC-42: upstream fixed")));
+  ASSERT_THAT(queue_->Replay("job_1", Action("alice", "INC-42: upstream fixed")), IsOk());
   JobRecord rec = MustGet("job_1");
   EXPECT_EQ(rec.status, JobStatus::kQueued);
   EXPECT_EQ(rec.envelope.attempt, 0);  // reset_attempts defaults to true.
@@ -184,7 +191,7 @@ TEST_P(DeadLetterContract, ReplayRequeuesTheJobWithAnAuditRecord) {
   EXPECT_EQ(rec.history.back().at, Now());
   EXPECT_EQ(rec.history.back().reason, reason::kReplay);
   // It left the DLQ.
-  JOBPACT_EXPECT_CODE(queue_->GetDeadLetter("job_1").status(), kNotFound);
+  EXPECT_THAT(queue_->GetDeadLetter("job_1").status(), StatusIs(StatusCode::kNotFound));
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<DlqEntry> left, queue_->ListDeadLetters({}));
   EXPECT_THAT(left, IsEmpty());
   JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, queue_->Stats());
@@ -198,14 +205,14 @@ TEST_P(DeadLetterContract, ReplayRequeuesTheJobWithAnAuditRecord) {
   again.to = JobStatus::kDeadLettered;
   again.reason = "permanent_error";
   again.failure = kPermanent;
-  JOBPACT_ASSERT_OK(queue_->Complete(d, again));
+  ASSERT_THAT(queue_->Complete(d, again), IsOk());
   JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e, queue_->GetDeadLetter("job_1"));
   ASSERT_EQ(e.audit.size(), 1u);
   EXPECT_THAT(e.audit[0], HasSubstr("alice"));
   EXPECT_THAT(e.audit[0], HasSubstr("INC-42: upstream fixed"));
   EXPECT_EQ(e.reason, "permanent_error");
-  JOBPACT_ASSERT_OK(queue_->Replay("job_1", Action("bob", "second try")));
-  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_1"), again));
+  ASSERT_THAT(queue_->Replay("job_1", Action("bob", "second try")), IsOk());
+  ASSERT_THAT(queue_->Complete(TakeOne("job_1"), again), IsOk());
   JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e2, queue_->GetDeadLetter("job_1"));
   ASSERT_EQ(e2.audit.size(), 2u);
   EXPECT_THAT(e2.audit[1], HasSubstr("bob"));
@@ -219,16 +226,16 @@ TEST_P(DeadLetterContract, ReplayWithoutResetKeepsAttemptsAndAddsExtra) {
   Completion retry;
   retry.to = JobStatus::kRetryScheduled;
   retry.reason = "transient_error";
-  JOBPACT_ASSERT_OK(queue_->Complete(d1, retry));
+  ASSERT_THAT(queue_->Complete(d1, retry), IsOk());
   Delivery d2 = TakeOne("job_1");
   Completion dlq;
   dlq.to = JobStatus::kDeadLettered;
   dlq.reason = "max_attempts_exceeded";
-  JOBPACT_ASSERT_OK(queue_->Complete(d2, dlq));
+  ASSERT_THAT(queue_->Complete(d2, dlq), IsOk());
   DlqAction a = Action("alice", "one more try");
   a.reset_attempts = false;
   a.extra_attempts = 3;
-  JOBPACT_ASSERT_OK(queue_->Replay("job_1", a));
+  ASSERT_THAT(queue_->Replay("job_1", a), IsOk());
   JobRecord rec = MustGet("job_1");
   EXPECT_EQ(rec.envelope.attempt, 2);
   EXPECT_EQ(rec.envelope.max_attempts, 5);
@@ -239,7 +246,7 @@ TEST_P(DeadLetterContract, ReplayAtALaterTime) {
   PutInDlq(MakeJob("job_1"), "max_attempts_exceeded", kTransient);
   DlqAction a = Action("alice", "after the maintenance window");
   a.ready_at = Now() + std::chrono::minutes(30);
-  JOBPACT_ASSERT_OK(queue_->Replay("job_1", a));
+  ASSERT_THAT(queue_->Replay("job_1", a), IsOk());
   EXPECT_EQ(MustGet("job_1").ready_at, Now() + std::chrono::minutes(30));
   EXPECT_THAT(Take(10), IsEmpty());
   Advance(std::chrono::minutes(30));
@@ -254,10 +261,10 @@ TEST_P(DeadLetterContract, ReplayAndDiscardCheckTheirInput) {
       return replay ? queue_->Replay(id, a) : queue_->Discard(id, a);
     };
     SCOPED_TRACE(replay ? "Replay" : "Discard");
-    JOBPACT_EXPECT_CODE(act("job_1", Action("", "why")), kInvalidArgument);
-    JOBPACT_EXPECT_CODE(act("job_1", Action("alice", "")), kInvalidArgument);
-    JOBPACT_EXPECT_CODE(act("job_missing", Action("alice", "why")), kNotFound);
-    JOBPACT_EXPECT_CODE(act("job_queued", Action("alice", "why")), kNotFound);
+    EXPECT_THAT(act("job_1", Action("", "why")), StatusIs(StatusCode::kInvalidArgument));
+    EXPECT_THAT(act("job_1", Action("alice", "")), StatusIs(StatusCode::kInvalidArgument));
+    EXPECT_THAT(act("job_missing", Action("alice", "why")), StatusIs(StatusCode::kNotFound));
+    EXPECT_THAT(act("job_queued", Action("alice", "why")), StatusIs(StatusCode::kNotFound));
     EXPECT_EQ(MustGet("job_1").status, JobStatus::kDeadLettered);
     EXPECT_EQ(MustGet("job_queued").status, JobStatus::kQueued);
   }
@@ -266,7 +273,7 @@ TEST_P(DeadLetterContract, ReplayAndDiscardCheckTheirInput) {
 TEST_P(DeadLetterContract, DiscardEndsTheJobWithAnAuditRecord) {
   PutInDlq(MakeJob("job_1"), "permanent_error", kPermanent);
   Advance(std::chrono::minutes(5));
-  JOBPACT_ASSERT_OK(queue_->Discard("job_1", Action("bob", "superseded by job_2")));
+  ASSERT_THAT(queue_->Discard("job_1", Action("bob", "superseded by job_2")), IsOk());
   JobRecord rec = MustGet("job_1");
   EXPECT_EQ(rec.status, JobStatus::kDiscarded);
   EXPECT_EQ(rec.reason, reason::kOperatorDiscard);
@@ -274,13 +281,13 @@ TEST_P(DeadLetterContract, DiscardEndsTheJobWithAnAuditRecord) {
   EXPECT_EQ(rec.history.back().from, JobStatus::kDeadLettered);
   EXPECT_EQ(rec.history.back().to, JobStatus::kDiscarded);
   EXPECT_EQ(rec.history.back().reason, reason::kOperatorDiscard);
-  JOBPACT_EXPECT_CODE(queue_->GetDeadLetter("job_1").status(), kNotFound);
-  JOBPACT_EXPECT_CODE(queue_->Discard("job_1", Action("bob", "again")), kNotFound);
-  JOBPACT_EXPECT_CODE(queue_->Replay("job_1", Action("bob", "undo")), kNotFound);
+  EXPECT_THAT(queue_->GetDeadLetter("job_1").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(queue_->Discard("job_1", Action("bob", "again")), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(queue_->Replay("job_1", Action("bob", "undo")), StatusIs(StatusCode::kNotFound));
   // Now a final status: removed by the status retention, not the DLQ's.
   JOBPACT_ASSERT_OK_AND_ASSIGN(int n, queue_->PurgeFinished(Now() + Seconds(1)));
   EXPECT_EQ(n, 1);
-  JOBPACT_EXPECT_CODE(queue_->Get("job_1").status(), kNotFound);
+  EXPECT_THAT(queue_->Get("job_1").status(), StatusIs(StatusCode::kNotFound));
 }
 
 TEST_P(DeadLetterContract, PurgeDeletesOnlyEntriesOlderThanTheCutoff) {
@@ -290,9 +297,9 @@ TEST_P(DeadLetterContract, PurgeDeletesOnlyEntriesOlderThanTheCutoff) {
   PutInDlq(MakeJob("job_new"), "permanent_error", kPermanent);
   JOBPACT_ASSERT_OK_AND_ASSIGN(int first, queue_->PurgeDeadLetters(t0 + std::chrono::minutes(30)));
   EXPECT_EQ(first, 1);
-  JOBPACT_EXPECT_CODE(queue_->GetDeadLetter("job_old").status(), kNotFound);
-  JOBPACT_EXPECT_CODE(queue_->Get("job_old").status(), kNotFound);
-  JOBPACT_ASSERT_OK(queue_->GetDeadLetter("job_new").status());
+  EXPECT_THAT(queue_->GetDeadLetter("job_old").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(queue_->Get("job_old").status(), StatusIs(StatusCode::kNotFound));
+  ASSERT_THAT(queue_->GetDeadLetter("job_new").status(), IsOk());
   // The cutoff is exclusive: an entry dead-lettered exactly then stays.
   JOBPACT_ASSERT_OK_AND_ASSIGN(int none, queue_->PurgeDeadLetters(Now()));
   EXPECT_EQ(none, 0);
@@ -303,5 +310,5 @@ TEST_P(DeadLetterContract, PurgeDeletesOnlyEntriesOlderThanTheCutoff) {
 }
 
 }  // namespace
-}  // namespace contract
+}  // namespace testing
 }  // namespace jobpact

@@ -5,10 +5,16 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/contract/backend_contract.h"
+#include "jobpact/testing/backend_contract.h"
+#include "jobpact/testing/matchers.h"
+#include "src/testing/contract/suite_anchors.h"
 
 namespace jobpact {
-namespace contract {
+namespace testing {
+
+// Links this file into every program that instantiates the suite.
+int contract_internal::IdempotencyStoreContractAnchor() { return 0; }
+
 namespace {
 
 using Kind = ClaimOutcome::Kind;
@@ -20,7 +26,8 @@ TEST_P(IdempotencyStoreContract, ClaimThenCompleteThenClaimSkipsWithTheResult) {
   EXPECT_EQ(c.record.state, State::kInProgress);
   EXPECT_EQ(c.record.owner, "w1");
   EXPECT_EQ(c.record.expires_at, Now() + Seconds(45));
-  JOBPACT_ASSERT_OK(idem_->Complete("inv:ord_1", "w1", R"({"invoice":"inv_1"})", std::chrono::hours(24)));
+  ASSERT_THAT(idem_->Complete("inv:ord_1", "w1", R"({"invoice":"inv_1"})", std::chrono::hours(24)),
+              IsOk());
   JOBPACT_ASSERT_OK_AND_ASSIGN(ClaimOutcome again, idem_->Claim("inv:ord_1", "w2", Seconds(45)));
   EXPECT_EQ(again.kind, Kind::kCompleted);
   EXPECT_EQ(again.record.state, State::kCompleted);
@@ -36,7 +43,7 @@ TEST_P(IdempotencyStoreContract, ClaimThenCompleteThenClaimSkipsWithTheResult) {
 }
 
 TEST_P(IdempotencyStoreContract, LiveClaimOfAnotherOwnerIsInProgress) {
-  JOBPACT_ASSERT_OK(idem_->Claim("k", "w1", Seconds(45)).status());
+  ASSERT_THAT(idem_->Claim("k", "w1", Seconds(45)).status(), IsOk());
   JOBPACT_ASSERT_OK_AND_ASSIGN(ClaimOutcome other, idem_->Claim("k", "w2", Seconds(45)));
   EXPECT_EQ(other.kind, Kind::kInProgress);
   EXPECT_EQ(other.record.owner, "w1");
@@ -48,35 +55,37 @@ TEST_P(IdempotencyStoreContract, LiveClaimOfAnotherOwnerIsInProgress) {
 }
 
 TEST_P(IdempotencyStoreContract, ReleaseLetsARetryClaimAgain) {
-  JOBPACT_ASSERT_OK(idem_->Claim("k", "w1", Seconds(45)).status());
-  JOBPACT_EXPECT_CODE(idem_->Release("k", "w2"), kAborted);
-  JOBPACT_ASSERT_OK(idem_->Release("k", "w1"));
+  ASSERT_THAT(idem_->Claim("k", "w1", Seconds(45)).status(), IsOk());
+  EXPECT_THAT(idem_->Release("k", "w2"), StatusIs(StatusCode::kAborted));
+  ASSERT_THAT(idem_->Release("k", "w1"), IsOk());
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<IdempotencyRecord> gone, idem_->Get("k"));
   EXPECT_FALSE(gone.has_value());
   JOBPACT_ASSERT_OK_AND_ASSIGN(ClaimOutcome c, idem_->Claim("k", "w2", Seconds(45)));
   EXPECT_EQ(c.kind, Kind::kClaimed);
-  JOBPACT_EXPECT_CODE(idem_->Release("missing", "w1"), kAborted);
+  EXPECT_THAT(idem_->Release("missing", "w1"), StatusIs(StatusCode::kAborted));
 }
 
 TEST_P(IdempotencyStoreContract, CompletedRecordsAreNeverReleased) {
-  JOBPACT_ASSERT_OK(idem_->Claim("k", "w1", Seconds(45)).status());
-  JOBPACT_ASSERT_OK(idem_->Complete("k", "w1", "done", std::chrono::hours(24)));
-  JOBPACT_EXPECT_CODE(idem_->Release("k", "w1"), kAborted);
-  JOBPACT_EXPECT_CODE(idem_->Release("k", "w2"), kAborted);
+  ASSERT_THAT(idem_->Claim("k", "w1", Seconds(45)).status(), IsOk());
+  ASSERT_THAT(idem_->Complete("k", "w1", "done", std::chrono::hours(24)), IsOk());
+  EXPECT_THAT(idem_->Release("k", "w1"), StatusIs(StatusCode::kAborted));
+  EXPECT_THAT(idem_->Release("k", "w2"), StatusIs(StatusCode::kAborted));
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<IdempotencyRecord> rec, idem_->Get("k"));
   ASSERT_TRUE(rec.has_value());
   EXPECT_EQ(rec->state, State::kCompleted);
-  JOBPACT_EXPECT_CODE(idem_->Extend("k", "w1", Seconds(45)), kAborted);
+  EXPECT_THAT(idem_->Extend("k", "w1", Seconds(45)), StatusIs(StatusCode::kAborted));
 }
 
 TEST_P(IdempotencyStoreContract, CompleteAndExtendNeedALiveClaimOfTheOwner) {
-  JOBPACT_EXPECT_CODE(idem_->Complete("k", "w1", "r", std::chrono::hours(1)), kAborted);
-  JOBPACT_EXPECT_CODE(idem_->Extend("k", "w1", Seconds(45)), kAborted);
-  JOBPACT_ASSERT_OK(idem_->Claim("k", "w1", Seconds(45)).status());
-  JOBPACT_EXPECT_CODE(idem_->Complete("k", "w2", "r", std::chrono::hours(1)), kAborted);
-  JOBPACT_EXPECT_CODE(idem_->Extend("k", "w2", Seconds(45)), kAborted);
+  EXPECT_THAT(idem_->Complete("k", "w1", "r", std::chrono::hours(1)),
+              StatusIs(StatusCode::kAborted));
+  EXPECT_THAT(idem_->Extend("k", "w1", Seconds(45)), StatusIs(StatusCode::kAborted));
+  ASSERT_THAT(idem_->Claim("k", "w1", Seconds(45)).status(), IsOk());
+  EXPECT_THAT(idem_->Complete("k", "w2", "r", std::chrono::hours(1)),
+              StatusIs(StatusCode::kAborted));
+  EXPECT_THAT(idem_->Extend("k", "w2", Seconds(45)), StatusIs(StatusCode::kAborted));
   Advance(Seconds(40));
-  JOBPACT_ASSERT_OK(idem_->Extend("k", "w1", Seconds(45)));
+  ASSERT_THAT(idem_->Extend("k", "w1", Seconds(45)), IsOk());
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<IdempotencyRecord> rec, idem_->Get("k"));
   ASSERT_TRUE(rec.has_value());
   EXPECT_EQ(rec->expires_at, Now() + Seconds(45));
@@ -86,26 +95,27 @@ TEST_P(IdempotencyStoreContract, CompleteAndExtendNeedALiveClaimOfTheOwner) {
 }
 
 TEST_P(IdempotencyStoreContract, ExpiredClaimCanBeTakenAndTheOldOwnerIsFenced) {
-  JOBPACT_ASSERT_OK(idem_->Claim("k", "w1", Seconds(45)).status());
+  ASSERT_THAT(idem_->Claim("k", "w1", Seconds(45)).status(), IsOk());
   Advance(Seconds(45));  // now == expires_at: expired.
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<IdempotencyRecord> none, idem_->Get("k"));
   EXPECT_FALSE(none.has_value());
-  JOBPACT_EXPECT_CODE(idem_->Extend("k", "w1", Seconds(45)), kAborted);
+  EXPECT_THAT(idem_->Extend("k", "w1", Seconds(45)), StatusIs(StatusCode::kAborted));
   JOBPACT_ASSERT_OK_AND_ASSIGN(ClaimOutcome c, idem_->Claim("k", "w2", Seconds(45)));
   EXPECT_EQ(c.kind, Kind::kClaimed);
   EXPECT_EQ(c.record.owner, "w2");
   // The crashed-and-back worker cannot complete or release the new claim.
-  JOBPACT_EXPECT_CODE(idem_->Complete("k", "w1", "late", std::chrono::hours(1)), kAborted);
-  JOBPACT_EXPECT_CODE(idem_->Release("k", "w1"), kAborted);
-  JOBPACT_ASSERT_OK(idem_->Complete("k", "w2", "on time", std::chrono::hours(1)));
+  EXPECT_THAT(idem_->Complete("k", "w1", "late", std::chrono::hours(1)),
+              StatusIs(StatusCode::kAborted));
+  EXPECT_THAT(idem_->Release("k", "w1"), StatusIs(StatusCode::kAborted));
+  ASSERT_THAT(idem_->Complete("k", "w2", "on time", std::chrono::hours(1)), IsOk());
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<IdempotencyRecord> rec, idem_->Get("k"));
   ASSERT_TRUE(rec.has_value());
   EXPECT_EQ(rec->result, "on time");
 }
 
 TEST_P(IdempotencyStoreContract, CompletedRecordExpiresAfterItsRetention) {
-  JOBPACT_ASSERT_OK(idem_->Claim("k", "w1", Seconds(45)).status());
-  JOBPACT_ASSERT_OK(idem_->Complete("k", "w1", "done", std::chrono::hours(24)));
+  ASSERT_THAT(idem_->Claim("k", "w1", Seconds(45)).status(), IsOk());
+  ASSERT_THAT(idem_->Complete("k", "w1", "done", std::chrono::hours(24)), IsOk());
   Advance(std::chrono::hours(24) - Seconds(1));
   JOBPACT_ASSERT_OK_AND_ASSIGN(ClaimOutcome still, idem_->Claim("k", "w2", Seconds(45)));
   EXPECT_EQ(still.kind, Kind::kCompleted);
@@ -118,12 +128,12 @@ TEST_P(IdempotencyStoreContract, CompletedRecordExpiresAfterItsRetention) {
 }
 
 TEST_P(IdempotencyStoreContract, PurgeExpiredDeletesOnlyExpiredRecords) {
-  JOBPACT_ASSERT_OK(idem_->Claim("claim_short", "w1", Seconds(10)).status());
-  JOBPACT_ASSERT_OK(idem_->Claim("claim_long", "w1", Seconds(100)).status());
-  JOBPACT_ASSERT_OK(idem_->Claim("done_short", "w1", Seconds(10)).status());
-  JOBPACT_ASSERT_OK(idem_->Complete("done_short", "w1", "r", Seconds(20)));
-  JOBPACT_ASSERT_OK(idem_->Claim("done_long", "w1", Seconds(10)).status());
-  JOBPACT_ASSERT_OK(idem_->Complete("done_long", "w1", "r", std::chrono::hours(1)));
+  ASSERT_THAT(idem_->Claim("claim_short", "w1", Seconds(10)).status(), IsOk());
+  ASSERT_THAT(idem_->Claim("claim_long", "w1", Seconds(100)).status(), IsOk());
+  ASSERT_THAT(idem_->Claim("done_short", "w1", Seconds(10)).status(), IsOk());
+  ASSERT_THAT(idem_->Complete("done_short", "w1", "r", Seconds(20)), IsOk());
+  ASSERT_THAT(idem_->Claim("done_long", "w1", Seconds(10)).status(), IsOk());
+  ASSERT_THAT(idem_->Complete("done_long", "w1", "r", std::chrono::hours(1)), IsOk());
   JOBPACT_ASSERT_OK_AND_ASSIGN(int none, idem_->PurgeExpired());
   EXPECT_EQ(none, 0);
   Advance(Seconds(30));
@@ -136,13 +146,15 @@ TEST_P(IdempotencyStoreContract, PurgeExpiredDeletesOnlyExpiredRecords) {
 }
 
 TEST_P(IdempotencyStoreContract, InvalidArgumentsAreRefused) {
-  JOBPACT_EXPECT_CODE(idem_->Claim("", "w1", Seconds(5)).status(), kInvalidArgument);
-  JOBPACT_EXPECT_CODE(idem_->Claim("k", "", Seconds(5)).status(), kInvalidArgument);
-  JOBPACT_EXPECT_CODE(idem_->Claim("k", "w1", Duration::zero()).status(), kInvalidArgument);
-  JOBPACT_ASSERT_OK(idem_->Claim("k", "w1", Seconds(5)).status());
-  JOBPACT_EXPECT_CODE(idem_->Complete("k", "w1", "r", Duration::zero()), kInvalidArgument);
+  EXPECT_THAT(idem_->Claim("", "w1", Seconds(5)).status(), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(idem_->Claim("k", "", Seconds(5)).status(), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(idem_->Claim("k", "w1", Duration::zero()).status(),
+              StatusIs(StatusCode::kInvalidArgument));
+  ASSERT_THAT(idem_->Claim("k", "w1", Seconds(5)).status(), IsOk());
+  EXPECT_THAT(idem_->Complete("k", "w1", "r", Duration::zero()),
+              StatusIs(StatusCode::kInvalidArgument));
 }
 
 }  // namespace
-}  // namespace contract
+}  // namespace testing
 }  // namespace jobpact

@@ -8,10 +8,16 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/contract/backend_contract.h"
+#include "jobpact/testing/backend_contract.h"
+#include "jobpact/testing/matchers.h"
+#include "src/testing/contract/suite_anchors.h"
 
 namespace jobpact {
-namespace contract {
+namespace testing {
+
+// Links this file into every program that instantiates the suite.
+int contract_internal::ConcurrencyContractAnchor() { return 0; }
+
 namespace {
 
 // Starts `n` threads running body(i) at the same moment and joins them.
@@ -41,7 +47,7 @@ TEST_P(ConcurrencyContract, EightThreadsDequeueEveryJobExactlyOnce) {
   for (int i = 0; i < kJobs; ++i) {
     envs.push_back(MakeJob("job_" + std::to_string(100000 + i), "t", i % 3, i % 2 ? "q1" : "q2"));
   }
-  JOBPACT_ASSERT_OK(queue_->EnqueueBatch(envs, {}).status());
+  ASSERT_THAT(queue_->EnqueueBatch(envs, {}).status(), IsOk());
 
   std::vector<std::vector<std::string>> got(kThreads);
   std::atomic<int> errors{0};
@@ -166,5 +172,5 @@ TEST_P(ConcurrencyContract, ConcurrentAcquisitionsGetDistinctIncreasingTokens) {
 }
 
 }  // namespace
-}  // namespace contract
+}  // namespace testing
 }  // namespace jobpact

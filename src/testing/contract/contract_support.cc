@@ -1,14 +1,17 @@
-// Fixture helpers shared by the contract suites.
-#include "tests/contract/backend_contract.h"
+// Fixture helpers shared by the contract suites, and the link anchor.
+#include "jobpact/testing/backend_contract.h"
 
 #include <utility>
 
+#include "jobpact/testing/matchers.h"
+#include "src/testing/contract/suite_anchors.h"
+
 namespace jobpact {
-namespace contract {
+namespace testing {
 
 void BackendContractTest::SetUp() {
   // A fixed, round start time so failures are easy to read.
-  clock_ = std::make_shared<jobpact::testing::ManualClock>();
+  clock_ = std::make_shared<ManualClock>();
   ASSERT_TRUE(GetParam().make) << "factory " << GetParam().name << " has no make()";
   set_ = GetParam().make(clock_);
   queue_ = set_.queue.get();
@@ -51,7 +54,7 @@ Envelope BackendContractTest::MakeJob(std::string id, std::string type, int prio
 
 std::string BackendContractTest::Put(const Envelope& env) {
   Result<EnqueueResult> r = queue_->Enqueue(env, EnqueueOptions{});
-  EXPECT_TRUE(r.ok()) << "Enqueue(" << env.job_id << "): " << r.status();
+  EXPECT_THAT(r.status(), IsOk()) << "Enqueue(" << env.job_id << ")";
   if (!r.ok()) return {};
   EXPECT_FALSE(r->duplicate) << env.job_id;
   return r->job_id;
@@ -64,7 +67,7 @@ std::vector<Delivery> BackendContractTest::Take(int max_jobs, std::vector<std::s
   req.queues = std::move(queues);
   req.worker_id = std::move(worker);
   Result<std::vector<Delivery>> r = queue_->Dequeue(req);
-  EXPECT_TRUE(r.ok()) << "Dequeue: " << r.status();
+  EXPECT_THAT(r.status(), IsOk()) << "Dequeue";
   if (!r.ok()) return {};
   return std::move(*r);
 }
@@ -80,7 +83,7 @@ Delivery BackendContractTest::TakeOne(const std::string& job_id, std::string wor
 
 JobRecord BackendContractTest::MustGet(const std::string& job_id) {
   Result<JobRecord> r = queue_->Get(job_id);
-  EXPECT_TRUE(r.ok()) << "Get(" << job_id << "): " << r.status();
+  EXPECT_THAT(r.status(), IsOk()) << "Get(" << job_id << ")";
   if (!r.ok()) return {};
   return std::move(*r);
 }
@@ -93,8 +96,13 @@ void BackendContractTest::PutInDlq(const Envelope& env, std::string why, Failure
   c.reason = std::move(why);
   c.failure = std::move(failure);
   Status s = queue_->Complete(d, c);
-  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_THAT(s, IsOk());
 }
 
-}  // namespace contract
+int contract_internal::LinkAllSuites() {
+  return QueueContractAnchor() + DeadLetterContractAnchor() + LockStoreContractAnchor() +
+         IdempotencyStoreContractAnchor() + ConcurrencyContractAnchor();
+}
+
+}  // namespace testing
 }  // namespace jobpact

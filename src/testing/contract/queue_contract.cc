@@ -8,10 +8,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tests/contract/backend_contract.h"
+#include "jobpact/testing/backend_contract.h"
+#include "jobpact/testing/matchers.h"
+#include "src/testing/contract/suite_anchors.h"
 
 namespace jobpact {
-namespace contract {
+namespace testing {
+
+// Links this file into every program that instantiates the suite.
+int contract_internal::QueueContractAnchor() { return 0; }
+
 namespace {
 
 using ::testing::ElementsAre;
@@ -66,15 +72,13 @@ TEST_P(QueueBackendContract, EnqueueRefusesAnEnvelopeThatCouldNotBeReadBack) {
   Envelope bad = MakeJob("job_bad");
   bad.tenant_id = "acme corp";
   Result<EnqueueResult> r = queue_->Enqueue(bad, {});
-  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status();
-  EXPECT_THAT(r.status().message(), HasSubstr("tenant_id"));
-  JOBPACT_EXPECT_CODE(queue_->Get("job_bad").status(), kNotFound);
+  EXPECT_THAT(r.status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("tenant_id")));
+  EXPECT_THAT(queue_->Get("job_bad").status(), StatusIs(StatusCode::kNotFound));
   // In a batch, one bad envelope refuses the whole batch, naming it.
   Result<std::vector<EnqueueResult>> batch =
       queue_->EnqueueBatch({MakeJob("job_b1"), bad, MakeJob("job_b3")}, {});
-  EXPECT_EQ(batch.status().code(), StatusCode::kInvalidArgument) << batch.status();
-  EXPECT_THAT(batch.status().message(), HasSubstr("tenant_id"));
-  JOBPACT_EXPECT_CODE(queue_->Get("job_b1").status(), kNotFound);
+  EXPECT_THAT(batch.status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("tenant_id")));
+  EXPECT_THAT(queue_->Get("job_b1").status(), StatusIs(StatusCode::kNotFound));
   // The queue keeps working.
   TakeOne("job_ok");
   JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, queue_->Stats());
@@ -118,12 +122,12 @@ TEST_P(QueueBackendContract, EnqueueKeepsTheWholeEnvelope) {
 TEST_P(QueueBackendContract, ReusedJobIdIsAlreadyExists) {
   Put(MakeJob("job_a"));
   Envelope again = MakeJob("job_a", "other.type");
-  JOBPACT_EXPECT_CODE(queue_->Enqueue(again, {}).status(), kAlreadyExists);
+  EXPECT_THAT(queue_->Enqueue(again, {}).status(), StatusIs(StatusCode::kAlreadyExists));
   EXPECT_EQ(MustGet("job_a").envelope.job_type, "test.job");
 }
 
 TEST_P(QueueBackendContract, GetUnknownJobIsNotFound) {
-  JOBPACT_EXPECT_CODE(queue_->Get("job_missing").status(), kNotFound);
+  EXPECT_THAT(queue_->Get("job_missing").status(), StatusIs(StatusCode::kNotFound));
 }
 
 TEST_P(QueueBackendContract, EnqueueBatchReturnsResultsInOrder) {
@@ -138,7 +142,7 @@ TEST_P(QueueBackendContract, EnqueueBatchReturnsResultsInOrder) {
   EXPECT_FALSE(rs[1].duplicate);
   EXPECT_EQ(rs[2].job_id, "job_b2");
   EXPECT_TRUE(rs[2].duplicate);
-  JOBPACT_EXPECT_CODE(queue_->Get("job_b3").status(), kNotFound);
+  EXPECT_THAT(queue_->Get("job_b3").status(), StatusIs(StatusCode::kNotFound));
   EXPECT_EQ(Ids(Take(10)), (std::vector<std::string>{"job_b1", "job_b2"}));
 }
 
@@ -240,7 +244,7 @@ TEST_P(QueueBackendContract, BatchDequeueRespectsMaxJobsAndNeverRepeats) {
 TEST_P(QueueBackendContract, DequeueRejectsMaxJobsBelowOne) {
   DequeueRequest req;
   req.max_jobs = 0;
-  JOBPACT_EXPECT_CODE(queue_->Dequeue(req).status(), kInvalidArgument);
+  EXPECT_THAT(queue_->Dequeue(req).status(), StatusIs(StatusCode::kInvalidArgument));
 }
 
 // --- Leases ---
@@ -272,7 +276,7 @@ TEST_P(QueueBackendContract, EachDeliveryGrowsEpochAndAttemptWithANewToken) {
   Put(MakeJob("job_a"));
   Delivery d1 = TakeOne("job_a");
   Completion retry = Outcome(JobStatus::kRetryScheduled, std::string(reason::kTransientError));
-  JOBPACT_ASSERT_OK(queue_->Complete(d1, retry));
+  ASSERT_THAT(queue_->Complete(d1, retry), IsOk());
   Delivery d2 = TakeOne("job_a");
   EXPECT_EQ(d2.lease.epoch, 2);
   EXPECT_EQ(d2.job.epoch, 2);
@@ -298,7 +302,7 @@ TEST_P(QueueBackendContract, RenewExtendsTheLeaseAndStoresTheCheckpoint) {
   EXPECT_EQ(renewed.token, d.lease.token);
   EXPECT_EQ(MustGet("job_a").checkpoint, "page=3");
   // An empty checkpoint keeps the last one.
-  JOBPACT_ASSERT_OK(queue_->Renew(renewed, Seconds(60), "").status());
+  ASSERT_THAT(queue_->Renew(renewed, Seconds(60), "").status(), IsOk());
   EXPECT_EQ(MustGet("job_a").checkpoint, "page=3");
   // The renewed lease is what recovery looks at: the first one (45 s) would
   // have expired by now.
@@ -309,7 +313,7 @@ TEST_P(QueueBackendContract, RenewExtendsTheLeaseAndStoresTheCheckpoint) {
   Completion retry = Outcome(JobStatus::kRetryScheduled, std::string(reason::kTransientError));
   Delivery current = d;
   current.lease = renewed;
-  JOBPACT_ASSERT_OK(queue_->Complete(current, retry));
+  ASSERT_THAT(queue_->Complete(current, retry), IsOk());
   EXPECT_EQ(TakeOne("job_a").job.checkpoint, "page=3");
 }
 
@@ -323,12 +327,14 @@ TEST_P(QueueBackendContract, StaleEpochOrWrongTokenIsAborted) {
   wrong_token.lease.token = "someone-else#1";
   wrong_token.job.lease_token = "someone-else#1";
   Completion done = Outcome(JobStatus::kSucceeded, std::string(reason::kSucceeded));
-  JOBPACT_EXPECT_CODE(queue_->Renew(old_epoch.lease, Seconds(30), "").status(), kAborted);
-  JOBPACT_EXPECT_CODE(queue_->Renew(wrong_token.lease, Seconds(30), "").status(), kAborted);
-  JOBPACT_EXPECT_CODE(queue_->Complete(old_epoch, done), kAborted);
-  JOBPACT_EXPECT_CODE(queue_->Complete(wrong_token, done), kAborted);
+  EXPECT_THAT(queue_->Renew(old_epoch.lease, Seconds(30), "").status(),
+              StatusIs(StatusCode::kAborted));
+  EXPECT_THAT(queue_->Renew(wrong_token.lease, Seconds(30), "").status(),
+              StatusIs(StatusCode::kAborted));
+  EXPECT_THAT(queue_->Complete(old_epoch, done), StatusIs(StatusCode::kAborted));
+  EXPECT_THAT(queue_->Complete(wrong_token, done), StatusIs(StatusCode::kAborted));
   EXPECT_EQ(MustGet("job_a").status, JobStatus::kRunning);
-  JOBPACT_EXPECT_OK(queue_->Complete(d, done));
+  EXPECT_THAT(queue_->Complete(d, done), IsOk());
 }
 
 TEST_P(QueueBackendContract, LeaseOfUnknownJobIsNotFound) {
@@ -338,9 +344,10 @@ TEST_P(QueueBackendContract, LeaseOfUnknownJobIsNotFound) {
   ghost.job.epoch = 1;
   ghost.job.lease_token = "w#1";
   ghost.lease = Lease{"job_ghost", "w#1", 1, Now() + Seconds(10)};
-  JOBPACT_EXPECT_CODE(queue_->Renew(ghost.lease, Seconds(10), "").status(), kNotFound);
-  JOBPACT_EXPECT_CODE(queue_->Complete(ghost, Outcome(JobStatus::kSucceeded, "succeeded")),
-                      kNotFound);
+  EXPECT_THAT(queue_->Renew(ghost.lease, Seconds(10), "").status(),
+              StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(queue_->Complete(ghost, Outcome(JobStatus::kSucceeded, "succeeded")),
+              StatusIs(StatusCode::kNotFound));
 }
 
 TEST_P(QueueBackendContract, CompletionAfterRecoveryAndRedeliveryIsFenced) {
@@ -356,23 +363,23 @@ TEST_P(QueueBackendContract, CompletionAfterRecoveryAndRedeliveryIsFenced) {
   Completion done = Outcome(JobStatus::kSucceeded, std::string(reason::kSucceeded));
   done.result = "from the lost worker";
   // Requeued, not yet redelivered: the old lease is already stale.
-  JOBPACT_EXPECT_CODE(queue_->Complete(lost, done), kAborted);
-  JOBPACT_EXPECT_CODE(queue_->Renew(lost.lease, Seconds(30), "").status(), kAborted);
+  EXPECT_THAT(queue_->Complete(lost, done), StatusIs(StatusCode::kAborted));
+  EXPECT_THAT(queue_->Renew(lost.lease, Seconds(30), "").status(), StatusIs(StatusCode::kAborted));
   Delivery next = TakeOne("job_a", "worker-next");
   EXPECT_EQ(next.lease.epoch, 2);
   EXPECT_EQ(next.job.envelope.attempt, 2);
   // Redelivered to another worker: the old one still cannot write.
-  JOBPACT_EXPECT_CODE(queue_->Complete(lost, done), kAborted);
-  JOBPACT_EXPECT_CODE(queue_->Renew(lost.lease, Seconds(30), "").status(), kAborted);
+  EXPECT_THAT(queue_->Complete(lost, done), StatusIs(StatusCode::kAborted));
+  EXPECT_THAT(queue_->Renew(lost.lease, Seconds(30), "").status(), StatusIs(StatusCode::kAborted));
   Completion mine = Outcome(JobStatus::kSucceeded, std::string(reason::kSucceeded));
   mine.result = "from the successor";
-  JOBPACT_ASSERT_OK(queue_->Complete(next, mine));
+  ASSERT_THAT(queue_->Complete(next, mine), IsOk());
   JobRecord rec = MustGet("job_a");
   EXPECT_EQ(rec.status, JobStatus::kSucceeded);
   EXPECT_EQ(rec.result, "from the successor");
   // And after the successor finished, the old lease still cannot overwrite.
-  JOBPACT_EXPECT_CODE(queue_->Complete(lost, done), kAborted);
-  JOBPACT_EXPECT_CODE(queue_->Complete(next, done), kAborted);
+  EXPECT_THAT(queue_->Complete(lost, done), StatusIs(StatusCode::kAborted));
+  EXPECT_THAT(queue_->Complete(next, done), StatusIs(StatusCode::kAborted));
   EXPECT_EQ(MustGet("job_a").result, "from the successor");
 }
 
@@ -380,7 +387,7 @@ TEST_P(QueueBackendContract, ExpiredButUnrecoveredLeaseStillCompletes) {
   Put(MakeJob("job_a"));
   Delivery d = TakeOne("job_a");
   Advance(Seconds(100));
-  JOBPACT_EXPECT_OK(queue_->Complete(d, Outcome(JobStatus::kSucceeded, "succeeded")));
+  EXPECT_THAT(queue_->Complete(d, Outcome(JobStatus::kSucceeded, "succeeded")), IsOk());
   EXPECT_EQ(MustGet("job_a").status, JobStatus::kSucceeded);
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<LeaseRecovery> n, queue_->RecoverExpiredLeases(3));
   EXPECT_TRUE(n.empty());
@@ -497,7 +504,7 @@ TEST_P(QueueBackendContract, CompleteSucceededStoresTheResult) {
   Advance(Seconds(3));
   Completion c = Outcome(JobStatus::kSucceeded, std::string(reason::kSucceeded));
   c.result = R"({"invoice":"inv_1"})";
-  JOBPACT_ASSERT_OK(queue_->Complete(d, c));
+  ASSERT_THAT(queue_->Complete(d, c), IsOk());
   JobRecord rec = MustGet("job_a");
   EXPECT_EQ(rec.status, JobStatus::kSucceeded);
   EXPECT_EQ(rec.result, R"({"invoice":"inv_1"})");
@@ -518,7 +525,7 @@ TEST_P(QueueBackendContract, CompleteRetryScheduledKeepsReadyAtAndDelay) {
   c.delay = Seconds(5);
   c.failure = Failure{FailureClass::kTransient, "http_503", "upstream unavailable"};
   c.checkpoint = "step=2";
-  JOBPACT_ASSERT_OK(queue_->Complete(d, c));
+  ASSERT_THAT(queue_->Complete(d, c), IsOk());
   JobRecord rec = MustGet("job_a");
   EXPECT_EQ(rec.status, JobStatus::kRetryScheduled);
   EXPECT_EQ(rec.ready_at, Now() + Seconds(5));
@@ -546,7 +553,7 @@ TEST_P(QueueBackendContract, RequeueWithoutSpendingAnAttemptGivesItBack) {
   c.spend_attempt = false;
   c.lock_wait = true;
   c.ready_at = Now() + Millis(300);
-  JOBPACT_ASSERT_OK(queue_->Complete(d, c));
+  ASSERT_THAT(queue_->Complete(d, c), IsOk());
   JobRecord rec = MustGet("job_a");
   EXPECT_EQ(rec.status, JobStatus::kQueued);
   EXPECT_EQ(rec.envelope.attempt, 0);
@@ -561,7 +568,7 @@ TEST_P(QueueBackendContract, RequeueWithoutSpendingAnAttemptGivesItBack) {
   // A snooze (no lock wait) does not count as a lock wait.
   Completion snooze = Outcome(JobStatus::kQueued, std::string(reason::kSnoozed));
   snooze.spend_attempt = false;
-  JOBPACT_ASSERT_OK(queue_->Complete(again, snooze));
+  ASSERT_THAT(queue_->Complete(again, snooze), IsOk());
   rec = MustGet("job_a");
   EXPECT_EQ(rec.lock_waits, 1);
   EXPECT_EQ(rec.envelope.attempt, 0);
@@ -573,7 +580,7 @@ TEST_P(QueueBackendContract, CompleteFailedIsFinal) {
   Delivery d = TakeOne("job_a");
   Completion c = Outcome(JobStatus::kFailed, std::string(reason::kPermanentError));
   c.failure = Failure{FailureClass::kPermanent, "bad_input", "order ord_987 does not exist"};
-  JOBPACT_ASSERT_OK(queue_->Complete(d, c));
+  ASSERT_THAT(queue_->Complete(d, c), IsOk());
   JobRecord rec = MustGet("job_a");
   EXPECT_EQ(rec.status, JobStatus::kFailed);
   EXPECT_EQ(rec.reason, reason::kPermanentError);
@@ -581,10 +588,10 @@ TEST_P(QueueBackendContract, CompleteFailedIsFinal) {
   ASSERT_TRUE(rec.last_failure.has_value());
   EXPECT_EQ(rec.last_failure->code, "bad_input");
   // Not in the DLQ, never delivered again, and the lease is spent.
-  JOBPACT_EXPECT_CODE(queue_->GetDeadLetter("job_a").status(), kNotFound);
+  EXPECT_THAT(queue_->GetDeadLetter("job_a").status(), StatusIs(StatusCode::kNotFound));
   EXPECT_THAT(Take(10), IsEmpty());
-  JOBPACT_EXPECT_CODE(queue_->Complete(d, Outcome(JobStatus::kSucceeded, "succeeded")),
-                      kAborted);
+  EXPECT_THAT(queue_->Complete(d, Outcome(JobStatus::kSucceeded, "succeeded")),
+              StatusIs(StatusCode::kAborted));
 }
 
 TEST_P(QueueBackendContract, CompleteDeadLetteredKeepsTheFailure) {
@@ -596,7 +603,7 @@ TEST_P(QueueBackendContract, CompleteDeadLetteredKeepsTheFailure) {
   Advance(Seconds(7));
   Completion c = Outcome(JobStatus::kDeadLettered, std::string(reason::kMaxAttemptsExceeded));
   c.failure = Failure{FailureClass::kTransient, "http_503", "gave up"};
-  JOBPACT_ASSERT_OK(queue_->Complete(d, c));
+  ASSERT_THAT(queue_->Complete(d, c), IsOk());
   JobRecord rec = MustGet("job_a");
   EXPECT_EQ(rec.status, JobStatus::kDeadLettered);
   EXPECT_EQ(rec.finished_at, Now());
@@ -622,25 +629,25 @@ TEST_P(QueueBackendContract, CompleteDeadLetteredKeepsTheFailure) {
 TEST_P(QueueBackendContract, CompleteDiscardedIsFinal) {
   Put(MakeJob("job_a"));
   Delivery d = TakeOne("job_a");
-  JOBPACT_ASSERT_OK(
-      queue_->Complete(d, Outcome(JobStatus::kDiscarded, std::string(reason::kExpired))));
+  ASSERT_THAT(queue_->Complete(d, Outcome(JobStatus::kDiscarded, std::string(reason::kExpired))),
+              IsOk());
   JobRecord rec = MustGet("job_a");
   EXPECT_EQ(rec.status, JobStatus::kDiscarded);
   EXPECT_EQ(rec.reason, reason::kExpired);
   EXPECT_EQ(rec.finished_at, Now());
-  JOBPACT_EXPECT_CODE(queue_->GetDeadLetter("job_a").status(), kNotFound);
+  EXPECT_THAT(queue_->GetDeadLetter("job_a").status(), StatusIs(StatusCode::kNotFound));
 }
 
 TEST_P(QueueBackendContract, IllegalTransitionIsRefusedAndChangesNothing) {
   Put(MakeJob("job_a"));
   Delivery d = TakeOne("job_a");
-  JOBPACT_EXPECT_CODE(queue_->Complete(d, Outcome(JobStatus::kRunning, "again")),
-                      kFailedPrecondition);
+  EXPECT_THAT(queue_->Complete(d, Outcome(JobStatus::kRunning, "again")),
+              StatusIs(StatusCode::kFailedPrecondition));
   JobRecord rec = MustGet("job_a");
   EXPECT_EQ(rec.status, JobStatus::kRunning);
   EXPECT_EQ(rec.history.size(), 2u);
   // The lease is still good for a legal outcome.
-  JOBPACT_EXPECT_OK(queue_->Complete(d, Outcome(JobStatus::kSucceeded, "succeeded")));
+  EXPECT_THAT(queue_->Complete(d, Outcome(JobStatus::kSucceeded, "succeeded")), IsOk());
 }
 
 TEST_P(QueueBackendContract, TransactionalEffectCommitsWithTheCompletion) {
@@ -654,7 +661,7 @@ TEST_P(QueueBackendContract, TransactionalEffectCommitsWithTheCompletion) {
   };
   Status s = queue_->Complete(d, failing);
   if (s.code() == StatusCode::kUnimplemented) GTEST_SKIP() << "no transactional completion";
-  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s, StatusIs(StatusCode::kUnavailable));
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(MustGet("job_a").status, JobStatus::kRunning);  // Nothing was written.
   Completion ok = Outcome(JobStatus::kSucceeded, "succeeded");
@@ -662,7 +669,7 @@ TEST_P(QueueBackendContract, TransactionalEffectCommitsWithTheCompletion) {
     ++calls;
     return Status::Ok();
   };
-  JOBPACT_ASSERT_OK(queue_->Complete(d, ok));
+  ASSERT_THAT(queue_->Complete(d, ok), IsOk());
   EXPECT_EQ(calls, 2);
   EXPECT_EQ(MustGet("job_a").status, JobStatus::kSucceeded);
 }
@@ -677,11 +684,11 @@ TEST_P(QueueBackendContract, HistoryRecordsEveryTransitionWithTimeAndReason) {
   Advance(Seconds(1));
   Completion retry = Outcome(JobStatus::kRetryScheduled, std::string(reason::kTimeout));
   retry.ready_at = Now() + Seconds(2);
-  JOBPACT_ASSERT_OK(queue_->Complete(d1, retry));
+  ASSERT_THAT(queue_->Complete(d1, retry), IsOk());
   Advance(Seconds(2));
   Delivery d2 = TakeOne("job_a");
   Advance(Seconds(1));
-  JOBPACT_ASSERT_OK(queue_->Complete(d2, Outcome(JobStatus::kSucceeded, "succeeded")));
+  ASSERT_THAT(queue_->Complete(d2, Outcome(JobStatus::kSucceeded, "succeeded")), IsOk());
   std::vector<Transition> h = MustGet("job_a").history;
   ASSERT_EQ(h.size(), 5u);
   auto expect = [&h](std::size_t i, JobStatus from, JobStatus to, TimePoint at, std::string_view why) {
@@ -705,7 +712,7 @@ TEST_P(QueueBackendContract, HistoryIsBoundedToTheMostRecentEntries) {
     Advance(Seconds(1));
     Completion snooze = Outcome(JobStatus::kQueued, "snooze_" + std::to_string(i));
     snooze.spend_attempt = false;
-    JOBPACT_ASSERT_OK(queue_->Complete(d, snooze));
+    ASSERT_THAT(queue_->Complete(d, snooze), IsOk());
   }
   std::vector<Transition> h = MustGet("job_a").history;
   ASSERT_EQ(h.size(), kMaxHistory);
@@ -722,7 +729,7 @@ TEST_P(QueueBackendContract, DuplicateWithinTheWindowReturnsTheExistingJob) {
   opts.dedup_window = std::chrono::minutes(5);
   Envelope first = MakeJob("job_1");
   first.dedup_key = "invoice.generate:ord_987";
-  JOBPACT_ASSERT_OK(queue_->Enqueue(first, opts).status());
+  ASSERT_THAT(queue_->Enqueue(first, opts).status(), IsOk());
   Advance(std::chrono::minutes(4));
   Envelope second = MakeJob("job_2");
   second.dedup_key = "invoice.generate:ord_987";
@@ -730,13 +737,13 @@ TEST_P(QueueBackendContract, DuplicateWithinTheWindowReturnsTheExistingJob) {
   EXPECT_TRUE(r.duplicate);
   EXPECT_EQ(r.job_id, "job_1");
   EXPECT_EQ(r.status, JobStatus::kQueued);
-  JOBPACT_EXPECT_CODE(queue_->Get("job_2").status(), kNotFound);
+  EXPECT_THAT(queue_->Get("job_2").status(), StatusIs(StatusCode::kNotFound));
   // A running or succeeded job within the window is still the duplicate.
   Delivery d = TakeOne("job_1");
   JOBPACT_ASSERT_OK_AND_ASSIGN(EnqueueResult r2, queue_->Enqueue(second, opts));
   EXPECT_TRUE(r2.duplicate);
   EXPECT_EQ(r2.status, JobStatus::kRunning);
-  JOBPACT_ASSERT_OK(queue_->Complete(d, Outcome(JobStatus::kSucceeded, "succeeded")));
+  ASSERT_THAT(queue_->Complete(d, Outcome(JobStatus::kSucceeded, "succeeded")), IsOk());
   JOBPACT_ASSERT_OK_AND_ASSIGN(EnqueueResult r3, queue_->Enqueue(second, opts));
   EXPECT_TRUE(r3.duplicate);
   EXPECT_EQ(r3.status, JobStatus::kSucceeded);
@@ -767,7 +774,7 @@ TEST_P(QueueBackendContract, ZeroWindowDisablesEnqueueDedup) {
   a.dedup_key = "k";
   Envelope b = MakeJob("job_2");
   b.dedup_key = "k";
-  JOBPACT_ASSERT_OK(queue_->Enqueue(a, opts).status());
+  ASSERT_THAT(queue_->Enqueue(a, opts).status(), IsOk());
   JOBPACT_ASSERT_OK_AND_ASSIGN(EnqueueResult r, queue_->Enqueue(b, opts));
   EXPECT_FALSE(r.duplicate);
 }
@@ -786,7 +793,7 @@ TEST_P(QueueBackendContract, DedupIgnoresJobsThatEndedWithoutEffect) {
     first.dedup_key = key;
     Put(first);
     Delivery d = TakeOne(first.job_id);
-    JOBPACT_ASSERT_OK(queue_->Complete(d, Outcome(c.end, c.reason)));
+    ASSERT_THAT(queue_->Complete(d, Outcome(c.end, c.reason)), IsOk());
     Envelope second = MakeJob("job_second_" + std::to_string(n));
     second.dedup_key = key;
     JOBPACT_ASSERT_OK_AND_ASSIGN(EnqueueResult r, queue_->Enqueue(second, {}));
@@ -804,8 +811,8 @@ TEST_P(QueueBackendContract, FindDuplicateSeesRunningOrRecentlySucceededJobs) {
   j1.dedup_key = "k";
   Envelope j2 = MakeJob("job_2");
   j2.dedup_key = "k";
-  JOBPACT_ASSERT_OK(queue_->Enqueue(j1, no_dedup).status());
-  JOBPACT_ASSERT_OK(queue_->Enqueue(j2, no_dedup).status());
+  ASSERT_THAT(queue_->Enqueue(j1, no_dedup).status(), IsOk());
+  ASSERT_THAT(queue_->Enqueue(j2, no_dedup).status(), IsOk());
   const TimePoint t0 = Now();
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<std::string> none,
                                queue_->FindDuplicate("k", "job_2", t0));
@@ -819,7 +826,7 @@ TEST_P(QueueBackendContract, FindDuplicateSeesRunningOrRecentlySucceededJobs) {
   EXPECT_FALSE(self.has_value());  // Never itself; job_2 is only queued.
   Advance(Seconds(10));
   const TimePoint t1 = Now();
-  JOBPACT_ASSERT_OK(queue_->Complete(d1, Outcome(JobStatus::kSucceeded, "succeeded")));
+  ASSERT_THAT(queue_->Complete(d1, Outcome(JobStatus::kSucceeded, "succeeded")), IsOk());
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<std::string> recent,
                                queue_->FindDuplicate("k", "job_2", t1));
   EXPECT_EQ(recent, std::optional<std::string>("job_1"));
@@ -837,13 +844,13 @@ TEST_P(QueueBackendContract, FindDuplicateIgnoresFailedAndDeadLetteredJobs) {
   for (const char* id : {"job_1", "job_2", "job_3"}) {
     Envelope e = MakeJob(id);
     e.dedup_key = "k";
-    JOBPACT_ASSERT_OK(queue_->Enqueue(e, no_dedup).status());
+    ASSERT_THAT(queue_->Enqueue(e, no_dedup).status(), IsOk());
   }
   const TimePoint t0 = Now();
   Delivery d1 = TakeOne("job_1");
   Delivery d2 = TakeOne("job_2");
-  JOBPACT_ASSERT_OK(queue_->Complete(d1, Outcome(JobStatus::kFailed, "permanent_error")));
-  JOBPACT_ASSERT_OK(queue_->Complete(d2, Outcome(JobStatus::kDeadLettered, "permanent_error")));
+  ASSERT_THAT(queue_->Complete(d1, Outcome(JobStatus::kFailed, "permanent_error")), IsOk());
+  ASSERT_THAT(queue_->Complete(d2, Outcome(JobStatus::kDeadLettered, "permanent_error")), IsOk());
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<std::string> dup,
                                queue_->FindDuplicate("k", "job_3", t0));
   EXPECT_FALSE(dup.has_value());
@@ -858,25 +865,32 @@ TEST_P(QueueBackendContract, PurgeFinishedRemovesOnlyOldFinalJobs) {
     Put(MakeJob(id));
   }
   Put(MakeJob("job_queued", "t", -1));
-  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_1ok"), Outcome(JobStatus::kSucceeded, "succeeded")));
+  ASSERT_THAT(queue_->Complete(TakeOne("job_1ok"), Outcome(JobStatus::kSucceeded, "succeeded")),
+              IsOk());
   Advance(std::chrono::hours(1));
-  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_2failed"), Outcome(JobStatus::kFailed, "permanent_error")));
-  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_3discarded"), Outcome(JobStatus::kDiscarded, "expired")));
-  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_4dlq"), Outcome(JobStatus::kDeadLettered, "permanent_error")));
+  ASSERT_THAT(
+      queue_->Complete(TakeOne("job_2failed"), Outcome(JobStatus::kFailed, "permanent_error")),
+      IsOk());
+  ASSERT_THAT(
+      queue_->Complete(TakeOne("job_3discarded"), Outcome(JobStatus::kDiscarded, "expired")),
+      IsOk());
+  ASSERT_THAT(
+      queue_->Complete(TakeOne("job_4dlq"), Outcome(JobStatus::kDeadLettered, "permanent_error")),
+      IsOk());
   TakeOne("job_5running");
   Completion retry = Outcome(JobStatus::kRetryScheduled, "transient_error");
   retry.ready_at = Now() + std::chrono::hours(100);
-  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_6retry"), retry));
+  ASSERT_THAT(queue_->Complete(TakeOne("job_6retry"), retry), IsOk());
 
   JOBPACT_ASSERT_OK_AND_ASSIGN(int first, queue_->PurgeFinished(t0 + std::chrono::minutes(30)));
   EXPECT_EQ(first, 1);
-  JOBPACT_EXPECT_CODE(queue_->Get("job_1ok").status(), kNotFound);
+  EXPECT_THAT(queue_->Get("job_1ok").status(), StatusIs(StatusCode::kNotFound));
   EXPECT_EQ(MustGet("job_2failed").status, JobStatus::kFailed);
 
   JOBPACT_ASSERT_OK_AND_ASSIGN(int rest, queue_->PurgeFinished(Now() + std::chrono::hours(1000)));
   EXPECT_EQ(rest, 2);  // failed and discarded; never queued, running, retrying or DLQ jobs.
-  JOBPACT_EXPECT_CODE(queue_->Get("job_2failed").status(), kNotFound);
-  JOBPACT_EXPECT_CODE(queue_->Get("job_3discarded").status(), kNotFound);
+  EXPECT_THAT(queue_->Get("job_2failed").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(queue_->Get("job_3discarded").status(), StatusIs(StatusCode::kNotFound));
   EXPECT_EQ(MustGet("job_4dlq").status, JobStatus::kDeadLettered);
   EXPECT_EQ(MustGet("job_5running").status, JobStatus::kRunning);
   EXPECT_EQ(MustGet("job_6retry").status, JobStatus::kRetryScheduled);
@@ -887,7 +901,8 @@ TEST_P(QueueBackendContract, PurgedJobNoLongerCountsForDedup) {
   Envelope a = MakeJob("job_1");
   a.dedup_key = "k";
   Put(a);
-  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_1"), Outcome(JobStatus::kSucceeded, "succeeded")));
+  ASSERT_THAT(queue_->Complete(TakeOne("job_1"), Outcome(JobStatus::kSucceeded, "succeeded")),
+              IsOk());
   JOBPACT_ASSERT_OK_AND_ASSIGN(int n, queue_->PurgeFinished(Now() + Seconds(1)));
   EXPECT_EQ(n, 1);
   Envelope b = MakeJob("job_2");
@@ -913,10 +928,12 @@ TEST_P(QueueBackendContract, StatsReportDepthAgeRunningStatusesAndDlq) {
   Put(MakeJob("job_b2", "t", 0, "q2"));
   Put(MakeJob("job_c1", "t", 0, "q3"));
   TakeOne("job_b1", "w", {"q2"});
-  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_b2", "w", {"q2"}),
-                                     Outcome(JobStatus::kDeadLettered, "permanent_error")));
-  JOBPACT_ASSERT_OK(queue_->Complete(TakeOne("job_c1", "w", {"q3"}),
-                                     Outcome(JobStatus::kSucceeded, "succeeded")));
+  ASSERT_THAT(queue_->Complete(TakeOne("job_b2", "w", {"q2"}),
+                               Outcome(JobStatus::kDeadLettered, "permanent_error")),
+              IsOk());
+  ASSERT_THAT(
+      queue_->Complete(TakeOne("job_c1", "w", {"q3"}), Outcome(JobStatus::kSucceeded, "succeeded")),
+      IsOk());
   Advance(Seconds(5));
 
   JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, queue_->Stats());
@@ -947,5 +964,5 @@ TEST_P(QueueBackendContract, StatsOldestAgeStartsWhenAScheduledJobBecomesReady) 
 }
 
 }  // namespace
-}  // namespace contract
+}  // namespace testing
 }  // namespace jobpact

@@ -1,0 +1,247 @@
+// MapQueueBackend: the storage primitives of jobpact::StoreBackend over one
+// std::map. Every change of a record is the engine's (jobpact/transitions.h);
+// this file only finds, stores and counts records.
+#include "map_queue_backend.h"
+
+#include <algorithm>
+#include <exception>
+#include <tuple>
+#include <utility>
+
+namespace example {
+namespace {
+
+using jobpact::JobChange;
+using jobpact::JobPlacement;
+using jobpact::JobRecord;
+using jobpact::JobStatus;
+using jobpact::Result;
+using jobpact::Status;
+using jobpact::TimePoint;
+
+// Stores `change` over `stored`: the engine's record, after the history the
+// store has, keeping the stored checkpoint if the change carries none.
+void Apply(JobRecord& stored, JobChange&& change) {
+  std::vector<jobpact::Transition> history = std::move(stored.history);
+  std::string checkpoint = std::move(stored.checkpoint);
+  stored = std::move(change.record);
+  if (stored.checkpoint.empty()) stored.checkpoint = std::move(checkpoint);
+  jobpact::AppendHistory(history, change.append);
+  stored.history = std::move(history);
+}
+
+// An enqueue dedup match ignores jobs that ended without doing the work.
+bool EndedWithoutEffect(JobStatus s) {
+  return s == JobStatus::kDiscarded || s == JobStatus::kFailed || s == JobStatus::kDeadLettered;
+}
+
+}  // namespace
+
+Result<std::vector<jobpact::EnqueueResult>> MapQueueBackend::InsertJobs(
+    std::vector<JobChange>& jobs, const jobpact::EnqueueOptions& options, TimePoint now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const JobChange& c : jobs) {  // All or nothing: check every id first.
+    if (jobs_.count(c.record.envelope.job_id) != 0) {
+      return Status::AlreadyExists("job id already in use: " + c.record.envelope.job_id);
+    }
+  }
+  std::vector<jobpact::EnqueueResult> out;
+  for (JobChange& c : jobs) {
+    const std::string& key = c.record.envelope.dedup_key;
+    const JobRecord* dup = nullptr;  // The newest match within the window.
+    for (const auto& [id, r] : jobs_) {
+      if (!key.empty() && r.envelope.dedup_key == key &&
+          now - r.enqueued_at < options.dedup_window && !EndedWithoutEffect(r.status) &&
+          (dup == nullptr || r.enqueued_at >= dup->enqueued_at)) {
+        dup = &r;
+      }
+    }
+    if (dup != nullptr) {
+      out.push_back({dup->envelope.job_id, true, dup->status});
+      continue;
+    }
+    JobRecord& stored = jobs_[c.record.envelope.job_id];
+    Apply(stored, std::move(c));
+    if (!stored.envelope.queue.empty()) queues_.insert(stored.envelope.queue);
+    out.push_back({stored.envelope.job_id, false, stored.status});
+  }
+  return out;
+}
+
+std::vector<Status> MapQueueBackend::WriteJobs(std::vector<jobpact::JobWrite>& writes) {
+  std::vector<Status> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (jobpact::JobWrite& w : writes) out.push_back(WriteLocked(w));
+  return out;
+}
+
+Status MapQueueBackend::WriteLocked(jobpact::JobWrite& w) {
+  const std::string& id = w.change.record.envelope.job_id;
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return Status::NotFound("no job " + id);
+  const jobpact::WriteCondition& expect = w.change.expect;
+  if (it->second.status != expect.status || it->second.epoch != expect.epoch ||
+      it->second.lease_token != expect.lease_token) {
+    return Status::Aborted("stale: job " + id + " changed since epoch " +
+                           std::to_string(expect.epoch));
+  }
+  if (w.effect != nullptr) {  // Under mu_: the effect and the write are one step.
+    Status s;
+    try {
+      s = (*w.effect)(nullptr);
+    } catch (const std::exception& e) {
+      s = Status::Internal(std::string("transactional_effect threw: ") + e.what());
+    }
+    if (!s.ok()) return s;
+  }
+  Apply(it->second, std::move(w.change));
+  return Status::Ok();
+}
+
+Result<std::vector<jobpact::Delivery>> MapQueueBackend::LeaseJobs(
+    const jobpact::DequeueRequest& request, TimePoint now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<JobRecord*> ready;
+  for (auto& [id, r] : jobs_) {
+    const auto& qs = request.queues;
+    if (jobpact::PlacementOf(r, now) == JobPlacement::kReady &&
+        (qs.empty() || std::find(qs.begin(), qs.end(), r.envelope.queue) != qs.end())) {
+      ready.push_back(&r);
+    }
+  }
+  auto order = [](const JobRecord* r) {  // Priority first, then oldest, then id.
+    return std::make_tuple(-r->envelope.priority, r->ready_at,
+                           std::string_view(r->envelope.job_id));
+  };
+  std::sort(ready.begin(), ready.end(),
+            [&](const JobRecord* a, const JobRecord* b) { return order(a) < order(b); });
+  if (ready.size() > static_cast<std::size_t>(request.max_jobs)) ready.resize(request.max_jobs);
+  std::vector<jobpact::Delivery> out;
+  for (JobRecord* r : ready) {
+    std::string token = request.worker_id + "#" + std::to_string(++deliveries_);
+    JOBPACT_ASSIGN_OR_RETURN(JobChange c, jobpact::engine::Deliver(*r, std::move(token), now));
+    Apply(*r, std::move(c));
+    out.push_back({*r, {r->envelope.job_id, r->lease_token, r->epoch, r->lease_expires_at}});
+  }
+  return out;
+}
+
+Result<jobpact::Lease> MapQueueBackend::RenewLease(const jobpact::Lease& lease,
+                                                   TimePoint expires_at,
+                                                   std::string_view checkpoint, TimePoint now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(lease.job_id);
+  if (it == jobs_.end()) return Status::NotFound("no job " + lease.job_id);
+  JOBPACT_ASSIGN_OR_RETURN(
+      JobChange c, jobpact::engine::Renew(it->second, lease, expires_at - now, checkpoint, now));
+  Apply(it->second, std::move(c));
+  const JobRecord& r = it->second;
+  return jobpact::Lease{lease.job_id, r.lease_token, r.epoch, r.lease_expires_at};
+}
+
+Result<std::vector<JobChange>> MapQueueBackend::RecoverJobs(int max_recoveries, TimePoint now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<JobRecord*> expired;
+  for (auto& [id, r] : jobs_) {
+    if (r.status == JobStatus::kRunning && r.lease_expires_at <= now) expired.push_back(&r);
+  }
+  std::sort(expired.begin(), expired.end(), [](const JobRecord* a, const JobRecord* b) {
+    return std::tie(a->lease_expires_at, a->envelope.job_id) <
+           std::tie(b->lease_expires_at, b->envelope.job_id);
+  });
+  std::vector<JobChange> out;
+  for (JobRecord* r : expired) {
+    JOBPACT_ASSIGN_OR_RETURN(JobChange c, jobpact::engine::RecoverLease(*r, max_recoveries, now));
+    out.push_back(c);
+    Apply(*r, std::move(c));
+  }
+  return out;
+}
+
+Result<std::optional<JobRecord>> MapQueueBackend::LoadJob(std::string_view job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return std::optional<JobRecord>();
+  return std::optional<JobRecord>(it->second);
+}
+
+Result<std::vector<JobRecord>> MapQueueBackend::QueryJobs(const jobpact::JobQuery& q) {
+  std::vector<JobRecord> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, r] : jobs_) {  // In id order.
+    if ((q.status && r.status != *q.status) || (q.job_type && r.envelope.job_type != *q.job_type) ||
+        (q.queue && r.envelope.queue != *q.queue) || (q.reason && r.reason != *q.reason) ||
+        (q.failure_class &&
+         (!r.last_failure || r.last_failure->failure_class != *q.failure_class))) {
+      continue;
+    }
+    if ((q.finished_after || q.finished_before) &&
+        (!r.finished_at || (q.finished_after && *r.finished_at < *q.finished_after) ||
+         (q.finished_before && *r.finished_at >= *q.finished_before))) {
+      continue;
+    }
+    out.push_back(r);
+  }
+  if (q.by_finished_at) {
+    std::stable_sort(out.begin(), out.end(), [](const JobRecord& a, const JobRecord& b) {
+      return a.finished_at < b.finished_at;
+    });
+  }
+  if (out.size() > q.limit) out.resize(q.limit);
+  return out;
+}
+
+Result<std::optional<std::string>> MapQueueBackend::FindDuplicateJob(std::string_view dedup_key,
+                                                                     std::string_view self_job_id,
+                                                                     TimePoint since) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const JobRecord* oldest = nullptr;
+  for (const auto& [id, r] : jobs_) {
+    const bool live = r.status == JobStatus::kRunning ||
+                      (r.status == JobStatus::kSucceeded && r.finished_at >= since);
+    if (r.envelope.dedup_key == dedup_key && id != self_job_id && live &&
+        (oldest == nullptr || r.enqueued_at < oldest->enqueued_at)) {
+      oldest = &r;
+    }
+  }
+  if (oldest == nullptr) return std::optional<std::string>();
+  return std::optional<std::string>(oldest->envelope.job_id);
+}
+
+Result<int> MapQueueBackend::DeleteJobs(JobPlacement placement, TimePoint older_than) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int deleted = 0;
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    const JobRecord& r = it->second;
+    if (jobpact::PlacementOf(r, older_than) == placement &&
+        r.finished_at.value_or(r.updated_at) < older_than) {
+      it = jobs_.erase(it);
+      ++deleted;
+    } else {
+      ++it;
+    }
+  }
+  return deleted;
+}
+
+Result<jobpact::QueueStats> MapQueueBackend::ReadStats(TimePoint now) {
+  jobpact::QueueStats stats;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::string& q : queues_) stats.queues[q];
+  for (JobStatus s : jobpact::kAllJobStatuses) stats.by_status[s] = 0;
+  for (const auto& [id, r] : jobs_) {
+    ++stats.by_status[r.status];
+    const JobPlacement p = jobpact::PlacementOf(r, now);
+    if (p == JobPlacement::kDeadLettered) ++stats.dead_letters;
+    if (r.envelope.queue.empty()) continue;  // Quarantined input has no queue.
+    jobpact::QueueStats::PerQueue& pq = stats.queues[r.envelope.queue];
+    if (p == JobPlacement::kReady || p == JobPlacement::kScheduled) ++pq.depth;
+    if (p == JobPlacement::kLeased) ++pq.running;
+    if (p == JobPlacement::kReady && now > r.ready_at) {
+      pq.oldest_ready_age = std::max(pq.oldest_ready_age, now - r.ready_at);
+    }
+  }
+  return stats;
+}
+
+}  // namespace example
