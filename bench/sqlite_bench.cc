@@ -194,11 +194,11 @@ void RunnerDrain(benchmark::State& state, bool full_contract) {
       return state.SkipWithError("setup failed");
     }
     JobRunnerOptions o;
-    o.queue = db.get()->queue();
-    if (full_contract) {
-      o.locks = db.get()->locks();
-      o.idempotency = db.get()->idempotency();
-    }
+    // The whole bundle in both variants: a SQLite queue needs its own
+    // locks and idempotency store (JobRunner::Create refuses in-memory
+    // ones); jobs without keys (!full_contract) touch them only through the
+    // maintenance pass's purge of expired claims.
+    o.backend = db.get()->bundle();
     o.workers = 2;
     o.dequeue_batch = static_cast<int>(state.range(1));
     o.log_level = LogLevel::kWarn;

@@ -37,6 +37,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "jobpact/backend.h"
 #include "jobpact/failure.h"
 #include "jobpact/in_memory.h"
 #include "jobpact/job_runner.h"
@@ -136,14 +137,14 @@ int main(int argc, char** argv) {
   auto clock = jobpact::SystemClock::Default();
   auto metrics = std::make_shared<jobpact::InMemoryMetricsSink>();
   jobpact::JobRunnerOptions ro;
-  std::shared_ptr<jobpact::QueueBackend> queue;
 #ifdef JOBPACT_DEMO_WITH_SQLITE
   std::shared_ptr<jobpact::sqlite::SqliteBackend> db;
 #endif
+  // The queue, locks and idempotency store always come as one bundle, from
+  // one place: a SQLite queue with in-memory locks would lock nothing
+  // across processes (JobRunner::Create refuses it).
   if (opt.sqlite_path.empty()) {
-    queue = std::make_shared<jobpact::InMemoryQueueBackend>(clock);
-    ro.locks = std::make_shared<jobpact::InMemoryLockStore>(clock);
-    ro.idempotency = std::make_shared<jobpact::InMemoryIdempotencyStore>(clock);
+    ro.backend = jobpact::InMemoryBackend(clock);
   } else {
 #ifdef JOBPACT_DEMO_WITH_SQLITE
     jobpact::sqlite::SqliteOptions so;
@@ -170,16 +171,17 @@ int main(int argc, char** argv) {
                    made.ToString().c_str());
       return 1;
     }
-    queue = db->queue();
-    ro.locks = db->locks();
-    ro.idempotency = db->idempotency();
+    // The SqliteBackend itself is kept for RunInTransaction above; a
+    // service that needs only the stores would call
+    // jobpact::OpenBackend("sqlite:///path/jobs.db?adopt_existing_database=1").
+    ro.backend = db->bundle();
 #else
     std::fprintf(stderr, "this demo was built without the SQLite backend "
                          "(configure with -DJOBPACT_WITH_SQLITE=ON)\n");
     return 2;
 #endif
   }
-  ro.queue = queue;
+  const std::shared_ptr<jobpact::QueueBackend> queue = ro.backend.queue;
   ro.metrics = metrics;
   ro.clock = clock;
   ro.workers = opt.workers;

@@ -11,6 +11,9 @@
 //   opts.locks = std::make_shared<jobpact::InMemoryLockStore>(clock);
 //   opts.idempotency = std::make_shared<jobpact::InMemoryIdempotencyStore>(clock);
 //   opts.metrics = std::make_shared<jobpact::InMemoryMetricsSink>();
+//
+// The first three in one call: opts.backend = jobpact::InMemoryBackend(clock)
+// (jobpact/backend.h).
 #ifndef JOBPACT_IN_MEMORY_H_
 #define JOBPACT_IN_MEMORY_H_
 

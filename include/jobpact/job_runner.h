@@ -9,7 +9,7 @@
 //
 // Example (a service):
 //   jobpact::JobRunnerOptions opts;
-//   opts.queue = std::make_shared<jobpact::InMemoryQueueBackend>(clock);
+//   opts.backend = jobpact::InMemoryBackend(clock);  // or OpenBackend("sqlite:///...")
 //   auto runner = jobpact::JobRunner::Create(opts).value();
 //   runner->Handle("invoice.generate", [](jobpact::JobContext& ctx) -> jobpact::Status {
 //     // ctx.payload() is the JSON payload; throw or return a Status to fail.
@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "jobpact/backend.h"
 #include "jobpact/circuit_breaker.h"
 #include "jobpact/clock.h"
 #include "jobpact/export.h"
@@ -69,10 +70,20 @@ struct HungWorkerInfo {
 
 struct JobRunnerOptions {
   // --- Backends (shared_ptr: producers, runners and tests share them) ---
-  // Required.
+  // The preferred way: the queue, lock store and idempotency store of ONE
+  // backend, from OpenBackend(url), InMemoryBackend(clock) or
+  // SqliteBackend::bundle() (jobpact/backend.h). Set either this or the
+  // three fields below, not both (kInvalidArgument). After Create,
+  // options().backend and the three fields hold the stores in use.
+  BackendBundle backend;
+  // Or each store by hand. A queue is required (here or in `backend`).
   std::shared_ptr<QueueBackend> queue;
-  // Null: an InMemoryLockStore / InMemoryIdempotencyStore on `clock`
-  // (single-process only).
+  // Null: an InMemoryLockStore / InMemoryIdempotencyStore on `clock`, but
+  // only with the in-memory queue (Name() "in_memory"), as everything is in
+  // one process then. Any other queue is taken to be shared with other
+  // processes, where in-memory locks and claims would hold in this process
+  // only: Create refuses it (kInvalidArgument) unless both are given (use
+  // `backend`).
   std::shared_ptr<LockStore> locks;
   std::shared_ptr<IdempotencyStore> idempotency;
   // Null: NullMetricsSink.
@@ -285,7 +296,9 @@ struct ReplayReport {
 
 class JOBPACT_EXPORT JobRunner {
  public:
-  // kInvalidArgument naming the bad option (no queue backend, workers < 1,
+  // kInvalidArgument naming the bad option (no queue backend, both
+  // `backend` and `queue`/`locks`/`idempotency` set, a queue other than the
+  // in-memory one without its locks or idempotency store, workers < 1,
   // batch < 1, ...). Registers every handler declared with
   // JOBPACT_REGISTER_HANDLER.
   static Result<std::unique_ptr<JobRunner>> Create(JobRunnerOptions options);

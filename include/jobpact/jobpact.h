@@ -1,11 +1,13 @@
 // File: jobpact/jobpact.h
 //
 // Umbrella header: the whole public core API, including the in-memory
-// backends. The testing kit (jobpact/testing/...) and optional backends
-// (jobpact/sqlite/...) are included separately.
+// backends and BackendBundle (jobpact/backend.h; its OpenBackend() is in
+// the jobpact::backends target). The testing kit (jobpact/testing/...) and
+// optional backends (jobpact/sqlite/...) are included separately.
 #ifndef JOBPACT_JOBPACT_H_
 #define JOBPACT_JOBPACT_H_
 
+#include "jobpact/backend.h"
 #include "jobpact/circuit_breaker.h"
 #include "jobpact/clock.h"
 #include "jobpact/failure.h"

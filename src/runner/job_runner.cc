@@ -1303,7 +1303,32 @@ Result<std::unique_ptr<JobRunner>> JobRunner::Create(JobRunnerOptions o) {
   auto check = [&](bool ok, const char* what) {
     if (!ok) problems.emplace_back(what);
   };
-  check(o.queue != nullptr, "queue: a QueueBackend is required");
+  const bool bundle_given = o.backend.queue || o.backend.locks || o.backend.idempotency;
+  if (bundle_given && (o.queue || o.locks || o.idempotency)) {
+    problems.emplace_back(
+        "backend and queue/locks/idempotency are both set: give the stores either as one bundle "
+        "(backend) or one by one, not both");
+  } else if (bundle_given) {
+    o.queue = o.backend.queue;
+    o.locks = o.backend.locks;
+    o.idempotency = o.backend.idempotency;
+  }
+  check(o.queue != nullptr, "queue: a QueueBackend is required (set backend, or queue)");
+  if (o.queue != nullptr && (o.locks == nullptr || o.idempotency == nullptr) &&
+      o.queue->Name() != "in_memory") {
+    // The in-memory fallback below would hold locks and claims in this
+    // process only, while the queue is shared: two processes could then
+    // hold one lock, or both run one idempotency key.
+    const char* missing = o.locks == nullptr && o.idempotency == nullptr
+                              ? "locks and idempotency are"
+                          : o.locks == nullptr ? "locks is"
+                                               : "idempotency is";
+    problems.push_back("the queue is \"" + std::string(o.queue->Name()) + "\" but " + missing +
+                       " not set: locks and idempotency must come from the same backend as the "
+                       "queue (pass the bundle: backend = OpenBackend(url) or "
+                       "SqliteBackend::bundle()); in-memory ones would hold only in this "
+                       "process, so locking and idempotency would break across processes");
+  }
   check(o.workers >= 1, "workers must be >= 1");
   check(o.dequeue_batch >= 1, "dequeue_batch must be >= 1");
   check(o.poll_interval > Duration::zero(), "poll_interval must be > 0");
@@ -1341,6 +1366,10 @@ Result<std::unique_ptr<JobRunner>> JobRunner::Create(JobRunnerOptions o) {
   if (o.clock == nullptr) o.clock = SystemClock::Default();
   if (o.locks == nullptr) o.locks = std::make_shared<InMemoryLockStore>(o.clock);
   if (o.idempotency == nullptr) o.idempotency = std::make_shared<InMemoryIdempotencyStore>(o.clock);
+  o.backend.queue = o.queue;
+  o.backend.locks = o.locks;
+  o.backend.idempotency = o.idempotency;
+  if (o.backend.name.empty()) o.backend.name = std::string(o.queue->Name());
   if (o.metrics == nullptr) o.metrics = std::make_shared<NullMetricsSink>();
   if (o.random == nullptr) o.random = MakeSeededRandomSource(o.random_seed);
   if (o.policies == nullptr) o.policies = std::make_shared<PolicyRegistry>();

@@ -14,7 +14,7 @@ namespace {
 void ServiceSnippet() {
   auto clock = jobpact::SystemClock::Default();
   jobpact::JobRunnerOptions opts;
-  opts.queue = std::make_shared<jobpact::InMemoryQueueBackend>(clock);  // or SQLite
+  opts.backend = jobpact::InMemoryBackend(clock);  // or jobpact::OpenBackend("sqlite:///...")
   opts.workers = 4;
   auto runner = jobpact::JobRunner::Create(opts).value();
 
@@ -38,7 +38,7 @@ void ServiceSnippet() {
   // Not in the README: what the snippet must have achieved.
   EXPECT_TRUE(s.ok()) << s;
   ASSERT_TRUE(queued.ok()) << queued.status();
-  auto record = opts.queue->Get(queued->job_id);
+  auto record = opts.backend.queue->Get(queued->job_id);
   ASSERT_TRUE(record.ok()) << record.status();
   // Shutdown let the running job finish or gave its lease back.
   EXPECT_TRUE(record->status == jobpact::JobStatus::kSucceeded ||

@@ -46,14 +46,15 @@
 // for another process's file lock is the one real-time wait, since another
 // process's lock does not follow a test clock.
 //
+// The same stores, without this object, come from a URL too:
+// jobpact::OpenBackend("sqlite:///var/lib/app/jobs.db") (jobpact/backend.h).
+//
 // Example:
 //   auto backend = jobpact::sqlite::SqliteBackend::Open("/var/lib/app/jobs.db", {},
 //                                                       jobpact::SystemClock::Default());
 //   if (!backend.ok()) return backend.status();
 //   jobpact::JobRunnerOptions opts;
-//   opts.queue = (*backend)->queue();
-//   opts.locks = (*backend)->locks();
-//   opts.idempotency = (*backend)->idempotency();
+//   opts.backend = (*backend)->bundle();  // queue, locks and idempotency of this file
 //
 //   // Transactional enqueue with the business write:
 //   jobpact::Status s = (*backend)->RunInTransaction([&](sqlite3* db) -> jobpact::Status {
@@ -72,6 +73,7 @@
 #include <memory>
 #include <string>
 
+#include "jobpact/backend.h"
 #include "jobpact/clock.h"
 #include "jobpact/export.h"
 #include "jobpact/idempotency_store.h"
@@ -168,8 +170,8 @@ struct SqliteOptions {
 };
 
 // One open database file and the three stores kept in it. Create with
-// Open(); hand queue(), locks() and idempotency() to a JobRunner (or several
-// runners in one process). Thread-safe.
+// Open(); hand bundle() (the three stores together) to a JobRunner, or to
+// several runners in one process. Thread-safe.
 class JOBPACT_EXPORT SqliteBackend {
  public:
   // The schema version this build writes; Open() migrates older files to
@@ -201,6 +203,10 @@ class JOBPACT_EXPORT SqliteBackend {
   std::shared_ptr<QueueBackend> queue() const { return queue_; }
   std::shared_ptr<LockStore> locks() const { return locks_; }
   std::shared_ptr<IdempotencyStore> idempotency() const { return idempotency_; }
+  // All three, as JobRunnerOptions::backend takes them, with name "sqlite"
+  // and url "sqlite:" plus the path (percent-encoded; sqlite:///... for an
+  // absolute path; the path itself when it is an SQLite "file:" URI).
+  BackendBundle bundle() const;
 
   // Transactional enqueue: stores `env` (as QueueBackend::Enqueue would,
   // dedup included) through the caller's connection `db`, inside the

@@ -9,6 +9,7 @@
 
 #include "src/backends/sqlite/schema.h"
 #include "src/internal/guarded.h"
+#include "src/internal/percent_encoding.h"
 
 namespace jobpact {
 namespace sqlite {
@@ -299,6 +300,22 @@ SqliteBackend::SqliteBackend(std::shared_ptr<Core> core)
       idempotency_(Core::MakeIdempotency(core_)) {}
 
 SqliteBackend::~SqliteBackend() = default;
+
+BackendBundle SqliteBackend::bundle() const {
+  BackendBundle b;
+  b.queue = queue_;
+  b.locks = locks_;
+  b.idempotency = idempotency_;
+  b.name = "sqlite";
+  const std::string& p = core_->path();
+  if (p.compare(0, 5, "file:") == 0) {
+    b.url = p;  // Already a URL (SQLite's URI form).
+  } else {
+    b.url = (p.empty() || p[0] != '/' ? "sqlite:" : "sqlite://") +
+            jobpact::internal::PercentEncodePath(p);
+  }
+  return b;
+}
 
 const std::string& SqliteBackend::path() const { return core_->path(); }
 int SqliteBackend::schema_version() const { return core_->schema_version(); }

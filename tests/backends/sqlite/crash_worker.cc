@@ -71,9 +71,7 @@ int main(int argc, char** argv) {
   }
 
   jobpact::JobRunnerOptions options;
-  options.queue = (*backend)->queue();
-  options.locks = (*backend)->locks();
-  options.idempotency = (*backend)->idempotency();
+  options.backend = (*backend)->bundle();
   options.clock = clock;
   options.workers = 2;
   options.dequeue_batch = 8;

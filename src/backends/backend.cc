@@ -1,0 +1,26 @@
+// The in-memory bundle (jobpact/backend.h). OpenBackend() itself is in the
+// jobpact::backends target (src/backends/url), which can link the optional
+// backends; the core cannot.
+#include "jobpact/backend.h"
+
+#include <memory>
+#include <utility>
+
+#include "jobpact/in_memory/idempotency_store.h"
+#include "jobpact/in_memory/lock_store.h"
+#include "jobpact/in_memory/queue_backend.h"
+
+namespace jobpact {
+
+BackendBundle InMemoryBackend(std::shared_ptr<Clock> clock) {
+  if (clock == nullptr) clock = SystemClock::Default();
+  BackendBundle b;
+  b.queue = std::make_shared<InMemoryQueueBackend>(clock);
+  b.locks = std::make_shared<InMemoryLockStore>(clock);
+  b.idempotency = std::make_shared<InMemoryIdempotencyStore>(std::move(clock));
+  b.name = "in_memory";
+  b.url = "memory:";
+  return b;
+}
+
+}  // namespace jobpact
