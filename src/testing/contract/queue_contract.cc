@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "jobpact/testing/backend_contract.h"
+#include "jobpact/transitions.h"
 #include "jobpact/testing/matchers.h"
 #include "src/testing/contract/suite_anchors.h"
 
@@ -290,6 +291,80 @@ TEST_P(QueueBackendContract, RunningJobIsNotDeliveredAgain) {
   EXPECT_THAT(Take(10), IsEmpty());
   Advance(Seconds(3600));  // Even after its lease expired, until recovered.
   EXPECT_THAT(Take(10), IsEmpty());
+}
+
+// --- The store-side steps give what the engine gives (SPEC 9) ---
+
+// What a store stores, field by field, against the engine's record (the
+// history compared by its last entry; ids and tokens as handed out).
+void ExpectSameRecord(const JobRecord& stored, const JobRecord& engine) {
+  EXPECT_EQ(stored.status, engine.status);
+  EXPECT_EQ(stored.epoch, engine.epoch);
+  EXPECT_EQ(stored.envelope.attempt, engine.envelope.attempt);
+  EXPECT_EQ(stored.envelope.max_attempts, engine.envelope.max_attempts);
+  EXPECT_EQ(stored.lease_token, engine.lease_token);
+  EXPECT_EQ(stored.lease_expires_at, engine.lease_expires_at);
+  EXPECT_EQ(stored.ready_at, engine.ready_at);
+  EXPECT_EQ(stored.updated_at, engine.updated_at);
+  EXPECT_EQ(stored.finished_at, engine.finished_at);
+  EXPECT_EQ(stored.lease_recoveries, engine.lease_recoveries);
+  EXPECT_EQ(stored.lock_waits, engine.lock_waits);
+  EXPECT_EQ(stored.reason, engine.reason);
+  EXPECT_EQ(stored.last_failure.has_value(), engine.last_failure.has_value());
+  if (stored.last_failure && engine.last_failure) {
+    EXPECT_EQ(stored.last_failure->failure_class, engine.last_failure->failure_class);
+    EXPECT_EQ(stored.last_failure->code, engine.last_failure->code);
+    EXPECT_EQ(stored.last_failure->message, engine.last_failure->message);
+  }
+}
+
+// Leasing runs inside the store (a query, a script); what it stores must be
+// engine::Deliver of the record it picked.
+TEST_P(QueueBackendContract, LeasingStoresWhatTheEngineDelivers) {
+  Put(MakeJob("job_a"));
+  Advance(Seconds(3));
+  const JobRecord before = MustGet("job_a");
+  Delivery d = TakeOne("job_a");
+  JOBPACT_ASSERT_OK_AND_ASSIGN(JobChange want, engine::Deliver(before, d.lease.token, Now()));
+  const JobRecord stored = MustGet("job_a");
+  ExpectSameRecord(stored, want.record);
+  ExpectSameRecord(d.job, want.record);
+  ASSERT_FALSE(stored.history.empty());
+  EXPECT_EQ(stored.history.back().from, want.append.back().from);
+  EXPECT_EQ(stored.history.back().to, want.append.back().to);
+  EXPECT_EQ(stored.history.back().at, want.append.back().at);
+  EXPECT_EQ(stored.history.back().reason, want.append.back().reason);
+  EXPECT_EQ(stored.history.size(), before.history.size() + 1);
+}
+
+// So must lease recovery: engine::RecoverLease of each expired record, both
+// the requeue and the dead-letter past the cap.
+TEST_P(QueueBackendContract, RecoveryStoresWhatTheEngineRecovers) {
+  Put(MakeJob("job_a"));
+  Put(MakeJob("job_b"));
+  TakeOne("job_a");
+  TakeOne("job_b");
+  Advance(Seconds(45));
+  const JobRecord a = MustGet("job_a");
+  const JobRecord b = MustGet("job_b");
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<LeaseRecovery> n, queue_->RecoverExpiredLeases(1));
+  ASSERT_EQ(n.size(), 2u);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(JobChange want_a, engine::RecoverLease(a, 1, Now()));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(JobChange want_b, engine::RecoverLease(b, 1, Now()));
+  ExpectSameRecord(MustGet("job_a"), want_a.record);
+  ExpectSameRecord(MustGet("job_b"), want_b.record);
+  EXPECT_EQ(MustGet("job_a").history.back().reason, want_a.append.back().reason);
+  // Twice more past the cap of 1: the second recovery dead-letters.
+  TakeOne("job_a");
+  Advance(Seconds(45));
+  const JobRecord again = MustGet("job_a");
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<LeaseRecovery> m, queue_->RecoverExpiredLeases(1));
+  ASSERT_EQ(m.size(), 1u);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(JobChange dead, engine::RecoverLease(again, 1, Now()));
+  EXPECT_EQ(dead.record.status, JobStatus::kDeadLettered);
+  ExpectSameRecord(MustGet("job_a"), dead.record);
+  EXPECT_EQ(m[0].to, JobStatus::kDeadLettered);
+  EXPECT_EQ(m[0].reason, dead.record.reason);
 }
 
 TEST_P(QueueBackendContract, RenewExtendsTheLeaseAndStoresTheCheckpoint) {
