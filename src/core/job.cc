@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/internal/names.h"
 #include "src/internal/ulid.h"
 
 namespace jobpact {
@@ -575,14 +576,10 @@ std::string DumpCompact(const Json& value) {
 
 // --- Validation ---------------------------------------------------------------
 
-bool IsSafeNameChar(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
-         c == '_' || c == ':' || c == '-';
-}
-
-// Printable ASCII without space: keys end up in Redis keys, SQL, log lines and
-// metric labels, where whitespace and control characters cause trouble.
-bool IsKeyChar(char c) { return c > 0x20 && c < 0x7F; }
+// The character sets are those of src/internal/names.h, shared with the
+// backends and the runner.
+using internal::IsKeyChar;
+using internal::IsSafeNameChar;
 
 void CheckLength(std::string_view field, std::string_view value, std::size_t max_length,
                  std::vector<FieldError>* out) {

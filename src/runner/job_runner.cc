@@ -19,6 +19,7 @@
 
 #include "jobpact/in_memory/idempotency_store.h"
 #include "jobpact/in_memory/lock_store.h"
+#include "src/internal/names.h"
 #include "src/runner/runner_core.h"
 
 namespace jobpact {
@@ -62,14 +63,6 @@ std::string JoinProblems(const std::vector<FieldError>& problems) {
     out += p.message;
   }
   return out;
-}
-
-bool IsSafeName(std::string_view name, std::size_t max_length) {
-  if (name.empty() || name.size() > max_length) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == ':' || c == '-';
-  });
 }
 
 bool IsBlank(std::string_view s) {

@@ -132,6 +132,8 @@ class JOBPACT_EXPORT BackendContractTest : public ::testing::TestWithParam<Backe
   JobRecord MustGet(const std::string& job_id);
   // Enqueues, delivers and dead-letters a job with `failure`.
   void PutInDlq(const Envelope& env, std::string why, Failure failure);
+  // A completion to `to` with `reason` (nothing else set).
+  static Completion Outcome(JobStatus to, std::string reason);
 
   std::shared_ptr<ManualClock> clock_;
   BackendSet set_;

@@ -99,9 +99,16 @@ void BackendContractTest::PutInDlq(const Envelope& env, std::string why, Failure
   EXPECT_THAT(s, IsOk());
 }
 
+Completion BackendContractTest::Outcome(JobStatus to, std::string reason) {
+  Completion c;
+  c.to = to;
+  c.reason = std::move(reason);
+  return c;
+}
+
 int contract_internal::LinkAllSuites() {
   return QueueContractAnchor() + DeadLetterContractAnchor() + LockStoreContractAnchor() +
-         IdempotencyStoreContractAnchor() + ConcurrencyContractAnchor();
+         IdempotencyStoreContractAnchor() + ConcurrencyContractAnchor() + LeaseContractAnchor();
 }
 
 }  // namespace testing

@@ -18,6 +18,7 @@ int DeadLetterContractAnchor();        // dlq_contract.cc
 int LockStoreContractAnchor();         // lock_contract.cc
 int IdempotencyStoreContractAnchor();  // idempotency_contract.cc
 int ConcurrencyContractAnchor();       // concurrency_contract.cc
+int LeaseContractAnchor();             // lease_contract.cc
 
 }  // namespace contract_internal
 }  // namespace testing
