@@ -227,7 +227,7 @@ void RunnerDrain(benchmark::State& state, bool full_contract) {
     (*runner)->Shutdown(Seconds(30)).IgnoreError();  // Waits for the last acks.
     state.SetIterationTime(SecondsSince(t0));
     cpu += ProcessCpuSeconds() - cpu0;
-    auto stats = db.get()->queue()->Stats();
+    auto stats = db.get()->admin()->Stats();
     if (!stats.ok() || stats->by_status[JobStatus::kSucceeded] != jobs) {
       return state.SkipWithError("not every job succeeded");
     }

@@ -181,7 +181,8 @@ int main(int argc, char** argv) {
     return 2;
 #endif
   }
-  const std::shared_ptr<jobpact::QueueBackend> queue = ro.backend.queue;
+  // The operator side of the same store: stats and the DLQ.
+  const std::shared_ptr<jobpact::QueueAdmin> admin = ro.backend.admin;
   ro.metrics = metrics;
   ro.clock = clock;
   ro.workers = opt.workers;
@@ -290,7 +291,7 @@ int main(int argc, char** argv) {
 
   // --- Produce (unless a durable queue already holds this workload) ---
   std::int64_t already_stored = 0;
-  if (auto st = queue->Stats(); st.ok()) {
+  if (auto st = admin->Stats(); st.ok()) {
     for (const auto& [status, n] : st->by_status) already_stored += n;
   }
   const bool resuming = already_stored > 0;
@@ -368,7 +369,7 @@ int main(int argc, char** argv) {
   int ticks = 0;
   while (true) {
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    auto st = queue->Stats();
+    auto st = admin->Stats();
     if (!st.ok()) break;
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -470,7 +471,7 @@ int main(int argc, char** argv) {
   }
 
   std::printf("\n== Dead-letter queue (quarantine, replayable)\n");
-  auto dlq = queue->ListDeadLetters({});
+  auto dlq = admin->ListDeadLetters({});
   if (dlq.ok()) {
     std::map<std::string, std::pair<int, std::string>> by_reason;
     for (const jobpact::DlqEntry& e : *dlq) {

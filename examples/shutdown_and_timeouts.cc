@@ -35,7 +35,7 @@ using std::chrono::milliseconds;
 
 // Waits (at most 4 s) until the job's status satisfies `done`.
 template <typename Pred>
-jobpact::JobRecord WaitFor(jobpact::QueueBackend& q, const std::string& id, Pred done) {
+jobpact::JobRecord WaitFor(jobpact::QueueAdmin& q, const std::string& id, Pred done) {
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(4);
   jobpact::JobRecord r;
   while (std::chrono::steady_clock::now() < give_up) {

@@ -1,7 +1,7 @@
 // File: jobpact/backend.h
 //
-// A backend is opened as ONE bundle of its stores (SPEC 9): the queue, the
-// lock store and the idempotency store of one place. A runner must take all
+// A backend is opened as ONE bundle of its stores (SPEC 9): the queue (and
+// its operator side), the lock store and the idempotency store of one place. A runner must take all
 // three from the same place: a SQLite queue with in-memory locks would let
 // two processes hold "the" lock on an order at once, and an in-memory
 // idempotency store would forget every claim when the process restarts.
@@ -71,6 +71,7 @@
 #include "jobpact/export.h"
 #include "jobpact/idempotency_store.h"
 #include "jobpact/lock_store.h"
+#include "jobpact/queue_admin.h"
 #include "jobpact/queue_backend.h"
 #include "jobpact/result.h"
 
@@ -80,6 +81,9 @@ namespace jobpact {
 // tool) uses together. A plain struct: copies share the stores.
 struct BackendBundle {
   std::shared_ptr<QueueBackend> queue;
+  // The operator side of the same store (QueueAdmin; usually the same
+  // object as `queue`): lookup, listing, cancel, the DLQ, control state.
+  std::shared_ptr<QueueAdmin> admin;
   std::shared_ptr<LockStore> locks;
   std::shared_ptr<IdempotencyStore> idempotency;
   // For logs and status pages: the backend's name ("in_memory", "sqlite")
@@ -88,8 +92,8 @@ struct BackendBundle {
   std::string name;
   std::string url;
 
-  // True when all three stores are set.
-  bool complete() const { return queue && locks && idempotency; }
+  // True when every store is set.
+  bool complete() const { return queue && admin && locks && idempotency; }
 };
 
 struct BackendOpenOptions {

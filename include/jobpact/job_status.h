@@ -87,9 +87,12 @@ inline constexpr std::string_view kHandlerDiscarded = "handler_discarded";
 inline constexpr std::string_view kNoHandler = "no_handler";
 inline constexpr std::string_view kReplay = "replay";
 inline constexpr std::string_view kOperatorDiscard = "operator_discard";
-// An operator cancelled a job that had not started (queued or waiting for a
-// retry): discarded.
+// An operator cancelled the job (QueueAdmin::Cancel): discarded, before it
+// started or when its handler stopped on JobContext::cancelled().
 inline constexpr std::string_view kCancelled = "cancelled";
+// A failure of a class that an operator routes straight to the DLQ for the
+// job's type (ControlKind::kRouteToDlq).
+inline constexpr std::string_view kRoutedToDlq = "routed_to_dlq";
 inline constexpr std::string_view kRetryBudgetExhausted = "retry_budget_exhausted";
 inline constexpr std::string_view kShutdown = "shutdown";
 // A delivery of a paused job type, requeued without spending an attempt

@@ -2,8 +2,10 @@
 //
 // QueueBackend stores jobs: their records, status and bounded history,
 // scheduled and retrying jobs, delivery leases, and the dead-letter queue
-// (SPEC 2, 5, 7, 9). The JobRunner is its main caller; producers call
-// Enqueue; operators call the DLQ and stats methods.
+// (SPEC 2, 5, 7, 9): the worker side. The JobRunner is its main caller;
+// producers call Enqueue. Operators use the other side of the same store,
+// QueueAdmin (jobpact/queue_admin.h): lookup, listing, stats, cancel, the
+// DLQ and the control state.
 //
 // Contract for every implementation:
 //   - All methods may be called concurrently from many threads (and, for
@@ -99,6 +101,9 @@ struct Lease {
   // The job's epoch at delivery. Any write with an older epoch is refused.
   std::int64_t epoch = 0;
   TimePoint expires_at;
+  // Set by Renew when an operator asked to cancel the job
+  // (QueueAdmin::Cancel): the holder should stop and report it cancelled.
+  bool cancel_requested = false;
 };
 
 struct Delivery {
@@ -264,12 +269,16 @@ class JOBPACT_EXPORT QueueBackend {
   // ready_at, then job id. Each moves to running with epoch + 1,
   // envelope.attempt + 1, a new lease token, and lease expiry
   // now + envelope.visibility_timeout. Never returns the same delivery twice.
+  // Obeys the control state (QueueAdmin): jobs of a paused type or queue,
+  // and jobs of a type at its concurrency limit, are left where they are.
   // Empty when nothing is ready.
   virtual Result<std::vector<Delivery>> Dequeue(const DequeueRequest& request) = 0;
 
   // Extends a live lease to now + extension and, if not empty, stores the
   // checkpoint (heartbeat). kAborted if the lease is stale (epoch or token
   // differs) or the job is no longer running; kNotFound for an unknown job.
+  // The lease returned has cancel_requested set once an operator asked to
+  // cancel the job (QueueAdmin::Cancel).
   virtual Result<Lease> Renew(const Lease& lease, Duration extension,
                               std::string_view checkpoint) = 0;
 
@@ -295,36 +304,11 @@ class JOBPACT_EXPORT QueueBackend {
   // unspecified; empty when no lease had expired).
   virtual Result<std::vector<LeaseRecovery>> RecoverExpiredLeases(int max_recoveries) = 0;
 
-  // The job's record. kNotFound if unknown (or purged).
-  virtual Result<JobRecord> Get(std::string_view job_id) = 0;
-
   // Another job than `self_job_id` with this dedup key that is running, or
   // succeeded at or after `since` (SPEC 3 step 4). Empty if none.
   virtual Result<std::optional<std::string>> FindDuplicate(std::string_view dedup_key,
                                                            std::string_view self_job_id,
                                                            TimePoint since) = 0;
-
-  // --- Dead-letter queue (SPEC 7) ---
-
-  virtual Result<std::vector<DlqEntry>> ListDeadLetters(const DlqFilter& filter) = 0;
-  // kNotFound if the job is not in the DLQ.
-  virtual Result<DlqEntry> GetDeadLetter(std::string_view job_id) = 0;
-  // dead_lettered -> queued (reason "replay"), with the audit record.
-  // kInvalidArgument without actor or reason; kNotFound if not in the DLQ;
-  // kFailedPrecondition for an invalid envelope (it cannot run; fix and
-  // re-enqueue it instead).
-  virtual Status Replay(std::string_view job_id, const DlqAction& action) = 0;
-  // dead_lettered -> discarded (reason "operator_discard"), with the audit
-  // record. Same errors as Replay.
-  virtual Status Discard(std::string_view job_id, const DlqAction& action) = 0;
-  // Deletes DLQ entries dead-lettered before `older_than`. Returns how many.
-  virtual Result<int> PurgeDeadLetters(TimePoint older_than) = 0;
-
-  // Deletes jobs in a final status whose finished_at is before `older_than`
-  // (status retention, SPEC 2). Returns how many.
-  virtual Result<int> PurgeFinished(TimePoint older_than) = 0;
-
-  virtual Result<QueueStats> Stats() = 0;
 };
 
 }  // namespace jobpact

@@ -1,8 +1,9 @@
 // File: jobpact/queue_backend_wrapper.h
 //
-// QueueBackendWrapper forwards every QueueBackend method to another backend
-// (after leveldb's EnvWrapper), so that a decorator -- a fault injector, a
-// tracer, a metrics counter -- overrides only what it changes. Every
+// QueueBackendWrapper forwards every QueueBackend and QueueAdmin method to
+// another backend (after leveldb's EnvWrapper), so that a decorator -- a
+// fault injector, a tracer, a metrics counter -- overrides only what it
+// changes. Every
 // forwarded call goes through Intercept(), one hook that sees which method
 // is called and can run code before and after it, or answer in its place.
 //
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "jobpact/export.h"
+#include "jobpact/queue_admin.h"
 #include "jobpact/queue_backend.h"
 
 namespace jobpact {
@@ -54,14 +56,25 @@ enum class QueueMethod {
   kPurgeDeadLetters,
   kPurgeFinished,
   kStats,
+  kListJobs,
+  kCancel,
+  kReadControl,
+  kSetControl,
+  kClearControl,
+  kControlAudit,
+  kPublishPolicies,
+  kReadPolicies,
 };
 // "Enqueue", "Complete", ...
 JOBPACT_EXPORT std::string_view QueueMethodName(QueueMethod m);
 
-class JOBPACT_EXPORT QueueBackendWrapper : public QueueBackend {
+class JOBPACT_EXPORT QueueBackendWrapper : public QueueBackend, public QueueAdmin {
  public:
-  // REQUIRES: target != nullptr.
-  explicit QueueBackendWrapper(std::shared_ptr<QueueBackend> target);
+  // REQUIRES: target != nullptr. The operator side forwards to `admin`, by
+  // default the target's own (every StoreBackend has one); without one, the
+  // QueueAdmin calls return kUnimplemented.
+  explicit QueueBackendWrapper(std::shared_ptr<QueueBackend> target,
+                               std::shared_ptr<QueueAdmin> admin = nullptr);
   ~QueueBackendWrapper() override;
 
   QueueBackend& target() const { return *target_; }
@@ -77,17 +90,28 @@ class JOBPACT_EXPORT QueueBackendWrapper : public QueueBackend {
   Status Complete(const Delivery& delivery, const Completion& completion) override;
   std::vector<Status> CompleteBatch(const std::vector<CompletionRequest>& requests) override;
   Result<std::vector<LeaseRecovery>> RecoverExpiredLeases(int max_recoveries) override;
-  Result<JobRecord> Get(std::string_view job_id) override;
   Result<std::optional<std::string>> FindDuplicate(std::string_view dedup_key,
                                                    std::string_view self_job_id,
                                                    TimePoint since) override;
+
+  // --- QueueAdmin ---
+  Result<JobRecord> Get(std::string_view job_id) override;
+  Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
+  Result<QueueStats> Stats() override;
+  Result<CancelOutcome> Cancel(std::string_view job_id, const DlqAction& action) override;
   Result<std::vector<DlqEntry>> ListDeadLetters(const DlqFilter& filter) override;
   Result<DlqEntry> GetDeadLetter(std::string_view job_id) override;
   Status Replay(std::string_view job_id, const DlqAction& action) override;
   Status Discard(std::string_view job_id, const DlqAction& action) override;
   Result<int> PurgeDeadLetters(TimePoint older_than) override;
   Result<int> PurgeFinished(TimePoint older_than) override;
-  Result<QueueStats> Stats() override;
+  Result<ControlState> ReadControl() override;
+  Status SetControl(const ControlRule& rule) override;
+  Status ClearControl(const ControlRuleKey& key, std::string_view actor,
+                      std::string_view reason) override;
+  Result<std::vector<std::string>> ControlAudit(std::size_t limit) override;
+  Status PublishPolicies(const std::vector<PublishedPolicy>& policies) override;
+  Result<std::vector<PublishedPolicy>> ReadPolicies() override;
 
  protected:
   // Runs for every forwarded call, on the caller's thread. `call` performs
@@ -101,7 +125,11 @@ class JOBPACT_EXPORT QueueBackendWrapper : public QueueBackend {
   template <typename R, typename F>
   R Forward(QueueMethod method, F&& f);
 
+  class NoAdmin;
+  QueueAdmin& AdminOrNone();
+
   const std::shared_ptr<QueueBackend> target_;
+  const std::shared_ptr<QueueAdmin> admin_;  // Null: none.
 };
 
 }  // namespace jobpact

@@ -93,6 +93,7 @@ enum class FailureAction {
   kFail,        // failed (final) at once, not kept in the DLQ.
 };
 JOBPACT_EXPORT std::string_view FailureActionName(FailureAction a);
+JOBPACT_EXPORT Result<FailureAction> ParseFailureAction(std::string_view name);
 
 // The retry policy of a job type. Defaults are SPEC 11's.
 //
@@ -131,6 +132,15 @@ struct RetryDecision {
   Duration delay{};    // Meaningful for kRetry.
   std::string reason;  // A reason:: name, e.g. "max_attempts_exceeded".
 };
+
+// A policy as one JSON object (durations in nanoseconds, names as above):
+// {"max_attempts":5,"max_unknown_attempts":3,"backoff":{"kind":"exponential",
+// "base_delay_ns":1000000000,"multiplier":2,"max_delay_ns":300000000000,
+// "jitter":"full"},"on_transient":"retry","on_permanent":"dead_letter",
+// "on_unknown":"retry"}. The parser requires every field and names the first
+// one missing or wrong (kInvalidArgument); it does not validate the policy.
+JOBPACT_EXPORT std::string RetryPolicyToJson(const RetryPolicy& policy);
+JOBPACT_EXPORT Result<RetryPolicy> ParseRetryPolicyJson(std::string_view json);
 
 // Decides what follows failed attempt number `attempt` (1-based) of class `c`.
 // Budget exhausted -> dead-letter with "max_attempts_exceeded" (or, for

@@ -34,6 +34,7 @@
 
 #include "jobpact/clock.h"
 #include "jobpact/export.h"
+#include "jobpact/queue_admin.h"
 #include "jobpact/queue_backend.h"
 #include "jobpact/transitions.h"
 
@@ -63,9 +64,19 @@ struct JobQuery {
   std::size_t limit = 1000;
   // Order: by finished_at then job id (DLQ listings), or by job id.
   bool by_finished_at = false;
+  // By job id only: jobs whose id sorts after this one (paging).
+  std::optional<std::string> after_job_id;
 };
 
-class JOBPACT_EXPORT StoreBackend : public QueueBackend {
+// One change of the control state: a rule set (or replaced) or cleared, and
+// its audit line, written in one atomic step.
+struct ControlWrite {
+  std::optional<ControlRule> set;       // With set_at filled in.
+  std::optional<ControlRuleKey> clear;  // kNotFound if no such rule.
+  std::string audit_line;
+};
+
+class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
  public:
   ~StoreBackend() override;
 
@@ -81,17 +92,28 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend {
   Status Complete(const Delivery& delivery, const Completion& completion) final;
   std::vector<Status> CompleteBatch(const std::vector<CompletionRequest>& requests) final;
   Result<std::vector<LeaseRecovery>> RecoverExpiredLeases(int max_recoveries) final;
-  Result<JobRecord> Get(std::string_view job_id) final;
   Result<std::optional<std::string>> FindDuplicate(std::string_view dedup_key,
                                                    std::string_view self_job_id,
                                                    TimePoint since) final;
+
+  // --- QueueAdmin, implemented once for every store ---
+  Result<JobRecord> Get(std::string_view job_id) final;
+  Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter) final;
+  Result<QueueStats> Stats() final;
+  Result<CancelOutcome> Cancel(std::string_view job_id, const DlqAction& action) final;
   Result<std::vector<DlqEntry>> ListDeadLetters(const DlqFilter& filter) final;
   Result<DlqEntry> GetDeadLetter(std::string_view job_id) final;
   Status Replay(std::string_view job_id, const DlqAction& action) final;
   Status Discard(std::string_view job_id, const DlqAction& action) final;
   Result<int> PurgeDeadLetters(TimePoint older_than) final;
   Result<int> PurgeFinished(TimePoint older_than) final;
-  Result<QueueStats> Stats() final;
+  Result<ControlState> ReadControl() final;
+  Status SetControl(const ControlRule& rule) final;
+  Status ClearControl(const ControlRuleKey& key, std::string_view actor,
+                      std::string_view reason) final;
+  Result<std::vector<std::string>> ControlAudit(std::size_t limit) final;
+  Status PublishPolicies(const std::vector<PublishedPolicy>& policies) final;
+  Result<std::vector<PublishedPolicy>> ReadPolicies() final;
 
   const std::shared_ptr<Clock>& clock() const { return clock_; }
 
@@ -122,7 +144,11 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend {
   virtual std::vector<Status> WriteJobs(std::vector<JobWrite>& writes) = 0;
 
   // Leases up to request.max_jobs ready jobs of request.queues (empty: all),
-  // highest priority first, then oldest ready_at, then job id; each as
+  // highest priority first, then oldest ready_at, then job id, obeying the
+  // stored control state in the same atomic step: jobs of a paused type or
+  // a paused queue are passed over, and a type with a concurrency limit gets
+  // at most (limit - its running jobs, counted in the store) more; passed
+  // over jobs stay as they are (never leased and handed back). Each as
   // engine::Deliver(record, token, now) gives it, with a token unique per
   // delivery in this store (request.worker_id kept in it for diagnosis).
   // REQUIRES: request.max_jobs >= 1.
@@ -158,6 +184,24 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend {
 
   // Counts for Stats(), at `now` (see QueueStats).
   virtual Result<QueueStats> ReadStats(TimePoint now) = 0;
+
+  // An operator's cancel of a running job (engine::Cancel gave `change`):
+  // sets the stored record's cancel_requested, appends the change's newest
+  // audit line and sets updated_at, if the record still matches
+  // change.expect (kAborted / kNotFound otherwise). Nothing else is written:
+  // the holder may renew the lease or store a checkpoint meanwhile.
+  virtual Status RequestCancel(const JobChange& change) = 0;
+
+  // The control rules stored, by kind, subject, failure class.
+  virtual Result<ControlState> LoadControl() = 0;
+  // Applies one control change and appends its audit line, atomically.
+  virtual Status WriteControl(const ControlWrite& write) = 0;
+  // The newest `limit` control audit lines, oldest first.
+  virtual Result<std::vector<std::string>> LoadControlAudit(std::size_t limit) = 0;
+  // Stores each policy in place of the one stored for its job type.
+  virtual Status StorePolicies(const std::vector<PublishedPolicy>& policies) = 0;
+  // The stored policies, by job type.
+  virtual Result<std::vector<PublishedPolicy>> LoadPolicies() = 0;
 
  private:
   Result<std::vector<EnqueueResult>> EnqueueAll(const std::vector<const Envelope*>& envs,

@@ -73,7 +73,9 @@ struct JobChange {
   // with two exceptions: its `history` is not written (the store appends
   // `append` to the history it has, see AppendHistory), and an empty
   // `checkpoint` keeps the stored one (a heartbeat may have stored a newer
-  // checkpoint than the record a completion was computed from).
+  // checkpoint than the record a completion was computed from), and a change
+  // of a running job (expect.status kRunning) keeps a cancel request stored
+  // since the record was read (QueueAdmin::Cancel).
   JobRecord record;
   // The transitions this change adds to the history (usually one).
   std::vector<Transition> append;

@@ -15,7 +15,9 @@ namespace jobpact {
 BackendBundle InMemoryBackend(std::shared_ptr<Clock> clock) {
   if (clock == nullptr) clock = SystemClock::Default();
   BackendBundle b;
-  b.queue = std::make_shared<InMemoryQueueBackend>(clock);
+  auto queue = std::make_shared<InMemoryQueueBackend>(clock);
+  b.queue = queue;
+  b.admin = queue;
   b.locks = std::make_shared<InMemoryLockStore>(clock);
   b.idempotency = std::make_shared<InMemoryIdempotencyStore>(std::move(clock));
   b.name = "in_memory";

@@ -13,6 +13,34 @@ Status StatusOf(const Status& s) { return s; }
 
 }  // namespace
 
+// The operator side of a wrapped queue that has none: every call says so.
+class QueueBackendWrapper::NoAdmin final : public QueueAdmin {
+ public:
+  static Status Missing() {
+    return Status::Unimplemented(
+        "the wrapped queue has no operator side (QueueAdmin); derive it from StoreBackend or "
+        "pass its admin to QueueBackendWrapper");
+  }
+  Result<JobRecord> Get(std::string_view) override { return Missing(); }
+  Result<std::vector<JobRecord>> ListJobs(const JobFilter&) override { return Missing(); }
+  Result<QueueStats> Stats() override { return Missing(); }
+  Result<CancelOutcome> Cancel(std::string_view, const DlqAction&) override { return Missing(); }
+  Result<std::vector<DlqEntry>> ListDeadLetters(const DlqFilter&) override { return Missing(); }
+  Result<DlqEntry> GetDeadLetter(std::string_view) override { return Missing(); }
+  Status Replay(std::string_view, const DlqAction&) override { return Missing(); }
+  Status Discard(std::string_view, const DlqAction&) override { return Missing(); }
+  Result<int> PurgeDeadLetters(TimePoint) override { return Missing(); }
+  Result<int> PurgeFinished(TimePoint) override { return Missing(); }
+  Result<ControlState> ReadControl() override { return Missing(); }
+  Status SetControl(const ControlRule&) override { return Missing(); }
+  Status ClearControl(const ControlRuleKey&, std::string_view, std::string_view) override {
+    return Missing();
+  }
+  Result<std::vector<std::string>> ControlAudit(std::size_t) override { return Missing(); }
+  Status PublishPolicies(const std::vector<PublishedPolicy>&) override { return Missing(); }
+  Result<std::vector<PublishedPolicy>> ReadPolicies() override { return Missing(); }
+};
+
 std::string_view QueueMethodName(QueueMethod m) {
   switch (m) {
     case QueueMethod::kEnqueue:
@@ -49,12 +77,36 @@ std::string_view QueueMethodName(QueueMethod m) {
       return "PurgeFinished";
     case QueueMethod::kStats:
       return "Stats";
+    case QueueMethod::kListJobs:
+      return "ListJobs";
+    case QueueMethod::kCancel:
+      return "Cancel";
+    case QueueMethod::kReadControl:
+      return "ReadControl";
+    case QueueMethod::kSetControl:
+      return "SetControl";
+    case QueueMethod::kClearControl:
+      return "ClearControl";
+    case QueueMethod::kControlAudit:
+      return "ControlAudit";
+    case QueueMethod::kPublishPolicies:
+      return "PublishPolicies";
+    case QueueMethod::kReadPolicies:
+      return "ReadPolicies";
   }
   return "?";
 }
 
-QueueBackendWrapper::QueueBackendWrapper(std::shared_ptr<QueueBackend> target)
-    : target_(std::move(target)) {}
+QueueBackendWrapper::QueueBackendWrapper(std::shared_ptr<QueueBackend> target,
+                                         std::shared_ptr<QueueAdmin> admin)
+    : target_(std::move(target)),
+      admin_(admin ? std::move(admin) : std::dynamic_pointer_cast<QueueAdmin>(target_)) {}
+
+QueueAdmin& QueueBackendWrapper::AdminOrNone() {
+  if (admin_ != nullptr) return *admin_;
+  static NoAdmin none;
+  return none;
+}
 
 QueueBackendWrapper::~QueueBackendWrapper() = default;
 
@@ -129,7 +181,7 @@ Result<std::vector<LeaseRecovery>> QueueBackendWrapper::RecoverExpiredLeases(int
 }
 
 Result<JobRecord> QueueBackendWrapper::Get(std::string_view job_id) {
-  return Forward<Result<JobRecord>>(QueueMethod::kGet, [&] { return target_->Get(job_id); });
+  return Forward<Result<JobRecord>>(QueueMethod::kGet, [&] { return AdminOrNone().Get(job_id); });
 }
 
 Result<std::optional<std::string>> QueueBackendWrapper::FindDuplicate(std::string_view dedup_key,
@@ -142,34 +194,75 @@ Result<std::optional<std::string>> QueueBackendWrapper::FindDuplicate(std::strin
 
 Result<std::vector<DlqEntry>> QueueBackendWrapper::ListDeadLetters(const DlqFilter& filter) {
   return Forward<Result<std::vector<DlqEntry>>>(QueueMethod::kListDeadLetters,
-                                                [&] { return target_->ListDeadLetters(filter); });
+                                                [&] { return AdminOrNone().ListDeadLetters(filter); });
 }
 
 Result<DlqEntry> QueueBackendWrapper::GetDeadLetter(std::string_view job_id) {
   return Forward<Result<DlqEntry>>(QueueMethod::kGetDeadLetter,
-                                   [&] { return target_->GetDeadLetter(job_id); });
+                                   [&] { return AdminOrNone().GetDeadLetter(job_id); });
 }
 
 Status QueueBackendWrapper::Replay(std::string_view job_id, const DlqAction& action) {
-  return Forward<Status>(QueueMethod::kReplay, [&] { return target_->Replay(job_id, action); });
+  return Forward<Status>(QueueMethod::kReplay, [&] { return AdminOrNone().Replay(job_id, action); });
 }
 
 Status QueueBackendWrapper::Discard(std::string_view job_id, const DlqAction& action) {
-  return Forward<Status>(QueueMethod::kDiscard, [&] { return target_->Discard(job_id, action); });
+  return Forward<Status>(QueueMethod::kDiscard, [&] { return AdminOrNone().Discard(job_id, action); });
 }
 
 Result<int> QueueBackendWrapper::PurgeDeadLetters(TimePoint older_than) {
   return Forward<Result<int>>(QueueMethod::kPurgeDeadLetters,
-                              [&] { return target_->PurgeDeadLetters(older_than); });
+                              [&] { return AdminOrNone().PurgeDeadLetters(older_than); });
 }
 
 Result<int> QueueBackendWrapper::PurgeFinished(TimePoint older_than) {
   return Forward<Result<int>>(QueueMethod::kPurgeFinished,
-                              [&] { return target_->PurgeFinished(older_than); });
+                              [&] { return AdminOrNone().PurgeFinished(older_than); });
 }
 
 Result<QueueStats> QueueBackendWrapper::Stats() {
-  return Forward<Result<QueueStats>>(QueueMethod::kStats, [&] { return target_->Stats(); });
+  return Forward<Result<QueueStats>>(QueueMethod::kStats, [&] { return AdminOrNone().Stats(); });
+}
+
+Result<std::vector<JobRecord>> QueueBackendWrapper::ListJobs(const JobFilter& filter) {
+  return Forward<Result<std::vector<JobRecord>>>(QueueMethod::kListJobs,
+                                                 [&] { return AdminOrNone().ListJobs(filter); });
+}
+
+Result<CancelOutcome> QueueBackendWrapper::Cancel(std::string_view job_id,
+                                                  const DlqAction& action) {
+  return Forward<Result<CancelOutcome>>(QueueMethod::kCancel,
+                                        [&] { return AdminOrNone().Cancel(job_id, action); });
+}
+
+Result<ControlState> QueueBackendWrapper::ReadControl() {
+  return Forward<Result<ControlState>>(QueueMethod::kReadControl,
+                                       [&] { return AdminOrNone().ReadControl(); });
+}
+
+Status QueueBackendWrapper::SetControl(const ControlRule& rule) {
+  return Forward<Status>(QueueMethod::kSetControl, [&] { return AdminOrNone().SetControl(rule); });
+}
+
+Status QueueBackendWrapper::ClearControl(const ControlRuleKey& key, std::string_view actor,
+                                         std::string_view reason) {
+  return Forward<Status>(QueueMethod::kClearControl,
+                         [&] { return AdminOrNone().ClearControl(key, actor, reason); });
+}
+
+Result<std::vector<std::string>> QueueBackendWrapper::ControlAudit(std::size_t limit) {
+  return Forward<Result<std::vector<std::string>>>(
+      QueueMethod::kControlAudit, [&] { return AdminOrNone().ControlAudit(limit); });
+}
+
+Status QueueBackendWrapper::PublishPolicies(const std::vector<PublishedPolicy>& policies) {
+  return Forward<Status>(QueueMethod::kPublishPolicies,
+                         [&] { return AdminOrNone().PublishPolicies(policies); });
+}
+
+Result<std::vector<PublishedPolicy>> QueueBackendWrapper::ReadPolicies() {
+  return Forward<Result<std::vector<PublishedPolicy>>>(
+      QueueMethod::kReadPolicies, [&] { return AdminOrNone().ReadPolicies(); });
 }
 
 }  // namespace jobpact

@@ -154,6 +154,9 @@ Result<JitterKind> ParseJitterKind(std::string_view name) {
 }
 
 std::string_view FailureActionName(FailureAction a) { return NameOf(kFailureActionNames, a); }
+Result<FailureAction> ParseFailureAction(std::string_view name) {
+  return ParseNamed(kFailureActionNames, "failure action", name);
+}
 
 // --- Validation ----------------------------------------------------------------
 

@@ -420,6 +420,7 @@ Result<JobChange> Replay(const JobRecord& record, const DlqAction& action, TimeP
   // A replay is a fresh chance: crash and lock-wait budgets start again.
   r.lease_recoveries = 0;
   r.lock_waits = 0;
+  r.cancel_requested = false;  // The operator wants it to run again.
   r.previous_delay = Duration::zero();
   r.finished_at.reset();
   r.ready_at = std::max(action.ready_at.value_or(now), r.enqueued_at);
@@ -434,12 +435,12 @@ Result<JobChange> Cancel(const JobRecord& record, const DlqAction& action, TimeP
     case JobStatus::kQueued:
     case JobStatus::kRetryScheduled: {
       JobChange ch = Begin(record);
-  JobRecord& r = ch.record;
+      JobRecord& r = ch.record;
       r.audit.push_back(AuditLine("cancel", now, action));
       r.reason = std::string(reason::kCancelled);
       r.finished_at = now;
       End(ch, JobStatus::kDiscarded, reason::kCancelled, now);
-  return ch;
+      return ch;
     }
     case JobStatus::kRunning: {
       // Not a transition: the handler sees cancelled() at its next

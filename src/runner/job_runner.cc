@@ -1053,11 +1053,11 @@ Result<ReplayReport> RunnerCore::ReplayDeadLetters(const ReplayRequest& req) {
   if (req.job_ids.empty()) {
     DlqFilter filter = req.selection;
     filter.limit = std::min(filter.limit, req.max_jobs);
-    JOBPACT_ASSIGN_OR_RETURN(selected, options_.queue->ListDeadLetters(filter));
+    JOBPACT_ASSIGN_OR_RETURN(selected, options_.backend.admin->ListDeadLetters(filter));
   } else {
     for (const std::string& id : req.job_ids) {
       if (selected.size() >= req.max_jobs) break;
-      Result<DlqEntry> e = options_.queue->GetDeadLetter(id);
+      Result<DlqEntry> e = options_.backend.admin->GetDeadLetter(id);
       if (!e.ok()) {
         report.failed.emplace_back(id, e.status());
       } else if (!MatchesFilter(*e, req.selection)) {
@@ -1095,7 +1095,7 @@ Result<ReplayReport> RunnerCore::ReplayDeadLetters(const ReplayRequest& req) {
     const TimePoint ready_at =
         now + spacing * static_cast<std::int64_t>(report.replayed.size());
     action.ready_at = ready_at;
-    Status st = options_.queue->Replay(e.job_id, action);
+    Status st = options_.backend.admin->Replay(e.job_id, action);
     if (!st.ok()) {
       report.failed.emplace_back(e.job_id, st);
       logger_.Log(LogLevel::kWarn, "dlq_replay_failed", nullptr,
@@ -1138,19 +1138,19 @@ Status RunnerCore::DiscardDeadLetter(std::string_view job_id, std::string_view a
     return Status::InvalidArgument(
         "DiscardDeadLetter: actor and reason are required (who discards, and why)");
   }
-  JOBPACT_ASSIGN_OR_RETURN(DlqEntry e, options_.queue->GetDeadLetter(job_id));
+  JOBPACT_ASSIGN_OR_RETURN(DlqEntry e, options_.backend.admin->GetDeadLetter(job_id));
   // A DLQ entry does not name its queue; the job record does. Label the
   // counter like every other one: the job's queue, "default" if unknown (an
   // envelope that never parsed has none).
   std::string queue = Envelope{}.queue;
-  if (Result<JobRecord> rec = options_.queue->Get(job_id);
+  if (Result<JobRecord> rec = options_.backend.admin->Get(job_id);
       rec.ok() && !rec->envelope.queue.empty()) {
     queue = std::move(rec->envelope.queue);
   }
   DlqAction action;
   action.actor = std::string(actor);
   action.reason = std::string(why);
-  JOBPACT_RETURN_IF_ERROR(options_.queue->Discard(job_id, action));
+  JOBPACT_RETURN_IF_ERROR(options_.backend.admin->Discard(job_id, action));
   options_.metrics->Increment(metric::kDiscarded,
                               MetricLabels{e.job_type, queue, reason::kOperatorDiscard, {}}, 1);
   logger_.Log(LogLevel::kWarn, "transition", nullptr,
@@ -1307,6 +1307,12 @@ Result<std::unique_ptr<JobRunner>> JobRunner::Create(JobRunnerOptions o) {
     o.idempotency = o.backend.idempotency;
   }
   check(o.queue != nullptr, "queue: a QueueBackend is required (set backend, or queue)");
+  // The operator side: the bundle's, else the queue's own (every
+  // StoreBackend and QueueBackendWrapper has one).
+  if (o.backend.admin == nullptr) o.backend.admin = std::dynamic_pointer_cast<QueueAdmin>(o.queue);
+  check(o.queue == nullptr || o.backend.admin != nullptr,
+        "the queue has no operator side (QueueAdmin): derive it from StoreBackend, or pass "
+        "backend.admin");
   if (o.queue != nullptr && (o.locks == nullptr || o.idempotency == nullptr) &&
       o.queue->Name() != "in_memory") {
     // The in-memory fallback below would hold locks and claims in this

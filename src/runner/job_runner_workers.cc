@@ -60,14 +60,14 @@ Status RunnerCore::RunMaintenance() {
   } else {
     note("recover expired leases", recovered.status());
   }
-  Result<int> purged_dlq = options_.queue->PurgeDeadLetters(now - options_.dlq_retention);
+  Result<int> purged_dlq = options_.backend.admin->PurgeDeadLetters(now - options_.dlq_retention);
   if (!purged_dlq.ok()) note("purge dead letters", purged_dlq.status());
-  Result<int> purged = options_.queue->PurgeFinished(now - options_.final_status_retention);
+  Result<int> purged = options_.backend.admin->PurgeFinished(now - options_.final_status_retention);
   if (!purged.ok()) note("purge finished jobs", purged.status());
   Result<int> purged_keys = options_.idempotency->PurgeExpired();
   if (!purged_keys.ok()) note("purge idempotency records", purged_keys.status());
 
-  Result<QueueStats> stats = options_.queue->Stats();
+  Result<QueueStats> stats = options_.backend.admin->Stats();
   if (stats.ok()) {
     for (const auto& [queue, q] : stats->queues) {
       MetricLabels labels{{}, queue, {}, {}};

@@ -541,7 +541,7 @@ TEST_F(SqliteOpenBackendTest, RunnerRunsAJobOnTheBundle) {
   Result<int> ran = (*runner)->RunUntilIdle();
   ASSERT_THAT(ran, IsOk());
   EXPECT_EQ(*ran, 1);
-  EXPECT_EQ(b->queue->Get(queued->job_id)->status, JobStatus::kSucceeded);
+  EXPECT_EQ(b->admin->Get(queued->job_id)->status, JobStatus::kSucceeded);
   // The claim was completed in the file's idempotency store, not in memory.
   Result<std::optional<IdempotencyRecord>> record = b->idempotency->Get("t:1");
   ASSERT_THAT(record, IsOk());

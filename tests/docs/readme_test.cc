@@ -38,7 +38,7 @@ void ServiceSnippet() {
   // Not in the README: what the snippet must have achieved.
   EXPECT_TRUE(s.ok()) << s;
   ASSERT_TRUE(queued.ok()) << queued.status();
-  auto record = opts.backend.queue->Get(queued->job_id);
+  auto record = opts.backend.admin->Get(queued->job_id);
   ASSERT_TRUE(record.ok()) << record.status();
   // Shutdown let the running job finish or gave its lease back.
   EXPECT_TRUE(record->status == jobpact::JobStatus::kSucceeded ||

@@ -86,6 +86,12 @@ class JOBPACT_EXPORT InMemoryQueueBackend final : public StoreBackend {
                                                       TimePoint since) override;
   Result<int> DeleteJobs(JobPlacement placement, TimePoint older_than) override;
   Result<QueueStats> ReadStats(TimePoint now) override;
+  Status RequestCancel(const JobChange& change) override;
+  Result<ControlState> LoadControl() override;
+  Status WriteControl(const ControlWrite& write) override;
+  Result<std::vector<std::string>> LoadControlAudit(std::size_t limit) override;
+  Status StorePolicies(const std::vector<PublishedPolicy>& policies) override;
+  Result<std::vector<PublishedPolicy>> LoadPolicies() override;
 
  private:
   class Impl;

@@ -80,6 +80,7 @@
 #include "jobpact/job.h"
 #include "jobpact/lock_store.h"
 #include "jobpact/queue_backend.h"
+#include "jobpact/store_backend.h"
 #include "jobpact/result.h"
 #include "jobpact/status.h"
 
@@ -176,7 +177,7 @@ class JOBPACT_EXPORT SqliteBackend {
  public:
   // The schema version this build writes; Open() migrates older files to
   // it and refuses newer ones.
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // Opens (creating if missing) the database at `path` (a file name, or an
   // SQLite URI such as "file:/var/lib/app/jobs.db?mode=ro") and runs the
@@ -201,6 +202,8 @@ class JOBPACT_EXPORT SqliteBackend {
   // The three stores, sharing this object's connections. Each keeps the
   // database open for as long as it is held, even after this object is gone.
   std::shared_ptr<QueueBackend> queue() const { return queue_; }
+  // The operator side of the same store (jobpact/queue_admin.h).
+  std::shared_ptr<QueueAdmin> admin() const { return queue_; }
   std::shared_ptr<LockStore> locks() const { return locks_; }
   std::shared_ptr<IdempotencyStore> idempotency() const { return idempotency_; }
   // All three, as JobRunnerOptions::backend takes them, with name "sqlite"
@@ -239,7 +242,7 @@ class JOBPACT_EXPORT SqliteBackend {
   explicit SqliteBackend(std::shared_ptr<Core> core);
 
   std::shared_ptr<Core> core_;
-  std::shared_ptr<QueueBackend> queue_;
+  std::shared_ptr<StoreBackend> queue_;
   std::shared_ptr<LockStore> locks_;
   std::shared_ptr<IdempotencyStore> idempotency_;
 };

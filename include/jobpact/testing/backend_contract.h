@@ -78,6 +78,7 @@
 #include "jobpact/export.h"
 #include "jobpact/idempotency_store.h"
 #include "jobpact/lock_store.h"
+#include "jobpact/queue_admin.h"
 #include "jobpact/queue_backend.h"
 #include "jobpact/testing/manual_clock.h"
 
@@ -89,6 +90,9 @@ struct BackendSet {
   std::shared_ptr<QueueBackend> queue;
   std::shared_ptr<LockStore> locks;
   std::shared_ptr<IdempotencyStore> idempotency;
+  // The queue's operator side; null: the queue itself if it is a QueueAdmin
+  // (every StoreBackend is). A queue without one fails the suites.
+  std::shared_ptr<QueueAdmin> admin;
 };
 
 struct BackendFactory {
@@ -138,6 +142,7 @@ class JOBPACT_EXPORT BackendContractTest : public ::testing::TestWithParam<Backe
   std::shared_ptr<ManualClock> clock_;
   BackendSet set_;
   QueueBackend* queue_ = nullptr;
+  QueueAdmin* admin_ = nullptr;
   LockStore* locks_ = nullptr;
   IdempotencyStore* idem_ = nullptr;
 };
@@ -149,6 +154,12 @@ class JOBPACT_EXPORT QueueBackendContract : public BackendContractTest {
   void SetUp() override;
 };
 class JOBPACT_EXPORT DeadLetterContract : public BackendContractTest {
+ protected:
+  void SetUp() override;
+};
+// The operator side: listing, cancel, control state obeyed by the lease
+// step, published policies.
+class JOBPACT_EXPORT QueueAdminContract : public BackendContractTest {
  protected:
   void SetUp() override;
 };
@@ -184,6 +195,8 @@ JOBPACT_EXPORT int LinkAllSuites();
   INSTANTIATE_TEST_SUITE_P(Prefix, QueueBackendContract, ::testing::Values(__VA_ARGS__),     \
                            BackendFactoryName());                                            \
   INSTANTIATE_TEST_SUITE_P(Prefix, DeadLetterContract, ::testing::Values(__VA_ARGS__),       \
+                           BackendFactoryName());                                            \
+  INSTANTIATE_TEST_SUITE_P(Prefix, QueueAdminContract, ::testing::Values(__VA_ARGS__),       \
                            BackendFactoryName());                                            \
   INSTANTIATE_TEST_SUITE_P(Prefix, LockStoreContract, ::testing::Values(__VA_ARGS__),        \
                            BackendFactoryName());                                            \

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -38,11 +39,27 @@ using ReadyKey = std::tuple<int, TimePoint, Id>;
 // The time-ordered indexes: time, then id.
 using TimeKey = std::pair<TimePoint, Id>;
 
+// The jobs of one job type in one queue: the unit the lease step passes over
+// when the control state holds the type or the queue.
 struct QueueState {
   std::set<ReadyKey> ready;
   std::int64_t scheduled = 0;
   std::int64_t running = 0;
+  std::string_view type;  // A view of the key in queues_.
 };
+
+// Orders (queue, type) keys, stored as strings, looked up by views.
+struct PairLess {
+  using is_transparent = void;
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    return std::pair<std::string_view, std::string_view>(a.first, a.second) <
+           std::pair<std::string_view, std::string_view>(b.first, b.second);
+  }
+};
+
+// Control audit lines kept in memory.
+constexpr std::size_t kMaxControlAudit = 1000;
 
 struct Entry {
   explicit Entry(std::string job_id) : id(std::move(job_id)) {}
@@ -51,7 +68,8 @@ struct Entry {
   const std::string id;
   JobRecord record;
   JobPlacement placed = JobPlacement::kReady;
-  // The job's queue (a job never changes queue); null for quarantined input.
+  // The job's queue and type (a job never changes either); null for
+  // quarantined input.
   QueueState* queue = nullptr;
 };
 
@@ -122,16 +140,27 @@ class InMemoryQueueBackend::Impl {
     std::vector<Delivery> out;
     std::lock_guard<std::mutex> lock(mu_);
     PromoteDue(now);
+    // The (queue, type) sets to lease from: those asked for, less what the
+    // control state holds; and how many more jobs each limited type may run.
+    std::map<std::string_view, int> room;
+    for (const ControlRule& rule : control_.rules) {
+      if (rule.kind == ControlKind::kConcurrencyLimit) room[rule.subject] = rule.limit;
+    }
+    for (const auto& [key, q] : queues_) {
+      auto r = room.find(key.second);
+      if (r != room.end()) r->second -= static_cast<int>(q.running);
+    }
     std::vector<QueueState*> from;
-    if (request.queues.empty()) {
-      for (auto& [name, q] : queues_) from.push_back(&q);
-    } else {
-      for (const std::string& name : request.queues) {
-        auto it = queues_.find(name);
-        if (it != queues_.end() && std::find(from.begin(), from.end(), &it->second) == from.end()) {
-          from.push_back(&it->second);
-        }
+    for (auto& [key, q] : queues_) {
+      const auto& [queue, type] = key;
+      if (!request.queues.empty() &&
+          std::find(request.queues.begin(), request.queues.end(), queue) == request.queues.end()) {
+        continue;
       }
+      if (control_.QueuePaused(queue) || control_.TypePaused(type)) continue;
+      auto r = room.find(type);
+      if (r != room.end() && r->second <= 0) continue;
+      from.push_back(&q);
     }
     std::size_t ready = 0;
     for (const QueueState* q : from) ready += q->ready.size();
@@ -147,6 +176,12 @@ class InMemoryQueueBackend::Impl {
       if (best == nullptr) break;
       auto it = jobs_.find(std::get<2>(*best->ready.begin()));
       Entry& e = *it->second;
+      if (auto r = room.find(e.record.envelope.job_type); r != room.end() && --r->second <= 0) {
+        // This delivery takes the type's last free slot.
+        from.erase(std::remove_if(from.begin(), from.end(),
+                                  [&](const QueueState* q) { return q->type == r->first; }),
+                   from.end());
+      }
       std::string token = request.worker_id;
       token += '#';
       token += std::to_string(++delivery_counter_);
@@ -168,7 +203,7 @@ class InMemoryQueueBackend::Impl {
       d.job = WithoutHistory(e.record);
       d.job.history.push_back(e.record.history.back());
       d.lease = Lease{e.record.envelope.job_id, e.record.lease_token, e.record.epoch,
-                      e.record.lease_expires_at};
+                      e.record.lease_expires_at, e.record.cancel_requested};
       out.push_back(std::move(d));
     }
     return out;
@@ -183,7 +218,76 @@ class InMemoryQueueBackend::Impl {
     JOBPACT_ASSIGN_OR_RETURN(JobChange c,
                              engine::Renew(e.record, lease, expires_at - now, checkpoint, now));
     Apply(it->first, e, std::move(c));
-    return Lease{lease.job_id, e.record.lease_token, e.record.epoch, e.record.lease_expires_at};
+    return Lease{lease.job_id, e.record.lease_token, e.record.epoch, e.record.lease_expires_at,
+                 e.record.cancel_requested};
+  }
+
+  Status RequestCancel(const JobChange& c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(c.record.envelope.job_id);
+    if (it == jobs_.end()) return Status::NotFound("no job " + c.record.envelope.job_id);
+    JobRecord& r = it->second->record;
+    if (!Matches(r, c.expect)) return Stale(r, c.expect);
+    r.cancel_requested = true;
+    if (!c.record.audit.empty()) r.audit.push_back(c.record.audit.back());
+    r.updated_at = c.record.updated_at;
+    return Status::Ok();
+  }
+
+  Result<ControlState> LoadControl() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return control_;
+  }
+
+  Status WriteControl(const ControlWrite& w) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<ControlRule>& rules = control_.rules;
+    const ControlRuleKey key = w.set ? ControlRuleKey{w.set->kind, w.set->subject,
+                                                      w.set->failure_class}
+                                     : *w.clear;
+    auto same = [&](const ControlRule& r) {
+      return r.kind == key.kind && r.subject == key.subject &&
+             r.failure_class == key.failure_class;
+    };
+    auto it = std::find_if(rules.begin(), rules.end(), same);
+    if (w.set) {
+      if (it != rules.end()) {
+        *it = *w.set;
+      } else {
+        rules.push_back(*w.set);
+        std::sort(rules.begin(), rules.end(), [](const ControlRule& a, const ControlRule& b) {
+          return std::tie(a.kind, a.subject, a.failure_class) <
+                 std::tie(b.kind, b.subject, b.failure_class);
+        });
+      }
+    } else {
+      if (it == rules.end()) return Status::NotFound("no such control rule");
+      rules.erase(it);
+    }
+    control_audit_.push_back(w.audit_line);
+    if (control_audit_.size() > kMaxControlAudit) control_audit_.pop_front();
+    return Status::Ok();
+  }
+
+  Result<std::vector<std::string>> LoadControlAudit(std::size_t limit) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::size_t n = std::min(limit, control_audit_.size());
+    return std::vector<std::string>(control_audit_.end() - static_cast<std::ptrdiff_t>(n),
+                                    control_audit_.end());
+  }
+
+  Status StorePolicies(const std::vector<PublishedPolicy>& policies) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const PublishedPolicy& p : policies) policies_[p.job_type] = p;
+    return Status::Ok();
+  }
+
+  Result<std::vector<PublishedPolicy>> LoadPolicies() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<PublishedPolicy> out;
+    out.reserve(policies_.size());
+    for (const auto& [type, p] : policies_) out.push_back(p);
+    return out;
   }
 
   Result<std::vector<JobChange>> RecoverJobs(int max_recoveries, TimePoint now) {
@@ -215,6 +319,7 @@ class InMemoryQueueBackend::Impl {
       if (q.status && r.status != *q.status) return;
       if (q.job_type && r.envelope.job_type != *q.job_type) return;
       if (q.queue && r.envelope.queue != *q.queue) return;
+      if (q.after_job_id && r.envelope.job_id <= *q.after_job_id) return;
       if (q.reason && r.reason != *q.reason) return;
       if (q.failure_class &&
           (!r.last_failure || r.last_failure->failure_class != *q.failure_class)) {
@@ -288,10 +393,10 @@ class InMemoryQueueBackend::Impl {
     QueueStats stats;
     std::lock_guard<std::mutex> lock(mu_);
     PromoteDue(now);
-    for (const auto& [name, q] : queues_) {
-      QueueStats::PerQueue& pq = stats.queues[name];
-      pq.depth = static_cast<std::int64_t>(q.ready.size()) + q.scheduled;
-      pq.running = q.running;
+    for (const auto& [key, q] : queues_) {
+      QueueStats::PerQueue& pq = stats.queues[key.first];
+      pq.depth += static_cast<std::int64_t>(q.ready.size()) + q.scheduled;
+      pq.running += q.running;
       // ready_at >= enqueued_at always holds, so the oldest ready job has
       // the smallest ready_at: the first entry of some priority level.
       std::optional<TimePoint> oldest;
@@ -300,7 +405,7 @@ class InMemoryQueueBackend::Impl {
         if (!oldest || at < *oldest) oldest = at;
         it = q.ready.lower_bound(ReadyKey{std::get<0>(*it) + 1, TimePoint::min(), Id()});
       }
-      if (oldest && now > *oldest) pq.oldest_ready_age = now - *oldest;
+      if (oldest && now > *oldest) pq.oldest_ready_age = std::max(pq.oldest_ready_age, now - *oldest);
     }
     for (JobStatus s : kAllJobStatuses) stats.by_status[s] = status_counts_[Slot(s)];
     stats.dead_letters = static_cast<std::int64_t>(dlq_.size());
@@ -316,7 +421,7 @@ class InMemoryQueueBackend::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     PromoteDue(now);
     std::size_t n = 0;
-    for (const auto& [name, q] : queues_) n += q.ready.size();
+    for (const auto& [key, q] : queues_) n += q.ready.size();
     return n;
   }
 
@@ -381,6 +486,9 @@ class InMemoryQueueBackend::Impl {
     Unindex(id, e);
     std::vector<Transition> history = std::move(e.record.history);
     if (c.record.checkpoint.empty()) c.record.checkpoint = std::move(e.record.checkpoint);
+    if (c.expect.status == JobStatus::kRunning && e.record.cancel_requested) {
+      c.record.cancel_requested = true;
+    }
     Store(id, e, std::move(c), std::move(history));
   }
 
@@ -395,8 +503,12 @@ class InMemoryQueueBackend::Impl {
 
   QueueState* QueueOf(const JobRecord& r) {
     if (r.envelope.queue.empty()) return nullptr;  // Quarantined input: no queue.
-    auto it = queues_.find(r.envelope.queue);
-    if (it == queues_.end()) it = queues_.emplace(r.envelope.queue, QueueState()).first;
+    auto it = queues_.find(std::pair(std::string_view(r.envelope.queue),
+                                     std::string_view(r.envelope.job_type)));
+    if (it == queues_.end()) {
+      it = queues_.emplace(std::pair(r.envelope.queue, r.envelope.job_type), QueueState()).first;
+      it->second.type = it->first.second;
+    }
     return &it->second;
   }
 
@@ -489,7 +601,11 @@ class InMemoryQueueBackend::Impl {
   // Guarded by mu_.
   // Keyed by views of Entry::id, as are the indexes.
   std::unordered_map<Id, std::unique_ptr<Entry>> jobs_;
-  std::map<std::string, QueueState, std::less<>> queues_;
+  // By (queue, job type); a set is never erased, so Entry::queue stays valid.
+  std::map<std::pair<std::string, std::string>, QueueState, PairLess> queues_;
+  ControlState control_;
+  std::deque<std::string> control_audit_;  // Newest last.
+  std::map<std::string, PublishedPolicy, std::less<>> policies_;
   std::set<TimeKey> scheduled_;
   std::set<TimeKey> leased_;
   std::set<TimeKey> dlq_;
@@ -538,6 +654,22 @@ Result<int> InMemoryQueueBackend::DeleteJobs(JobPlacement placement, TimePoint o
 }
 Result<QueueStats> InMemoryQueueBackend::ReadStats(TimePoint now) {
   return impl_->ReadStats(now);
+}
+Status InMemoryQueueBackend::RequestCancel(const JobChange& change) {
+  return impl_->RequestCancel(change);
+}
+Result<ControlState> InMemoryQueueBackend::LoadControl() { return impl_->LoadControl(); }
+Status InMemoryQueueBackend::WriteControl(const ControlWrite& write) {
+  return impl_->WriteControl(write);
+}
+Result<std::vector<std::string>> InMemoryQueueBackend::LoadControlAudit(std::size_t limit) {
+  return impl_->LoadControlAudit(limit);
+}
+Status InMemoryQueueBackend::StorePolicies(const std::vector<PublishedPolicy>& policies) {
+  return impl_->StorePolicies(policies);
+}
+Result<std::vector<PublishedPolicy>> InMemoryQueueBackend::LoadPolicies() {
+  return impl_->LoadPolicies();
 }
 
 std::size_t InMemoryQueueBackend::Size() const { return impl_->Size(); }

@@ -304,6 +304,7 @@ SqliteBackend::~SqliteBackend() = default;
 BackendBundle SqliteBackend::bundle() const {
   BackendBundle b;
   b.queue = queue_;
+  b.admin = queue_;
   b.locks = locks_;
   b.idempotency = idempotency_;
   b.name = "sqlite";

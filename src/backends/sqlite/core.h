@@ -98,7 +98,7 @@ class SqliteBackend::Core {
   std::string NewNonce();
 
   // The views. Each holds a shared_ptr to the Core.
-  static std::shared_ptr<QueueBackend> MakeQueue(std::shared_ptr<Core> core);
+  static std::shared_ptr<StoreBackend> MakeQueue(std::shared_ptr<Core> core);
   static std::shared_ptr<LockStore> MakeLocks(std::shared_ptr<Core> core);
   static std::shared_ptr<IdempotencyStore> MakeIdempotency(std::shared_ptr<Core> core);
 

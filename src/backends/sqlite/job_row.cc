@@ -127,7 +127,7 @@ void BindRecord(Stmt& st, const JobRecord& r) {
   } else {
     st.BindNull(23);
   }
-  st.Bind(24, AuditJson(r.audit));
+  st.Bind(24, AuditJson(r.audit)).Bind(26, r.cancel_requested ? 1 : 0);
 }
 
 }  // namespace internal

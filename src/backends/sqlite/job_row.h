@@ -29,7 +29,7 @@ inline constexpr const char* kJobColumns =
     "finished_at_ns, epoch, lease_recoveries, lock_waits, previous_delay_ns, checkpoint, "
     "failure_class, failure_code, failure_message, reason, result, envelope, history, "
     "lease_token, lease_expires_at_ns, dead_lettered_at_ns, raw_envelope, audit, job_type, "
-    "queue, priority";
+    "queue, priority, cancel_requested";
 enum JobCol {
   kColJobId,
   kColStatus,
@@ -59,6 +59,7 @@ enum JobCol {
   kColJobType,
   kColQueue,
   kColPriority,
+  kColCancelRequested,
 };
 
 // ParseEnvelope validates; stored envelopes were valid when enqueued, but
@@ -164,6 +165,7 @@ Result<JobRecord> ReadJobRow(const Row& st, bool with_history = true) {
   if (!st.IsNull(kColLeaseExpiresAt)) rec.lease_expires_at = TimeFromNs(st.Int(kColLeaseExpiresAt));
   if (!st.IsNull(kColRawEnvelope)) rec.raw_input = st.Text(kColRawEnvelope);
   rec.audit = ParseStringArray(st.Text(kColAudit));
+  rec.cancel_requested = st.Int(kColCancelRequested) != 0;
   if (rec.status == JobStatus::kDeadLettered && !st.IsNull(kColDeadLetteredAt)) {
     rec.finished_at = TimeFromNs(st.Int(kColDeadLetteredAt));
   }
@@ -197,7 +199,7 @@ std::string RawRow(const Row& st) {
       "lock_waits",    "previous_delay_ns", "checkpoint",  "failure_class", "failure_code",
       "failure_message", "reason",        "result",        "envelope",      "history",
       "lease_token",   "lease_expires_at_ns", "dead_lettered_at_ns", "raw_envelope", "audit",
-      "job_type",      "queue",           "priority"};
+      "job_type",      "queue",           "priority",      "cancel_requested"};
   nlohmann::json row = nlohmann::json::object();
   for (int i = 0; i < static_cast<int>(std::size(kNames)); ++i) {
     if (st.IsNull(i)) {
@@ -217,7 +219,8 @@ std::string RawRow(const Row& st) {
 
 // The columns a change writes: every field the engine may change. The
 // envelope, job type, queue, priority, dedup key and visibility timeout are
-// written once, at insert. An empty checkpoint keeps the stored one
+// written once, at insert. An empty checkpoint keeps the stored one, and a
+// change of a running job keeps a cancel request stored meanwhile
 // (JobChange).
 inline constexpr const char* kUpdateSet =
     "status = ?5, attempt = ?6, max_attempts = ?7, ready_at_ns = ?8, updated_at_ns = ?9, "
@@ -225,9 +228,10 @@ inline constexpr const char* kUpdateSet =
     "previous_delay_ns = ?14, checkpoint = CASE WHEN ?15 = '' THEN checkpoint ELSE ?15 END, "
     "failure_class = ?16, failure_code = ?17, failure_message = ?18, reason = ?19, "
     "result = ?20, lease_token = ?21, lease_expires_at_ns = ?22, dead_lettered_at_ns = ?23, "
-    "audit = ?24";
+    "audit = ?24, cancel_requested = CASE WHEN ?2 = 'running' THEN max(cancel_requested, ?26) "
+    "ELSE ?26 END";
 
-// Binds ?5..?24 (kUpdateSet) from `r`.
+// Binds ?5..?24 and ?26 (kUpdateSet) from `r`.
 void BindRecord(Stmt& st, const JobRecord& r);
 
 }  // namespace internal

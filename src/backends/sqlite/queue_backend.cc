@@ -22,6 +22,7 @@
 #include "jobpact/retry_policy.h"
 #include "jobpact/transitions.h"
 #include "src/backends/sqlite/connection.h"
+#include "src/backends/sqlite/control_store.h"
 #include "src/backends/sqlite/core.h"
 #include "src/backends/sqlite/job_row.h"
 #include "src/internal/guarded.h"
@@ -86,6 +87,20 @@ class SqliteQueueBackend final : public StoreBackend {
                                                       TimePoint since) override;
   Result<int> DeleteJobs(JobPlacement placement, TimePoint older_than) override;
   Result<QueueStats> ReadStats(TimePoint now) override;
+  Status RequestCancel(const JobChange& change) override;
+  Result<ControlState> LoadControl() override { return internal::LoadControl(*core_); }
+  Status WriteControl(const ControlWrite& write) override {
+    return internal::WriteControl(*core_, write);
+  }
+  Result<std::vector<std::string>> LoadControlAudit(std::size_t limit) override {
+    return internal::LoadControlAudit(*core_, limit);
+  }
+  Status StorePolicies(const std::vector<PublishedPolicy>& policies) override {
+    return internal::StorePolicies(*core_, policies);
+  }
+  Result<std::vector<PublishedPolicy>> LoadPolicies() override {
+    return internal::LoadPolicies(*core_);
+  }
 
  private:
   // Writes `c` over its row if the row matches c.expect (and appends its
@@ -384,13 +399,37 @@ Result<std::vector<Delivery>> SqliteQueueBackend::LeaseJobs(const DequeueRequest
     // index jobpact_jobs_ready, so SQLite walks it in order and stops after
     // the limit. A quarantined row takes no slot: ask again for what is
     // missing.
-    static const std::string head = std::string("SELECT ") + kJobColumns +
-                                    " FROM jobpact_jobs WHERE status IN ('queued', "
-                                    "'retry_scheduled') AND ready_at_ns <= ?1 ";
+    // The control state (pause, concurrency limits) is obeyed here, in the
+    // same transaction: rows of a paused type or queue, or of a type at its
+    // limit, are never selected, so they are never leased and handed back.
+    static const std::string head =
+        std::string("SELECT ") + kJobColumns +
+        " FROM jobpact_jobs j WHERE status IN ('queued', 'retry_scheduled') AND ready_at_ns <= "
+        "?1 AND NOT EXISTS (SELECT 1 FROM jobpact_control c WHERE (c.kind = 'pause_type' AND "
+        "c.subject = j.job_type AND c.failure_class = '') OR (c.kind = 'pause_queue' AND "
+        "c.subject = j.queue AND c.failure_class = '') OR (c.kind = 'concurrency_limit' AND "
+        "c.subject = j.job_type AND c.failure_class = '' AND c.limit_value <= (SELECT count(*) "
+        "FROM jobpact_jobs r WHERE r.status = 'running' AND r.job_type = c.subject))) ";
     static const std::string tail = "ORDER BY priority DESC, ready_at_ns, job_id LIMIT ?2";
     static const std::string any_queue = head + tail;
     static const std::string some_queues =
         head + "AND queue IN (SELECT value FROM json_each(?3)) " + tail;
+    // How many more jobs each limited type may start: the query above keeps
+    // out types already at their limit; this keeps one batch from taking a
+    // type past it.
+    JOBPACT_ASSIGN_OR_RETURN(ControlState control, internal::LoadControlOn(conn));
+    std::map<std::string, std::int64_t, std::less<>> room;
+    for (const ControlRule& rule : control.rules) {
+      if (rule.kind != ControlKind::kConcurrencyLimit) continue;
+      JOBPACT_ASSIGN_OR_RETURN(
+          sqlite3_stmt * raw,
+          conn.Prepare("SELECT count(*) FROM jobpact_jobs WHERE status = 'running' AND job_type "
+                       "= ?1"));
+      Stmt st(raw);
+      st.Bind(1, rule.subject);
+      if (int rc = st.Step(); rc != SQLITE_ROW) return conn.Error(rc, "Dequeue");
+      room[rule.subject] = rule.limit - st.Int(0);
+    }
     for (int round = 0; round < 8 && static_cast<int>(out.size()) < request.max_jobs; ++round) {
       std::vector<CopiedRow> rows;
       {
@@ -408,15 +447,21 @@ Result<std::vector<Delivery>> SqliteQueueBackend::LeaseJobs(const DequeueRequest
         }
       }
       if (rows.empty()) break;
-      bool any_quarantined = false;
+      bool ask_again = false;  // A row was quarantined or passed over.
       for (const CopiedRow& row : rows) {
+        auto limited = room.find(row.Text(internal::kColJobType));
+        if (limited != room.end() && limited->second <= 0) {
+          ask_again = true;  // The next query leaves its type out.
+          continue;
+        }
         bool quarantined = false;
         JOBPACT_ASSIGN_OR_RETURN(
             JobRecord rec, DecodeOrQuarantine(conn, row, now, /*with_history=*/false, &quarantined));
         if (quarantined) {
-          any_quarantined = true;
+          ask_again = true;
           continue;
         }
+        if (limited != room.end()) --limited->second;
         // Lease tokens are "<worker>:<epoch>:<nonce>": unique per delivery,
         // since a job's epoch grows with every delivery.
         std::string token =
@@ -427,12 +472,12 @@ Result<std::vector<Delivery>> SqliteQueueBackend::LeaseJobs(const DequeueRequest
         JOBPACT_RETURN_IF_ERROR(UpdateRow(conn, c, request.worker_id));
         Delivery d;
         d.lease = Lease{c.record.envelope.job_id, c.record.lease_token, c.record.epoch,
-                        c.record.lease_expires_at};
+                        c.record.lease_expires_at, c.record.cancel_requested};
         d.job = std::move(c.record);
         d.job.history = std::move(c.append);
         out.push_back(std::move(d));
       }
-      if (!any_quarantined) break;
+      if (!ask_again) break;
     }
     return Status::Ok();
   }));
@@ -447,7 +492,7 @@ Result<Lease> SqliteQueueBackend::RenewLease(const Lease& lease, TimePoint expir
         sqlite3_stmt * raw,
         conn.Prepare("UPDATE jobpact_jobs SET lease_expires_at_ns = ?4, updated_at_ns = ?5, "
                      "checkpoint = coalesce(?6, checkpoint) WHERE job_id = ?1 AND status = "
-                     "'running' AND epoch = ?2 AND lease_token = ?3"));
+                     "'running' AND epoch = ?2 AND lease_token = ?3 RETURNING cancel_requested"));
     Stmt st(raw);
     st.Bind(1, lease.job_id)
         .Bind(2, lease.epoch)
@@ -455,17 +500,40 @@ Result<Lease> SqliteQueueBackend::RenewLease(const Lease& lease, TimePoint expir
         .Bind(4, ToNs(expires_at))
         .Bind(5, ToNs(now))
         .BindOrNull(6, checkpoint);
-    JOBPACT_RETURN_IF_ERROR(StepDone(conn, st, "Renew"));
-    if (sqlite3_changes(conn.db()) == 0) {
+    int rc = st.Step();
+    if (rc == SQLITE_DONE) {
       JobChange probe;
       probe.record.envelope.job_id = lease.job_id;
       probe.expect.epoch = lease.epoch;
       return StaleError(conn, probe, "Renew");
     }
+    if (rc != SQLITE_ROW) return conn.Error(rc, "Renew");
+    renewed.cancel_requested = st.Int(0) != 0;
+    JOBPACT_RETURN_IF_ERROR(StepDone(conn, st, "Renew"));
     renewed.expires_at = expires_at;
     return Status::Ok();
   }));
   return renewed;
+}
+
+Status SqliteQueueBackend::RequestCancel(const JobChange& c) {
+  return core_->Write("Cancel", [&](Connection& conn) -> Status {
+    JOBPACT_ASSIGN_OR_RETURN(
+        sqlite3_stmt * raw,
+        conn.Prepare("UPDATE jobpact_jobs SET cancel_requested = 1, updated_at_ns = ?5, audit = "
+                     "json_insert(audit, '$[#]', ?6) WHERE job_id = ?1 AND status = ?2 AND "
+                     "epoch = ?3 AND coalesce(lease_token, '') = ?4"));
+    Stmt st(raw);
+    st.Bind(1, c.record.envelope.job_id)
+        .Bind(2, JobStatusName(c.expect.status))
+        .Bind(3, c.expect.epoch)
+        .Bind(4, c.expect.lease_token)
+        .Bind(5, ToNs(c.record.updated_at))
+        .Bind(6, c.record.audit.empty() ? std::string() : c.record.audit.back());
+    JOBPACT_RETURN_IF_ERROR(StepDone(conn, st, "Cancel"));
+    if (sqlite3_changes(conn.db()) == 0) return StaleError(conn, c, "Cancel");
+    return Status::Ok();
+  });
 }
 
 Result<std::vector<JobChange>> SqliteQueueBackend::RecoverJobs(int max_recoveries, TimePoint now) {
@@ -541,6 +609,7 @@ Result<std::vector<JobRecord>> SqliteQueueBackend::QueryJobs(const JobQuery& q) 
   if (q.status) sql += " AND status = ?1";
   if (q.job_type) sql += " AND job_type = ?2";
   if (q.queue) sql += " AND queue = ?3";
+  if (q.after_job_id) sql += " AND job_id > ?9";
   if (q.reason) sql += " AND reason = ?4";
   if (q.failure_class) sql += " AND failure_class = ?5";
   if (q.finished_after) sql += std::string(" AND ") + finished + " >= ?6";
@@ -554,6 +623,7 @@ Result<std::vector<JobRecord>> SqliteQueueBackend::QueryJobs(const JobQuery& q) 
     if (q.status) st.Bind(1, JobStatusName(*q.status));
     if (q.job_type) st.Bind(2, *q.job_type);
     if (q.queue) st.Bind(3, *q.queue);
+    if (q.after_job_id) st.Bind(9, *q.after_job_id);
     if (q.reason) st.Bind(4, *q.reason);
     if (q.failure_class) st.Bind(5, FailureClassName(*q.failure_class));
     if (q.finished_after) st.Bind(6, ToNs(*q.finished_after));
@@ -709,7 +779,7 @@ Result<std::vector<EnqueueResult>> SqliteBackend::Core::EnqueueOn(
   return SqliteQueueBackend::InsertOn(conn, jobs, options, now);
 }
 
-std::shared_ptr<QueueBackend> SqliteBackend::Core::MakeQueue(std::shared_ptr<Core> core) {
+std::shared_ptr<StoreBackend> SqliteBackend::Core::MakeQueue(std::shared_ptr<Core> core) {
   return std::make_shared<SqliteQueueBackend>(std::move(core));
 }
 

@@ -97,6 +97,39 @@ CREATE TABLE jobpact_idempotency (
 ) WITHOUT ROWID;
 CREATE INDEX jobpact_idempotency_expiry ON jobpact_idempotency (expires_at_ns);
 )sql",
+    // Version 2: the operator side. A running job's cancel request; the
+    // control state every process obeys (pause, concurrency limits, routes
+    // to the DLQ) with its audit; the retry policies runners publish; and
+    // an index to count a type's running jobs in the lease step.
+    R"sql(
+ALTER TABLE jobpact_jobs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX jobpact_jobs_running_type ON jobpact_jobs (job_type)
+  WHERE status = 'running';
+
+CREATE TABLE jobpact_control (
+  kind          TEXT NOT NULL,
+  subject       TEXT NOT NULL,
+  failure_class TEXT NOT NULL DEFAULT '',
+  limit_value   INTEGER NOT NULL DEFAULT 0,
+  actor         TEXT NOT NULL,
+  reason        TEXT NOT NULL,
+  set_at_ns     INTEGER NOT NULL,
+  PRIMARY KEY (kind, subject, failure_class)
+) WITHOUT ROWID;
+
+CREATE TABLE jobpact_control_audit (
+  seq  INTEGER PRIMARY KEY AUTOINCREMENT,
+  line TEXT NOT NULL
+);
+
+CREATE TABLE jobpact_policies (
+  job_type        TEXT PRIMARY KEY,
+  policy          TEXT NOT NULL,
+  reason          TEXT NOT NULL,
+  publisher       TEXT NOT NULL,
+  published_at_ns INTEGER NOT NULL
+) WITHOUT ROWID;
+)sql",
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == SqliteBackend::kSchemaVersion,

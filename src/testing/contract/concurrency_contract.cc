@@ -82,7 +82,7 @@ TEST_P(ConcurrencyContract, EightThreadsDequeueEveryJobExactlyOnce) {
   }
   EXPECT_EQ(total, static_cast<std::size_t>(kJobs)) << "a job was delivered twice or lost";
   EXPECT_EQ(all.size(), static_cast<std::size_t>(kJobs));
-  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, queue_->Stats());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, admin_->Stats());
   EXPECT_EQ(st.by_status[JobStatus::kSucceeded], kJobs);
 }
 

@@ -46,7 +46,7 @@ TEST_P(DeadLetterContract, InvalidEnvelopeIsKeptWholeWithItsProblems) {
                                       {"payload", "is required"}};
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::string id, queue_->DeadLetterInvalid(raw, problems));
   EXPECT_EQ(id, "job_bad_1");
-  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e, queue_->GetDeadLetter(id));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e, admin_->GetDeadLetter(id));
   EXPECT_EQ(e.job_id, "job_bad_1");
   EXPECT_EQ(e.job_type, "invoice.generate");
   EXPECT_EQ(e.trace_id, "trc_9");
@@ -68,7 +68,7 @@ TEST_P(DeadLetterContract, InvalidEnvelopeIsKeptWholeWithItsProblems) {
   EXPECT_EQ(rec.status, JobStatus::kDeadLettered);
   EXPECT_EQ(rec.reason, reason::kInvalidEnvelope);
   EXPECT_THAT(Take(10), IsEmpty());
-  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, queue_->Stats());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, admin_->Stats());
   EXPECT_EQ(st.dead_letters, 1);
 }
 
@@ -77,7 +77,7 @@ TEST_P(DeadLetterContract, UnreadableInputGetsANewIdAndIsStillKept) {
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::string id1,
                                queue_->DeadLetterInvalid(garbage, {{"", "malformed JSON"}}));
   EXPECT_FALSE(id1.empty());
-  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e, queue_->GetDeadLetter(id1));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e, admin_->GetDeadLetter(id1));
   EXPECT_EQ(e.raw_envelope, garbage);
   // A readable id that another job already has is not reused.
   Put(MakeJob("job_taken"));
@@ -86,7 +86,7 @@ TEST_P(DeadLetterContract, UnreadableInputGetsANewIdAndIsStillKept) {
                                queue_->DeadLetterInvalid(clash, {{"max_attempts", "must be >= 1"}}));
   EXPECT_NE(id2, "job_taken");
   EXPECT_NE(id2, id1);
-  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e2, queue_->GetDeadLetter(id2));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e2, admin_->GetDeadLetter(id2));
   EXPECT_EQ(e2.raw_envelope, clash);
   EXPECT_EQ(MustGet("job_taken").status, JobStatus::kQueued);
 }
@@ -94,9 +94,9 @@ TEST_P(DeadLetterContract, UnreadableInputGetsANewIdAndIsStillKept) {
 TEST_P(DeadLetterContract, InvalidEnvelopeCannotBeReplayed) {
   JOBPACT_ASSERT_OK_AND_ASSIGN(
       std::string id, queue_->DeadLetterInvalid(R"({"job_id":"job_bad"})", {{"job_type", "is required"}}));
-  EXPECT_THAT(queue_->Replay(id, Action("alice", "try it")),
+  EXPECT_THAT(admin_->Replay(id, Action("alice", "try it")),
               StatusIs(StatusCode::kFailedPrecondition));
-  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e, queue_->GetDeadLetter(id));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e, admin_->GetDeadLetter(id));
   EXPECT_EQ(e.reason, reason::kInvalidEnvelope);  // Still there.
 }
 
@@ -114,7 +114,7 @@ TEST_P(DeadLetterContract, ListFiltersByTypeReasonClassAndTime) {
   ASSERT_EQ(inv, "job_4");
 
   auto list = [this](DlqFilter f) {
-    Result<std::vector<DlqEntry>> r = queue_->ListDeadLetters(f);
+    Result<std::vector<DlqEntry>> r = admin_->ListDeadLetters(f);
     EXPECT_THAT(r.status(), IsOk());
     return r.ok() ? Ids(*r) : std::vector<std::string>{};
   };
@@ -158,7 +158,7 @@ TEST_P(DeadLetterContract, ListFiltersByTypeReasonClassAndTime) {
 
 TEST_P(DeadLetterContract, ListedEntriesCarryTheirDetails) {
   PutInDlq(MakeJob("job_1", "type.a"), "max_attempts_exceeded", kTransient);
-  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<DlqEntry> es, queue_->ListDeadLetters({}));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<DlqEntry> es, admin_->ListDeadLetters({}));
   ASSERT_EQ(es.size(), 1u);
   EXPECT_EQ(es[0].job_type, "type.a");
   EXPECT_EQ(es[0].payload, R"({"n":1})");
@@ -172,14 +172,14 @@ TEST_P(DeadLetterContract, ListedEntriesCarryTheirDetails) {
 
 TEST_P(DeadLetterContract, GetDeadLetterOfAJobNotInTheDlqIsNotFound) {
   Put(MakeJob("job_1"));
-  EXPECT_THAT(queue_->GetDeadLetter("job_1").status(), StatusIs(StatusCode::kNotFound));
-  EXPECT_THAT(queue_->GetDeadLetter("job_missing").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(admin_->GetDeadLetter("job_1").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(admin_->GetDeadLetter("job_missing").status(), StatusIs(StatusCode::kNotFound));
 }
 
 TEST_P(DeadLetterContract, ReplayRequeuesTheJobWithAnAuditRecord) {
   PutInDlq(MakeJob("job_1"), "max_attempts_exceeded", kTransient);
   Advance(std::chrono::minutes(10));
-  ASSERT_THAT(queue_->Replay("job_1", Action("alice", "INC-42: upstream fixed")), IsOk());
+  ASSERT_THAT(admin_->Replay("job_1", Action("alice", "INC-42: upstream fixed")), IsOk());
   JobRecord rec = MustGet("job_1");
   EXPECT_EQ(rec.status, JobStatus::kQueued);
   EXPECT_EQ(rec.envelope.attempt, 0);  // reset_attempts defaults to true.
@@ -191,10 +191,10 @@ TEST_P(DeadLetterContract, ReplayRequeuesTheJobWithAnAuditRecord) {
   EXPECT_EQ(rec.history.back().at, Now());
   EXPECT_EQ(rec.history.back().reason, reason::kReplay);
   // It left the DLQ.
-  EXPECT_THAT(queue_->GetDeadLetter("job_1").status(), StatusIs(StatusCode::kNotFound));
-  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<DlqEntry> left, queue_->ListDeadLetters({}));
+  EXPECT_THAT(admin_->GetDeadLetter("job_1").status(), StatusIs(StatusCode::kNotFound));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<DlqEntry> left, admin_->ListDeadLetters({}));
   EXPECT_THAT(left, IsEmpty());
-  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, queue_->Stats());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, admin_->Stats());
   EXPECT_EQ(st.dead_letters, 0);
   // It runs again from attempt 1, as a new delivery.
   Delivery d = TakeOne("job_1");
@@ -206,14 +206,14 @@ TEST_P(DeadLetterContract, ReplayRequeuesTheJobWithAnAuditRecord) {
   again.reason = "permanent_error";
   again.failure = kPermanent;
   ASSERT_THAT(queue_->Complete(d, again), IsOk());
-  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e, queue_->GetDeadLetter("job_1"));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e, admin_->GetDeadLetter("job_1"));
   ASSERT_EQ(e.audit.size(), 1u);
   EXPECT_THAT(e.audit[0], HasSubstr("alice"));
   EXPECT_THAT(e.audit[0], HasSubstr("INC-42: upstream fixed"));
   EXPECT_EQ(e.reason, "permanent_error");
-  ASSERT_THAT(queue_->Replay("job_1", Action("bob", "second try")), IsOk());
+  ASSERT_THAT(admin_->Replay("job_1", Action("bob", "second try")), IsOk());
   ASSERT_THAT(queue_->Complete(TakeOne("job_1"), again), IsOk());
-  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e2, queue_->GetDeadLetter("job_1"));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e2, admin_->GetDeadLetter("job_1"));
   ASSERT_EQ(e2.audit.size(), 2u);
   EXPECT_THAT(e2.audit[1], HasSubstr("bob"));
 }
@@ -235,7 +235,7 @@ TEST_P(DeadLetterContract, ReplayWithoutResetKeepsAttemptsAndAddsExtra) {
   DlqAction a = Action("alice", "one more try");
   a.reset_attempts = false;
   a.extra_attempts = 3;
-  ASSERT_THAT(queue_->Replay("job_1", a), IsOk());
+  ASSERT_THAT(admin_->Replay("job_1", a), IsOk());
   JobRecord rec = MustGet("job_1");
   EXPECT_EQ(rec.envelope.attempt, 2);
   EXPECT_EQ(rec.envelope.max_attempts, 5);
@@ -246,7 +246,7 @@ TEST_P(DeadLetterContract, ReplayAtALaterTime) {
   PutInDlq(MakeJob("job_1"), "max_attempts_exceeded", kTransient);
   DlqAction a = Action("alice", "after the maintenance window");
   a.ready_at = Now() + std::chrono::minutes(30);
-  ASSERT_THAT(queue_->Replay("job_1", a), IsOk());
+  ASSERT_THAT(admin_->Replay("job_1", a), IsOk());
   EXPECT_EQ(MustGet("job_1").ready_at, Now() + std::chrono::minutes(30));
   EXPECT_THAT(Take(10), IsEmpty());
   Advance(std::chrono::minutes(30));
@@ -258,7 +258,7 @@ TEST_P(DeadLetterContract, ReplayAndDiscardCheckTheirInput) {
   Put(MakeJob("job_queued"));
   for (bool replay : {true, false}) {
     auto act = [&](std::string_view id, const DlqAction& a) {
-      return replay ? queue_->Replay(id, a) : queue_->Discard(id, a);
+      return replay ? admin_->Replay(id, a) : admin_->Discard(id, a);
     };
     SCOPED_TRACE(replay ? "Replay" : "Discard");
     EXPECT_THAT(act("job_1", Action("", "why")), StatusIs(StatusCode::kInvalidArgument));
@@ -273,7 +273,7 @@ TEST_P(DeadLetterContract, ReplayAndDiscardCheckTheirInput) {
 TEST_P(DeadLetterContract, DiscardEndsTheJobWithAnAuditRecord) {
   PutInDlq(MakeJob("job_1"), "permanent_error", kPermanent);
   Advance(std::chrono::minutes(5));
-  ASSERT_THAT(queue_->Discard("job_1", Action("bob", "superseded by job_2")), IsOk());
+  ASSERT_THAT(admin_->Discard("job_1", Action("bob", "superseded by job_2")), IsOk());
   JobRecord rec = MustGet("job_1");
   EXPECT_EQ(rec.status, JobStatus::kDiscarded);
   EXPECT_EQ(rec.reason, reason::kOperatorDiscard);
@@ -281,13 +281,13 @@ TEST_P(DeadLetterContract, DiscardEndsTheJobWithAnAuditRecord) {
   EXPECT_EQ(rec.history.back().from, JobStatus::kDeadLettered);
   EXPECT_EQ(rec.history.back().to, JobStatus::kDiscarded);
   EXPECT_EQ(rec.history.back().reason, reason::kOperatorDiscard);
-  EXPECT_THAT(queue_->GetDeadLetter("job_1").status(), StatusIs(StatusCode::kNotFound));
-  EXPECT_THAT(queue_->Discard("job_1", Action("bob", "again")), StatusIs(StatusCode::kNotFound));
-  EXPECT_THAT(queue_->Replay("job_1", Action("bob", "undo")), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(admin_->GetDeadLetter("job_1").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(admin_->Discard("job_1", Action("bob", "again")), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(admin_->Replay("job_1", Action("bob", "undo")), StatusIs(StatusCode::kNotFound));
   // Now a final status: removed by the status retention, not the DLQ's.
-  JOBPACT_ASSERT_OK_AND_ASSIGN(int n, queue_->PurgeFinished(Now() + Seconds(1)));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(int n, admin_->PurgeFinished(Now() + Seconds(1)));
   EXPECT_EQ(n, 1);
-  EXPECT_THAT(queue_->Get("job_1").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(admin_->Get("job_1").status(), StatusIs(StatusCode::kNotFound));
 }
 
 TEST_P(DeadLetterContract, PurgeDeletesOnlyEntriesOlderThanTheCutoff) {
@@ -295,17 +295,17 @@ TEST_P(DeadLetterContract, PurgeDeletesOnlyEntriesOlderThanTheCutoff) {
   PutInDlq(MakeJob("job_old"), "permanent_error", kPermanent);
   Advance(std::chrono::hours(1));
   PutInDlq(MakeJob("job_new"), "permanent_error", kPermanent);
-  JOBPACT_ASSERT_OK_AND_ASSIGN(int first, queue_->PurgeDeadLetters(t0 + std::chrono::minutes(30)));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(int first, admin_->PurgeDeadLetters(t0 + std::chrono::minutes(30)));
   EXPECT_EQ(first, 1);
-  EXPECT_THAT(queue_->GetDeadLetter("job_old").status(), StatusIs(StatusCode::kNotFound));
-  EXPECT_THAT(queue_->Get("job_old").status(), StatusIs(StatusCode::kNotFound));
-  ASSERT_THAT(queue_->GetDeadLetter("job_new").status(), IsOk());
+  EXPECT_THAT(admin_->GetDeadLetter("job_old").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(admin_->Get("job_old").status(), StatusIs(StatusCode::kNotFound));
+  ASSERT_THAT(admin_->GetDeadLetter("job_new").status(), IsOk());
   // The cutoff is exclusive: an entry dead-lettered exactly then stays.
-  JOBPACT_ASSERT_OK_AND_ASSIGN(int none, queue_->PurgeDeadLetters(Now()));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(int none, admin_->PurgeDeadLetters(Now()));
   EXPECT_EQ(none, 0);
-  JOBPACT_ASSERT_OK_AND_ASSIGN(int second, queue_->PurgeDeadLetters(Now() + Seconds(1)));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(int second, admin_->PurgeDeadLetters(Now() + Seconds(1)));
   EXPECT_EQ(second, 1);
-  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, queue_->Stats());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, admin_->Stats());
   EXPECT_EQ(st.dead_letters, 0);
 }
 

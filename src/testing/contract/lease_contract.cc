@@ -341,7 +341,7 @@ TEST_P(QueueBackendContract, RepeatedLeaseExpiryDeadLettersTheJob) {
   EXPECT_EQ(rec.history.back().reason, reason::kLeaseExpiredRepeatedly);
   EXPECT_EQ(rec.history.back().from, JobStatus::kRunning);
   EXPECT_TRUE(rec.finished_at.has_value());
-  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e, queue_->GetDeadLetter("job_crashy"));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e, admin_->GetDeadLetter("job_crashy"));
   EXPECT_EQ(e.reason, reason::kLeaseExpiredRepeatedly);
   EXPECT_EQ(e.attempts, 3);
   EXPECT_THAT(Take(10), IsEmpty());

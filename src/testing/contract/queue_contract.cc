@@ -67,15 +67,15 @@ TEST_P(QueueBackendContract, EnqueueRefusesAnEnvelopeThatCouldNotBeReadBack) {
   bad.tenant_id = "acme corp";
   Result<EnqueueResult> r = queue_->Enqueue(bad, {});
   EXPECT_THAT(r.status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("tenant_id")));
-  EXPECT_THAT(queue_->Get("job_bad").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(admin_->Get("job_bad").status(), StatusIs(StatusCode::kNotFound));
   // In a batch, one bad envelope refuses the whole batch, naming it.
   Result<std::vector<EnqueueResult>> batch =
       queue_->EnqueueBatch({MakeJob("job_b1"), bad, MakeJob("job_b3")}, {});
   EXPECT_THAT(batch.status(), StatusIs(StatusCode::kInvalidArgument, HasSubstr("tenant_id")));
-  EXPECT_THAT(queue_->Get("job_b1").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(admin_->Get("job_b1").status(), StatusIs(StatusCode::kNotFound));
   // The queue keeps working.
   TakeOne("job_ok");
-  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, queue_->Stats());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, admin_->Stats());
   EXPECT_EQ(st.by_status[JobStatus::kRunning], 1);
 }
 
@@ -121,7 +121,7 @@ TEST_P(QueueBackendContract, ReusedJobIdIsAlreadyExists) {
 }
 
 TEST_P(QueueBackendContract, GetUnknownJobIsNotFound) {
-  EXPECT_THAT(queue_->Get("job_missing").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(admin_->Get("job_missing").status(), StatusIs(StatusCode::kNotFound));
 }
 
 TEST_P(QueueBackendContract, EnqueueBatchReturnsResultsInOrder) {
@@ -136,7 +136,7 @@ TEST_P(QueueBackendContract, EnqueueBatchReturnsResultsInOrder) {
   EXPECT_FALSE(rs[1].duplicate);
   EXPECT_EQ(rs[2].job_id, "job_b2");
   EXPECT_TRUE(rs[2].duplicate);
-  EXPECT_THAT(queue_->Get("job_b3").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(admin_->Get("job_b3").status(), StatusIs(StatusCode::kNotFound));
   EXPECT_EQ(Ids(Take(10)), (std::vector<std::string>{"job_b1", "job_b2"}));
 }
 
@@ -333,7 +333,7 @@ TEST_P(QueueBackendContract, CompleteFailedIsFinal) {
   ASSERT_TRUE(rec.last_failure.has_value());
   EXPECT_EQ(rec.last_failure->code, "bad_input");
   // Not in the DLQ, never delivered again, and the lease is spent.
-  EXPECT_THAT(queue_->GetDeadLetter("job_a").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(admin_->GetDeadLetter("job_a").status(), StatusIs(StatusCode::kNotFound));
   EXPECT_THAT(Take(10), IsEmpty());
   EXPECT_THAT(queue_->Complete(d, Outcome(JobStatus::kSucceeded, "succeeded")),
               StatusIs(StatusCode::kAborted));
@@ -352,7 +352,7 @@ TEST_P(QueueBackendContract, CompleteDeadLetteredKeepsTheFailure) {
   JobRecord rec = MustGet("job_a");
   EXPECT_EQ(rec.status, JobStatus::kDeadLettered);
   EXPECT_EQ(rec.finished_at, Now());
-  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e, queue_->GetDeadLetter("job_a"));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e, admin_->GetDeadLetter("job_a"));
   EXPECT_EQ(e.job_id, "job_a");
   EXPECT_EQ(e.job_type, "invoice.generate");
   EXPECT_EQ(e.payload, R"({"order_id":"ord_987"})");
@@ -380,7 +380,7 @@ TEST_P(QueueBackendContract, CompleteDiscardedIsFinal) {
   EXPECT_EQ(rec.status, JobStatus::kDiscarded);
   EXPECT_EQ(rec.reason, reason::kExpired);
   EXPECT_EQ(rec.finished_at, Now());
-  EXPECT_THAT(queue_->GetDeadLetter("job_a").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(admin_->GetDeadLetter("job_a").status(), StatusIs(StatusCode::kNotFound));
 }
 
 TEST_P(QueueBackendContract, IllegalTransitionIsRefusedAndChangesNothing) {
@@ -482,7 +482,7 @@ TEST_P(QueueBackendContract, DuplicateWithinTheWindowReturnsTheExistingJob) {
   EXPECT_TRUE(r.duplicate);
   EXPECT_EQ(r.job_id, "job_1");
   EXPECT_EQ(r.status, JobStatus::kQueued);
-  EXPECT_THAT(queue_->Get("job_2").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(admin_->Get("job_2").status(), StatusIs(StatusCode::kNotFound));
   // A running or succeeded job within the window is still the duplicate.
   Delivery d = TakeOne("job_1");
   JOBPACT_ASSERT_OK_AND_ASSIGN(EnqueueResult r2, queue_->Enqueue(second, opts));
@@ -627,15 +627,15 @@ TEST_P(QueueBackendContract, PurgeFinishedRemovesOnlyOldFinalJobs) {
   retry.ready_at = Now() + std::chrono::hours(100);
   ASSERT_THAT(queue_->Complete(TakeOne("job_6retry"), retry), IsOk());
 
-  JOBPACT_ASSERT_OK_AND_ASSIGN(int first, queue_->PurgeFinished(t0 + std::chrono::minutes(30)));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(int first, admin_->PurgeFinished(t0 + std::chrono::minutes(30)));
   EXPECT_EQ(first, 1);
-  EXPECT_THAT(queue_->Get("job_1ok").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(admin_->Get("job_1ok").status(), StatusIs(StatusCode::kNotFound));
   EXPECT_EQ(MustGet("job_2failed").status, JobStatus::kFailed);
 
-  JOBPACT_ASSERT_OK_AND_ASSIGN(int rest, queue_->PurgeFinished(Now() + std::chrono::hours(1000)));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(int rest, admin_->PurgeFinished(Now() + std::chrono::hours(1000)));
   EXPECT_EQ(rest, 2);  // failed and discarded; never queued, running, retrying or DLQ jobs.
-  EXPECT_THAT(queue_->Get("job_2failed").status(), StatusIs(StatusCode::kNotFound));
-  EXPECT_THAT(queue_->Get("job_3discarded").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(admin_->Get("job_2failed").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(admin_->Get("job_3discarded").status(), StatusIs(StatusCode::kNotFound));
   EXPECT_EQ(MustGet("job_4dlq").status, JobStatus::kDeadLettered);
   EXPECT_EQ(MustGet("job_5running").status, JobStatus::kRunning);
   EXPECT_EQ(MustGet("job_6retry").status, JobStatus::kRetryScheduled);
@@ -648,7 +648,7 @@ TEST_P(QueueBackendContract, PurgedJobNoLongerCountsForDedup) {
   Put(a);
   ASSERT_THAT(queue_->Complete(TakeOne("job_1"), Outcome(JobStatus::kSucceeded, "succeeded")),
               IsOk());
-  JOBPACT_ASSERT_OK_AND_ASSIGN(int n, queue_->PurgeFinished(Now() + Seconds(1)));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(int n, admin_->PurgeFinished(Now() + Seconds(1)));
   EXPECT_EQ(n, 1);
   Envelope b = MakeJob("job_2");
   b.dedup_key = "k";
@@ -681,7 +681,7 @@ TEST_P(QueueBackendContract, StatsReportDepthAgeRunningStatusesAndDlq) {
       IsOk());
   Advance(Seconds(5));
 
-  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, queue_->Stats());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, admin_->Stats());
   ASSERT_EQ(st.queues.count("q1"), 1u);
   EXPECT_EQ(st.queues["q1"].depth, 3);  // Two ready plus one scheduled.
   EXPECT_EQ(st.queues["q1"].running, 0);
@@ -703,7 +703,7 @@ TEST_P(QueueBackendContract, StatsOldestAgeStartsWhenAScheduledJobBecomesReady) 
   later.scheduled_at = Now() + Seconds(60);
   Put(later);
   Advance(Seconds(90));
-  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, queue_->Stats());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, admin_->Stats());
   EXPECT_EQ(st.queues["default"].depth, 1);
   EXPECT_EQ(st.queues["default"].oldest_ready_age, Seconds(30));
 }

@@ -19,6 +19,7 @@ int LockStoreContractAnchor();         // lock_contract.cc
 int IdempotencyStoreContractAnchor();  // idempotency_contract.cc
 int ConcurrencyContractAnchor();       // concurrency_contract.cc
 int LeaseContractAnchor();             // lease_contract.cc
+int AdminContractAnchor();             // admin_contract.cc
 
 }  // namespace contract_internal
 }  // namespace testing

@@ -193,7 +193,7 @@ void CrashTest::Run(Figures* figures) {
 
   bool done = false;
   while (std::chrono::steady_clock::now() - started < kTimeBudget) {
-    auto stats = backend->queue()->Stats();
+    auto stats = backend->admin()->Stats();
     ASSERT_TRUE(stats.ok()) << stats.status();
     const std::int64_t pending = stats->by_status[JobStatus::kQueued] +
                                  stats->by_status[JobStatus::kRunning] +
@@ -238,7 +238,7 @@ void CrashTest::Run(Figures* figures) {
   std::map<std::string, pid_t> final_deliverer;  // job -> pid of its last delivery
   std::set<std::string> succeeded;
   for (const std::string& id : ids) {
-    auto rec = backend->queue()->Get(id);
+    auto rec = backend->admin()->Get(id);
     ASSERT_TRUE(rec.ok()) << id << ": " << rec.status();
     ASSERT_TRUE(IsFinal(rec->status) || rec->status == JobStatus::kDeadLettered)
         << id << " is " << JobStatusName(rec->status);

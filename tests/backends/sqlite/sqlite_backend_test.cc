@@ -180,7 +180,7 @@ TEST_F(SqliteBackendTest, ReopeningKeepsJobsAndLeases) {
   }
   auto backend = MustOpen();
   ASSERT_NE(backend, nullptr);
-  auto a = backend->queue()->Get("job_a");
+  auto a = backend->admin()->Get("job_a");
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->status, JobStatus::kRunning);
   EXPECT_EQ(a->envelope.attempt, 1);
@@ -190,9 +190,9 @@ TEST_F(SqliteBackendTest, ReopeningKeepsJobsAndLeases) {
   done.reason = "succeeded";
   done.result = "ok";
   ASSERT_OK(backend->queue()->Complete(lease, done));
-  EXPECT_EQ(backend->queue()->Get("job_a")->status, JobStatus::kSucceeded);
-  EXPECT_EQ(backend->queue()->Get("job_a")->result, "ok");
-  EXPECT_EQ(backend->queue()->Get("job_b")->status, JobStatus::kQueued);
+  EXPECT_EQ(backend->admin()->Get("job_a")->status, JobStatus::kSucceeded);
+  EXPECT_EQ(backend->admin()->Get("job_a")->result, "ok");
+  EXPECT_EQ(backend->admin()->Get("job_b")->status, JobStatus::kQueued);
   EXPECT_EQ(TakeOne(*backend->queue()).lease.job_id, "job_b");
 }
 
@@ -281,8 +281,8 @@ TEST_F(SqliteBackendTest, ReadOnlyOpenReadsButRefusesWrites) {
   ro.read_only = true;
   auto backend = MustOpen(ro);
   ASSERT_NE(backend, nullptr);
-  EXPECT_EQ(backend->queue()->Get("job_1")->status, JobStatus::kQueued);
-  auto stats = backend->queue()->Stats();
+  EXPECT_EQ(backend->admin()->Get("job_1")->status, JobStatus::kQueued);
+  auto stats = backend->admin()->Stats();
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->by_status[JobStatus::kQueued], 1);
   Status s = backend->queue()->Enqueue(Job("job_2"), {}).status();
@@ -290,7 +290,7 @@ TEST_F(SqliteBackendTest, ReadOnlyOpenReadsButRefusesWrites) {
   EXPECT_THAT(s.message(), HasSubstr("read-only"));
   EXPECT_THAT(s.message(), HasSubstr(path_));
   EXPECT_CODE(backend->locks()->Acquire("k", "o", Seconds(1)).status(), kFailedPrecondition);
-  EXPECT_EQ(backend->queue()->Get("job_1")->status, JobStatus::kQueued);
+  EXPECT_EQ(backend->admin()->Get("job_1")->status, JobStatus::kQueued);
 }
 
 TEST_F(SqliteBackendTest, ReadOnlyOpenOfANewFileFails) {
@@ -339,14 +339,14 @@ TEST_F(SqliteBackendTest, FullDatabaseIsResourceExhaustedAndLosesNothing) {
     // Everything acknowledged is still there and readable; the store still
     // works for what needs no new space.
     for (const std::string& id : stored) {
-      ASSERT_EQ(backend->queue()->Get(id)->status, JobStatus::kQueued) << id;
+      ASSERT_EQ(backend->admin()->Get(id)->status, JobStatus::kQueued) << id;
     }
     ASSERT_OK(backend->locks()->Acquire("k", "o", Seconds(5)).status());
   }
   // Reopened without the bound: nothing lost, and room again.
   auto backend = MustOpen();
   ASSERT_NE(backend, nullptr);
-  auto stats = backend->queue()->Stats();
+  auto stats = backend->admin()->Stats();
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->by_status[JobStatus::kQueued], static_cast<std::int64_t>(stored.size()));
   ASSERT_OK(backend->queue()->Enqueue(Job("job_more"), {}).status());
@@ -406,11 +406,12 @@ TEST_F(SqliteBackendTest, FullDatabaseStillDrainsAndTakesJobsAgainAfterAPurge) {
   }
   EXPECT_EQ(completed, static_cast<int>(stored.size()));
   ASSERT_OK(backend->locks()->Acquire("k", "o", Seconds(5)).status());
-  EXPECT_EQ(q->Stats()->by_status[JobStatus::kSucceeded], static_cast<std::int64_t>(stored.size()));
+  EXPECT_EQ(backend->admin()->Stats()->by_status[JobStatus::kSucceeded],
+            static_cast<std::int64_t>(stored.size()));
 
   // Purging the finished jobs makes room for new ones.
   clock_->Advance(Seconds(1));
-  auto purged = q->PurgeFinished(clock_->Now());
+  auto purged = backend->admin()->PurgeFinished(clock_->Now());
   ASSERT_TRUE(purged.ok()) << purged.status();
   EXPECT_EQ(*purged, static_cast<int>(stored.size()));
   for (int i = 0; i < 10; ++i) {
@@ -442,7 +443,7 @@ TEST_F(SqliteBackendTest, FullDatabaseRefusesATransactionalEnqueueButNotTheCalle
   // The refusal undid only the enqueue: the caller's transaction goes on.
   ASSERT_EQ(caller.Exec("COMMIT"), SQLITE_OK);
   EXPECT_EQ(caller.Query("SELECT id FROM orders"), "ord_1");
-  EXPECT_CODE(backend->queue()->Get("job_tx").status(), kNotFound);
+  EXPECT_CODE(backend->admin()->Get("job_tx").status(), kNotFound);
 
   // The same through RunInTransaction: everything rolls back.
   s = backend->RunInTransaction([&](sqlite3* db) -> Status {
@@ -451,7 +452,7 @@ TEST_F(SqliteBackendTest, FullDatabaseRefusesATransactionalEnqueueButNotTheCalle
   });
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s;
   EXPECT_EQ(caller.Query("SELECT count(*) FROM orders"), "1");
-  EXPECT_CODE(backend->queue()->Get("job_tx2").status(), kNotFound);
+  EXPECT_CODE(backend->admin()->Get("job_tx2").status(), kNotFound);
 }
 
 // Writes a database of 400 jobs and closes it (the last close checkpoints
@@ -508,7 +509,7 @@ TEST_F(SqliteBackendTest, CorruptionFoundAfterOpenIsReportedAsCorruption) {
   auto backend = MustOpen(unchecked);  // Page 1 and the schema are intact.
   ASSERT_NE(backend, nullptr);
   // Stats reads every row of the jobs table, so it reaches the bad pages.
-  ExpectCorruptionError(backend->queue()->Stats().status(), path_);
+  ExpectCorruptionError(backend->admin()->Stats().status(), path_);
   // So does a dequeue that walks past them (or it works, on intact pages):
   // never a generic internal error.
   DequeueRequest req;
@@ -536,7 +537,7 @@ TEST_F(SqliteBackendTest, ReadOnlyFileSaysReadOnlyAtOpenAndOnEveryWriteEvenAsRoo
   auto b = SqliteBackend::Open(uri, ro, clock_);
   ASSERT_TRUE(b.ok()) << b.status();
   auto backend = *b;
-  EXPECT_EQ(backend->queue()->Get("job_1")->status, JobStatus::kQueued);
+  EXPECT_EQ(backend->admin()->Get("job_1")->status, JobStatus::kQueued);
   for (const Status& s : {backend->queue()->Enqueue(Job("job_2"), {}).status(),
                           backend->queue()->Dequeue({}).status(),
                           backend->locks()->Acquire("k", "o", Seconds(1)).status(),
@@ -569,7 +570,7 @@ TEST_F(SqliteBackendTest, AUriPathNamesTheSameFileForTransactionalEnqueue) {
   ASSERT_EQ(caller.Exec("BEGIN IMMEDIATE"), SQLITE_OK);
   ASSERT_OK((*backend)->EnqueueInTransaction(caller.get(), Job("job_1"), {}).status());
   ASSERT_EQ(caller.Exec("COMMIT"), SQLITE_OK);
-  EXPECT_EQ((*backend)->queue()->Get("job_1")->status, JobStatus::kQueued);
+  EXPECT_EQ((*backend)->admin()->Get("job_1")->status, JobStatus::kQueued);
 }
 
 // A stored record that can no longer be decoded (a tenant "acme corp"
@@ -592,7 +593,7 @@ TEST_F(SqliteBackendTest, UndecodableRecordIsQuarantinedAndBlocksNothing) {
               SQLITE_OK);
   }
   // Get shows what it is before anything moved it.
-  auto shown = backend->queue()->Get("job_c");
+  auto shown = backend->admin()->Get("job_c");
   ASSERT_TRUE(shown.ok()) << shown.status();
   EXPECT_EQ(shown->reason, kUndecodableRecord);
 
@@ -602,7 +603,7 @@ TEST_F(SqliteBackendTest, UndecodableRecordIsQuarantinedAndBlocksNothing) {
   for (const Delivery& d : *batch) ids.push_back(d.lease.job_id);
   EXPECT_EQ(ids, (std::vector<std::string>{"job_a", "job_d"}));
   for (const char* id : {"job_b", "job_c"}) {
-    auto e = backend->queue()->GetDeadLetter(id);
+    auto e = backend->admin()->GetDeadLetter(id);
     ASSERT_TRUE(e.ok()) << id << ": " << e.status();
     EXPECT_EQ(e->reason, kUndecodableRecord);
     ASSERT_TRUE(e->last_failure.has_value());
@@ -610,10 +611,10 @@ TEST_F(SqliteBackendTest, UndecodableRecordIsQuarantinedAndBlocksNothing) {
     // The whole row is kept, the broken envelope included.
     EXPECT_NE(e->raw_envelope.find("\"job_id\":\"" + std::string(id) + "\""), std::string::npos)
         << e->raw_envelope;
-    EXPECT_EQ(backend->queue()->Replay(id, {"ops", "try again", true, 0, std::nullopt}).code(),
+    EXPECT_EQ(backend->admin()->Replay(id, {"ops", "try again", true, 0, std::nullopt}).code(),
               StatusCode::kFailedPrecondition);
   }
-  EXPECT_NE(backend->queue()->GetDeadLetter("job_c")->raw_envelope.find("{garbage"),
+  EXPECT_NE(backend->admin()->GetDeadLetter("job_c")->raw_envelope.find("{garbage"),
             std::string::npos);
 
   // A running job whose record breaks while it runs: lease recovery
@@ -628,8 +629,8 @@ TEST_F(SqliteBackendTest, UndecodableRecordIsQuarantinedAndBlocksNothing) {
   ASSERT_TRUE(recovered.ok()) << recovered.status();
   ASSERT_EQ(recovered->size(), 1u);
   EXPECT_EQ((*recovered)[0].job_id, "job_d");
-  EXPECT_EQ(backend->queue()->Get("job_a")->reason, kUndecodableRecord);
-  auto stats = backend->queue()->Stats();
+  EXPECT_EQ(backend->admin()->Get("job_a")->reason, kUndecodableRecord);
+  auto stats = backend->admin()->Stats();
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->dead_letters, 3);
   EXPECT_EQ(stats->by_status[JobStatus::kQueued], 1);
@@ -647,14 +648,14 @@ TEST_F(SqliteBackendTest, OperatorAuditTrailIsReadBackWithTheRecord) {
     dead.to = JobStatus::kDeadLettered;
     dead.reason = "permanent_error";
     ASSERT_OK(backend->queue()->Complete(d, dead));
-    ASSERT_OK(backend->queue()->Replay("job_a", {"alice", "fixed upstream", true, 0, std::nullopt}));
+    ASSERT_OK(backend->admin()->Replay("job_a", {"alice", "fixed upstream", true, 0, std::nullopt}));
     d = TakeOne(*backend->queue());
     ASSERT_OK(backend->queue()->Complete(d, dead));
-    ASSERT_OK(backend->queue()->Discard("job_a", {"bob", "superseded", true, 0, std::nullopt}));
+    ASSERT_OK(backend->admin()->Discard("job_a", {"bob", "superseded", true, 0, std::nullopt}));
   }
   auto backend = MustOpen();
   ASSERT_NE(backend, nullptr);
-  auto r = backend->queue()->Get("job_a");
+  auto r = backend->admin()->Get("job_a");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->status, JobStatus::kDiscarded);
   ASSERT_EQ(r->audit.size(), 2u);
@@ -672,7 +673,7 @@ TEST_F(SqliteBackendTest, BusyFileIsUnavailableUntilTheLockIsReleased) {
   Status s = backend->queue()->Enqueue(Job("job_1"), {}).status();
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   // Reads are not blocked by a writer (WAL).
-  EXPECT_CODE(backend->queue()->Get("job_1").status(), kNotFound);
+  EXPECT_CODE(backend->admin()->Get("job_1").status(), kNotFound);
   ASSERT_EQ(other.Exec("COMMIT"), SQLITE_OK);
   ASSERT_OK(backend->queue()->Enqueue(Job("job_1"), {}).status());
 }
@@ -720,7 +721,7 @@ TEST_F(SqliteTransactionalTest, RunInTransactionCommitsTheJobWithTheBusinessWrit
     return r.status();
   }));
   EXPECT_EQ(Count("orders"), "1");
-  EXPECT_EQ(backend_->queue()->Get("job_1")->status, JobStatus::kQueued);
+  EXPECT_EQ(backend_->admin()->Get("job_1")->status, JobStatus::kQueued);
 }
 
 TEST_F(SqliteTransactionalTest, RunInTransactionRollsBackTheJobWithTheBusinessWrite) {
@@ -731,7 +732,7 @@ TEST_F(SqliteTransactionalTest, RunInTransactionRollsBackTheJobWithTheBusinessWr
   });
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(Count("orders"), "0");
-  EXPECT_CODE(backend_->queue()->Get("job_1").status(), kNotFound);
+  EXPECT_CODE(backend_->admin()->Get("job_1").status(), kNotFound);
 }
 
 TEST_F(SqliteTransactionalTest, RunInTransactionRollsBackOnAThrow) {
@@ -741,7 +742,7 @@ TEST_F(SqliteTransactionalTest, RunInTransactionRollsBackOnAThrow) {
   });
   EXPECT_EQ(s.code(), StatusCode::kInternal);
   EXPECT_THAT(s.message(), HasSubstr("boom"));
-  EXPECT_CODE(backend_->queue()->Get("job_1").status(), kNotFound);
+  EXPECT_CODE(backend_->admin()->Get("job_1").status(), kNotFound);
 }
 
 TEST_F(SqliteTransactionalTest, CallersOwnConnectionDecidesWhetherTheJobExists) {
@@ -750,16 +751,16 @@ TEST_F(SqliteTransactionalTest, CallersOwnConnectionDecidesWhetherTheJobExists) 
   ASSERT_OK(InsertOrder(caller.get(), "ord_1"));
   ASSERT_OK(backend_->EnqueueInTransaction(caller.get(), Job("job_1"), {}).status());
   // Not visible to anyone else before the caller commits.
-  EXPECT_CODE(backend_->queue()->Get("job_1").status(), kNotFound);
+  EXPECT_CODE(backend_->admin()->Get("job_1").status(), kNotFound);
   ASSERT_EQ(caller.Exec("ROLLBACK"), SQLITE_OK);
-  EXPECT_CODE(backend_->queue()->Get("job_1").status(), kNotFound);
+  EXPECT_CODE(backend_->admin()->Get("job_1").status(), kNotFound);
   EXPECT_EQ(Count("orders"), "0");
 
   ASSERT_EQ(caller.Exec("BEGIN IMMEDIATE"), SQLITE_OK);
   ASSERT_OK(InsertOrder(caller.get(), "ord_1"));
   ASSERT_OK(backend_->EnqueueInTransaction(caller.get(), Job("job_1"), {}).status());
   ASSERT_EQ(caller.Exec("COMMIT"), SQLITE_OK);
-  EXPECT_EQ(backend_->queue()->Get("job_1")->status, JobStatus::kQueued);
+  EXPECT_EQ(backend_->admin()->Get("job_1")->status, JobStatus::kQueued);
   EXPECT_EQ(Count("orders"), "1");
   EXPECT_EQ(TakeOne(*backend_->queue()).lease.job_id, "job_1");
 }
@@ -783,7 +784,7 @@ TEST_F(SqliteTransactionalTest, EnqueueInTransactionNeedsAnOpenTransaction) {
   RawDb caller(path_);
   Status s = backend_->EnqueueInTransaction(caller.get(), Job("job_1"), {}).status();
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s;
-  EXPECT_CODE(backend_->queue()->Get("job_1").status(), kNotFound);
+  EXPECT_CODE(backend_->admin()->Get("job_1").status(), kNotFound);
   EXPECT_CODE(backend_->EnqueueInTransaction(nullptr, Job("job_1"), {}).status(), kInvalidArgument);
 }
 
@@ -824,7 +825,7 @@ TEST_F(SqliteTransactionalTest, CompletionCommitsTheEffectWithTheOutcome) {
   done.reason = "succeeded";
   done.transactional_effect = [](void* native) { return InsertEffect(native, "job_1"); };
   ASSERT_OK(backend_->queue()->Complete(d, done));
-  EXPECT_EQ(backend_->queue()->Get("job_1")->status, JobStatus::kSucceeded);
+  EXPECT_EQ(backend_->admin()->Get("job_1")->status, JobStatus::kSucceeded);
   EXPECT_EQ(Count("effects"), "1");
 }
 
@@ -841,7 +842,7 @@ TEST_F(SqliteTransactionalTest, FailingEffectRollsBackTheEffectAndTheOutcome) {
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr("ledger said no"));
   EXPECT_EQ(Count("effects"), "0");
-  auto rec = backend_->queue()->Get("job_1");
+  auto rec = backend_->admin()->Get("job_1");
   EXPECT_EQ(rec->status, JobStatus::kRunning);
   EXPECT_EQ(rec->history.size(), 2u);
   // The lease is untouched: the worker can still record another outcome.
@@ -864,7 +865,7 @@ TEST_F(SqliteTransactionalTest, ThrowingEffectRollsBack) {
   Status s = backend_->queue()->Complete(d, done);
   EXPECT_EQ(s.code(), StatusCode::kInternal) << s;
   EXPECT_EQ(Count("effects"), "0");
-  EXPECT_EQ(backend_->queue()->Get("job_1")->status, JobStatus::kRunning);
+  EXPECT_EQ(backend_->admin()->Get("job_1")->status, JobStatus::kRunning);
 }
 
 TEST_F(SqliteTransactionalTest, StaleLeaseNeverRunsTheEffect) {
@@ -954,7 +955,7 @@ TEST_F(SqliteTransactionalTest, CompletionWhoseClaimWasLostRollsBackTheEffect) {
   EXPECT_EQ(s.code(), StatusCode::kAborted) << s;
   EXPECT_THAT(s.message(), ::testing::HasSubstr("idempotency claim"));
   EXPECT_EQ(Count("effects"), "1");
-  EXPECT_EQ(backend_->queue()->Get("job_1")->status, JobStatus::kRunning);
+  EXPECT_EQ(backend_->admin()->Get("job_1")->status, JobStatus::kRunning);
   auto rec = backend_->idempotency()->Get("invoice:ord_1");
   ASSERT_TRUE(rec.ok() && rec->has_value());
   EXPECT_EQ((*rec)->owner, second.lease.token);
@@ -1027,7 +1028,7 @@ TEST_F(SqliteBackendTest, JobsEnqueuedByOtherProcessesAreAllProcessedOnce) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
   }
   EXPECT_EQ(done, kChildren * kJobsPerChild);
-  auto stats = q->Stats();
+  auto stats = (*backend)->admin()->Stats();
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->by_status[JobStatus::kSucceeded], kChildren * kJobsPerChild);
 }
@@ -1069,7 +1070,7 @@ TEST_F(SqliteBackendTest, ManyThreadsShareOneBackendWithoutDoubleDelivery) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(errors.load(), 0);
   EXPECT_EQ(delivered.load(), 400);
-  EXPECT_EQ(backend->queue()->Stats()->by_status[JobStatus::kSucceeded], 400);
+  EXPECT_EQ(backend->admin()->Stats()->by_status[JobStatus::kSucceeded], 400);
 }
 
 }  // namespace

@@ -20,12 +20,15 @@ using jobpact::Status;
 using jobpact::TimePoint;
 
 // Stores `change` over `stored`: the engine's record, after the history the
-// store has, keeping the stored checkpoint if the change carries none.
+// store has, keeping the stored checkpoint if the change carries none, and a
+// cancel request stored while the job ran.
 void Apply(JobRecord& stored, JobChange&& change) {
   std::vector<jobpact::Transition> history = std::move(stored.history);
   std::string checkpoint = std::move(stored.checkpoint);
+  const bool keep_cancel = change.expect.status == JobStatus::kRunning && stored.cancel_requested;
   stored = std::move(change.record);
   if (stored.checkpoint.empty()) stored.checkpoint = std::move(checkpoint);
+  if (keep_cancel) stored.cancel_requested = true;
   jobpact::AppendHistory(history, change.append);
   stored.history = std::move(history);
 }
@@ -101,11 +104,22 @@ Status MapQueueBackend::WriteLocked(jobpact::JobWrite& w) {
 Result<std::vector<jobpact::Delivery>> MapQueueBackend::LeaseJobs(
     const jobpact::DequeueRequest& request, TimePoint now) {
   std::lock_guard<std::mutex> lock(mu_);
+  // The control state: paused types and queues are passed over, and a type
+  // with a concurrency limit gets at most (limit - running) more.
+  std::map<std::string_view, int> room;
+  for (const jobpact::ControlRule& rule : control_.rules) {
+    if (rule.kind == jobpact::ControlKind::kConcurrencyLimit) room[rule.subject] = rule.limit;
+  }
+  for (const auto& [id, r] : jobs_) {
+    auto it = room.find(r.envelope.job_type);
+    if (r.status == JobStatus::kRunning && it != room.end()) --it->second;
+  }
   std::vector<JobRecord*> ready;
   for (auto& [id, r] : jobs_) {
     const auto& qs = request.queues;
     if (jobpact::PlacementOf(r, now) == JobPlacement::kReady &&
-        (qs.empty() || std::find(qs.begin(), qs.end(), r.envelope.queue) != qs.end())) {
+        (qs.empty() || std::find(qs.begin(), qs.end(), r.envelope.queue) != qs.end()) &&
+        !control_.TypePaused(r.envelope.job_type) && !control_.QueuePaused(r.envelope.queue)) {
       ready.push_back(&r);
     }
   }
@@ -115,13 +129,16 @@ Result<std::vector<jobpact::Delivery>> MapQueueBackend::LeaseJobs(
   };
   std::sort(ready.begin(), ready.end(),
             [&](const JobRecord* a, const JobRecord* b) { return order(a) < order(b); });
-  if (ready.size() > static_cast<std::size_t>(request.max_jobs)) ready.resize(request.max_jobs);
   std::vector<jobpact::Delivery> out;
   for (JobRecord* r : ready) {
+    if (static_cast<int>(out.size()) == request.max_jobs) break;
+    auto limited = room.find(r->envelope.job_type);
+    if (limited != room.end() && limited->second-- <= 0) continue;
     std::string token = request.worker_id + "#" + std::to_string(++deliveries_);
     JOBPACT_ASSIGN_OR_RETURN(JobChange c, jobpact::engine::Deliver(*r, std::move(token), now));
     Apply(*r, std::move(c));
-    out.push_back({*r, {r->envelope.job_id, r->lease_token, r->epoch, r->lease_expires_at}});
+    out.push_back({*r, {r->envelope.job_id, r->lease_token, r->epoch, r->lease_expires_at,
+                        r->cancel_requested}});
   }
   return out;
 }
@@ -136,7 +153,8 @@ Result<jobpact::Lease> MapQueueBackend::RenewLease(const jobpact::Lease& lease,
       JobChange c, jobpact::engine::Renew(it->second, lease, expires_at - now, checkpoint, now));
   Apply(it->second, std::move(c));
   const JobRecord& r = it->second;
-  return jobpact::Lease{lease.job_id, r.lease_token, r.epoch, r.lease_expires_at};
+  return jobpact::Lease{lease.job_id, r.lease_token, r.epoch, r.lease_expires_at,
+                        r.cancel_requested};
 }
 
 Result<std::vector<JobChange>> MapQueueBackend::RecoverJobs(int max_recoveries, TimePoint now) {
@@ -171,6 +189,7 @@ Result<std::vector<JobRecord>> MapQueueBackend::QueryJobs(const jobpact::JobQuer
   for (const auto& [id, r] : jobs_) {  // In id order.
     if ((q.status && r.status != *q.status) || (q.job_type && r.envelope.job_type != *q.job_type) ||
         (q.queue && r.envelope.queue != *q.queue) || (q.reason && r.reason != *q.reason) ||
+        (q.after_job_id && id <= *q.after_job_id) ||
         (q.failure_class &&
          (!r.last_failure || r.last_failure->failure_class != *q.failure_class))) {
       continue;
@@ -242,6 +261,66 @@ Result<jobpact::QueueStats> MapQueueBackend::ReadStats(TimePoint now) {
     }
   }
   return stats;
+}
+
+Status MapQueueBackend::RequestCancel(const JobChange& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(c.record.envelope.job_id);
+  if (it == jobs_.end()) return Status::NotFound("no job " + c.record.envelope.job_id);
+  JobRecord& r = it->second;
+  if (r.status != c.expect.status || r.epoch != c.expect.epoch ||
+      r.lease_token != c.expect.lease_token) {
+    return Status::Aborted("stale: job " + r.envelope.job_id + " changed");
+  }
+  r.cancel_requested = true;
+  if (!c.record.audit.empty()) r.audit.push_back(c.record.audit.back());
+  r.updated_at = c.record.updated_at;
+  return Status::Ok();
+}
+
+Result<jobpact::ControlState> MapQueueBackend::LoadControl() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return control_;
+}
+
+Status MapQueueBackend::WriteControl(const jobpact::ControlWrite& w) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& rules = control_.rules;
+  auto key = [](const auto& r) { return std::tie(r.kind, r.subject, r.failure_class); };
+  auto it = std::find_if(rules.begin(), rules.end(), [&](const jobpact::ControlRule& r) {
+    return w.set ? key(r) == key(*w.set) : key(r) == key(*w.clear);
+  });
+  if (w.set) {
+    if (it != rules.end()) rules.erase(it);
+    rules.push_back(*w.set);
+    std::sort(rules.begin(), rules.end(),
+              [&](const auto& a, const auto& b) { return key(a) < key(b); });
+  } else {
+    if (it == rules.end()) return Status::NotFound("no such control rule");
+    rules.erase(it);
+  }
+  control_audit_.push_back(w.audit_line);
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> MapQueueBackend::LoadControlAudit(std::size_t limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::size_t n = std::min(limit, control_audit_.size());
+  return std::vector<std::string>(control_audit_.end() - static_cast<std::ptrdiff_t>(n),
+                                  control_audit_.end());
+}
+
+Status MapQueueBackend::StorePolicies(const std::vector<jobpact::PublishedPolicy>& policies) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const jobpact::PublishedPolicy& p : policies) policies_[p.job_type] = p;
+  return Status::Ok();
+}
+
+Result<std::vector<jobpact::PublishedPolicy>> MapQueueBackend::LoadPolicies() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<jobpact::PublishedPolicy> out;
+  for (const auto& [type, p] : policies_) out.push_back(p);
+  return out;
 }
 
 }  // namespace example

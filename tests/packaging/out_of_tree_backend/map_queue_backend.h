@@ -55,6 +55,12 @@ class MapQueueBackend final : public jobpact::StoreBackend {
   jobpact::Result<int> DeleteJobs(jobpact::JobPlacement placement,
                                   jobpact::TimePoint older_than) override;
   jobpact::Result<jobpact::QueueStats> ReadStats(jobpact::TimePoint now) override;
+  jobpact::Status RequestCancel(const jobpact::JobChange& change) override;
+  jobpact::Result<jobpact::ControlState> LoadControl() override;
+  jobpact::Status WriteControl(const jobpact::ControlWrite& write) override;
+  jobpact::Result<std::vector<std::string>> LoadControlAudit(std::size_t limit) override;
+  jobpact::Status StorePolicies(const std::vector<jobpact::PublishedPolicy>& policies) override;
+  jobpact::Result<std::vector<jobpact::PublishedPolicy>> LoadPolicies() override;
 
  private:
   // One conditional write. REQUIRES: mu_ held.
@@ -65,6 +71,9 @@ class MapQueueBackend final : public jobpact::StoreBackend {
   // a queue once it has had a job, as the reference backend does).
   std::map<std::string, jobpact::JobRecord, std::less<>> jobs_;
   std::set<std::string, std::less<>> queues_;
+  jobpact::ControlState control_;
+  std::vector<std::string> control_audit_;
+  std::map<std::string, jobpact::PublishedPolicy> policies_;
   std::uint64_t deliveries_ = 0;
 };
 
