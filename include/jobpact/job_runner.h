@@ -48,6 +48,7 @@
 #include "jobpact/job.h"
 #include "jobpact/lock_store.h"
 #include "jobpact/metrics_sink.h"
+#include "jobpact/operations.h"
 #include "jobpact/queue_backend.h"
 #include "jobpact/random.h"
 #include "jobpact/result.h"
@@ -254,44 +255,6 @@ struct RunnerStats {
   // Workers ever declared hung (the jobpact_hung_workers_total counter).
   int hung_workers_total = 0;
   int replacement_workers = 0;
-};
-
-// A controlled replay of dead letters (SPEC 7): a selection, a rate limit,
-// a dry run, the attempt counter reset, and an audit record of who and why
-// (the backend stamps when).
-struct ReplayRequest {
-  // Which entries: those matching `selection` (oldest dead-lettered first),
-  // or, when `job_ids` is not empty, exactly those ids, each of which must
-  // also match `selection` (the default selection matches everything).
-  DlqFilter selection;
-  std::vector<std::string> job_ids;
-  // Who and why: required (kInvalidArgument if blank).
-  std::string actor;
-  std::string reason;
-  // List what would be replayed (would_replay) and change nothing.
-  bool dry_run = false;
-  // Rate limit: replayed jobs become ready 1/max_per_second apart (the
-  // first now), by their ready_at: nothing sleeps, and the limit holds
-  // whichever runners take them. 0: all ready now. REQUIRES: >= 0.
-  double max_per_second = 0;
-  // Start again from attempt 0; otherwise the attempts spent still count,
-  // and max_attempts grows by extra_attempts (REQUIRES: >= 0).
-  bool reset_attempts = true;
-  int extra_attempts = 0;
-  // At most this many entries are replayed in one call. REQUIRES: >= 1.
-  std::size_t max_jobs = 1000;
-};
-
-struct ReplayReport {
-  // Replayed (in order, each ready 1/max_per_second after the previous).
-  std::vector<std::string> replayed;
-  // Dry run: what would be replayed.
-  std::vector<std::string> would_replay;
-  // Entries that were selected but could not be (or, in a dry run, could
-  // not be) replayed: kFailedPrecondition for an invalid envelope (fix it
-  // and enqueue it again) or an id that does not match `selection`;
-  // kNotFound for an id not in the DLQ; the backend's error otherwise.
-  std::vector<std::pair<std::string, Status>> failed;
 };
 
 class JOBPACT_EXPORT JobRunner {

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "jobpact/clock.h"
 #include "jobpact/export.h"
@@ -62,6 +63,11 @@ class JOBPACT_EXPORT LockStore {
 
   // The live holder of `key`, or empty.
   virtual Result<std::optional<LockLease>> Inspect(std::string_view key) = 0;
+
+  // The live locks (key, owner, expiry, fencing token), by key, at most
+  // `limit` (an operator's listing, SPEC 10 "stuck lock"). kInvalidArgument
+  // for a limit of 0.
+  virtual Result<std::vector<LockLease>> List(std::size_t limit) = 0;
 };
 
 }  // namespace jobpact

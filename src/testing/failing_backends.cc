@@ -154,6 +154,8 @@ std::string_view LockMethodName(LockMethod m) {
       return "Release";
     case LockMethod::kInspect:
       return "Inspect";
+    case LockMethod::kList:
+      return "List";
   }
   return "?";
 }
@@ -192,6 +194,11 @@ Status FailingLockStore::Release(std::string_view key, std::string_view owner) {
 Result<std::optional<LockLease>> FailingLockStore::Inspect(std::string_view key) {
   return script_.Call<Result<std::optional<LockLease>>>(static_cast<int>(LockMethod::kInspect),
                                                         [&] { return base_->Inspect(key); });
+}
+
+Result<std::vector<LockLease>> FailingLockStore::List(std::size_t limit) {
+  return script_.Call<Result<std::vector<LockLease>>>(static_cast<int>(LockMethod::kList),
+                                                      [&] { return base_->List(limit); });
 }
 
 // --- FailingIdempotencyStore ------------------------------------------------------------

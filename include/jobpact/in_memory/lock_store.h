@@ -41,6 +41,7 @@ class JOBPACT_EXPORT InMemoryLockStore final : public LockStore {
   Result<LockLease> Renew(std::string_view key, std::string_view owner, Duration ttl) override;
   Status Release(std::string_view key, std::string_view owner) override;
   Result<std::optional<LockLease>> Inspect(std::string_view key) override;
+  Result<std::vector<LockLease>> List(std::size_t limit) override;
 
   // Locks currently held (live ones only).
   std::size_t HeldCount() const;

@@ -92,7 +92,7 @@ struct BackendSet {
   std::shared_ptr<IdempotencyStore> idempotency;
   // The queue's operator side; null: the queue itself if it is a QueueAdmin
   // (every StoreBackend is). A queue without one fails the suites.
-  std::shared_ptr<QueueAdmin> admin;
+  std::shared_ptr<QueueAdmin> admin = nullptr;
 };
 
 struct BackendFactory {

@@ -162,8 +162,8 @@ class JOBPACT_EXPORT FaultScript {
 }  // namespace testing_internal
 
 // The LockStore methods that can be commanded.
-enum class LockMethod { kAcquire, kRenew, kRelease, kInspect };
-// "Acquire", "Renew", "Release", "Inspect".
+enum class LockMethod { kAcquire, kRenew, kRelease, kInspect, kList };
+// "Acquire", "Renew", "Release", "Inspect", "List".
 JOBPACT_EXPORT std::string_view LockMethodName(LockMethod m);
 
 // Wraps a LockStore; same commands as FailingQueueBackend. Thread-safe.
@@ -189,6 +189,7 @@ class JOBPACT_EXPORT FailingLockStore final : public LockStore {
   Result<LockLease> Renew(std::string_view key, std::string_view owner, Duration ttl) override;
   Status Release(std::string_view key, std::string_view owner) override;
   Result<std::optional<LockLease>> Inspect(std::string_view key) override;
+  Result<std::vector<LockLease>> List(std::size_t limit) override;
 
  private:
   const std::shared_ptr<LockStore> base_;

@@ -111,6 +111,20 @@ class InMemoryLockStore::Impl {
     return out;
   }
 
+  Result<std::vector<LockLease>> List(std::size_t limit) {
+    if (limit == 0) return Status::InvalidArgument("LockStore::List: limit must be >= 1");
+    std::vector<LockLease> out;
+    std::lock_guard<std::mutex> lock(mu_);
+    const TimePoint now = clock_->Now();
+    for (const auto& [key, e] : locks_) {
+      if (now < e->expires_at) out.push_back(ToLease(*e));
+    }
+    std::sort(out.begin(), out.end(),
+              [](const LockLease& a, const LockLease& b) { return a.key < b.key; });
+    if (out.size() > limit) out.resize(limit);
+    return out;
+  }
+
   std::size_t HeldCount() const {
     std::lock_guard<std::mutex> lock(mu_);
     const TimePoint now = clock_->Now();
@@ -156,6 +170,9 @@ Status InMemoryLockStore::Release(std::string_view key, std::string_view owner) 
 }
 Result<std::optional<LockLease>> InMemoryLockStore::Inspect(std::string_view key) {
   return Guarded("Inspect", [&] { return impl_->Inspect(key); });
+}
+Result<std::vector<LockLease>> InMemoryLockStore::List(std::size_t limit) {
+  return Guarded("List", [&] { return impl_->List(limit); });
 }
 std::size_t InMemoryLockStore::HeldCount() const { return impl_->HeldCount(); }
 

@@ -188,6 +188,33 @@ class SqliteLockStore final : public LockStore {
     });
   }
 
+  Result<std::vector<LockLease>> List(std::size_t limit) override {
+    using Out = std::vector<LockLease>;
+    return ::jobpact::internal::Guarded("LockStore::List", [&]() -> Result<Out> {
+      if (limit == 0) return Status::InvalidArgument("LockStore::List: limit must be >= 1");
+      Out out;
+      JOBPACT_SQLITE_RETURN_IF_ERROR(
+          core_->Read("LockStore::List", false, [&](Connection& conn) -> Status {
+            out.clear();
+            JOBPACT_ASSIGN_OR_RETURN(
+                sqlite3_stmt * raw,
+                conn.Prepare("SELECT key, owner, fencing_token, expires_at_ns FROM jobpact_locks "
+                             "WHERE expires_at_ns > ?1 ORDER BY key LIMIT ?2"));
+            Stmt st(raw);
+            st.Bind(1, ToNs(core_->Now())).Bind(2, static_cast<std::int64_t>(limit));
+            while (true) {
+              int rc = st.Step();
+              if (rc == SQLITE_DONE) break;
+              if (rc != SQLITE_ROW) return conn.Error(rc, "LockStore::List");
+              out.push_back(MakeLease(st.Text(0), st.Text(1),
+                                      static_cast<std::uint64_t>(st.Int(2)), st.Int(3)));
+            }
+            return Status::Ok();
+          }));
+      return out;
+    });
+  }
+
  private:
   const std::shared_ptr<Core> core_;
 };

@@ -1,6 +1,7 @@
 // LockStore contract (SPEC 6): TTL, owner-only renew/release, contention,
 // strictly increasing fencing tokens.
 #include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -30,6 +31,30 @@ TEST_P(LockStoreContract, AcquireGivesALeaseUntilNowPlusTtl) {
   EXPECT_EQ(seen->owner, "w1");
   EXPECT_EQ(seen->fencing_token, l.fencing_token);
   EXPECT_EQ(seen->expires_at, l.expires_at);
+}
+
+TEST_P(LockStoreContract, ListShowsTheLiveLocksByKeyWithOwnerExpiryAndToken) {
+  JOBPACT_ASSERT_OK_AND_ASSIGN(LockLease b, locks_->Acquire("order:2", "w2", Seconds(60)));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(LockLease a, locks_->Acquire("order:1", "w1", Seconds(10)));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(LockLease c, locks_->Acquire("order:3", "w3", Seconds(60)));
+  ASSERT_THAT(locks_->Release("order:3", "w3"), IsOk());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<LockLease> all, locks_->List(100));
+  ASSERT_EQ(all.size(), 2u) << "a released lock is not listed";
+  EXPECT_EQ(all[0].key, "order:1");
+  EXPECT_EQ(all[0].owner, "w1");
+  EXPECT_EQ(all[0].fencing_token, a.fencing_token);
+  EXPECT_EQ(all[0].expires_at, a.expires_at);
+  EXPECT_EQ(all[1].key, "order:2");
+  EXPECT_EQ(all[1].fencing_token, b.fencing_token);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<LockLease> one, locks_->List(1));
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].key, "order:1");
+  Advance(Seconds(11));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<LockLease> later, locks_->List(100));
+  ASSERT_EQ(later.size(), 1u) << "an expired lock is not listed";
+  EXPECT_EQ(later[0].key, "order:2");
+  EXPECT_THAT(locks_->List(0).status(), StatusIs(StatusCode::kInvalidArgument));
+  (void)c;
 }
 
 TEST_P(LockStoreContract, HeldLockIsAbortedForOthersAndNamesTheHolder) {

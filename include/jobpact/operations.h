@@ -1,0 +1,187 @@
+// File: jobpact/operations.h
+//
+// Operations is what an on-call engineer needs from a backend, with no
+// JobRunner and no worker (SPEC 7, 10): the command-line tool, a dashboard
+// or an admin endpoint is built on it. It sits on one BackendBundle -- the
+// queue's operator side (QueueAdmin) and the lock store -- so it works the
+// same against memory:, sqlite:, and every later backend, from any process.
+//
+// Every change names who made it and why; the store keeps the audit (the
+// job's audit trail for job and DLQ actions, the control audit for pause,
+// limits and routes), and the control state it writes is obeyed by every
+// process sharing the store at its next lease.
+//
+// Example:
+//   auto backend = jobpact::OpenBackend("sqlite:///var/lib/orders/jobs.db");
+//   if (!backend.ok()) return backend.status();
+//   auto ops = jobpact::Operations::Open(*backend);
+//   // Runbook "retry storm": stop the type everywhere, then look at the DLQ.
+//   ops->PauseType("payment.charge", "alice", "INC-42: PSP returns 500s");
+//   jobpact::DlqFilter charges;
+//   charges.job_type = "payment.charge";
+//   auto entries = ops->ListDeadLetters(charges);
+//
+// Thread-safe; never throws.
+#ifndef JOBPACT_OPERATIONS_H_
+#define JOBPACT_OPERATIONS_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "jobpact/backend.h"
+#include "jobpact/clock.h"
+#include "jobpact/export.h"
+#include "jobpact/lock_store.h"
+#include "jobpact/metrics_sink.h"
+#include "jobpact/queue_admin.h"
+#include "jobpact/result.h"
+
+namespace jobpact {
+
+// A controlled replay of dead letters (SPEC 7): a selection, a rate limit,
+// a dry run, the attempt counter reset, and an audit record of who and why
+// (the backend stamps when).
+struct ReplayRequest {
+  // Which entries: those matching `selection` (oldest dead-lettered first),
+  // or, when `job_ids` is not empty, exactly those ids, each of which must
+  // also match `selection` (the default selection matches everything).
+  DlqFilter selection;
+  std::vector<std::string> job_ids;
+  // Who and why: required (kInvalidArgument if blank).
+  std::string actor;
+  std::string reason;
+  // List what would be replayed (would_replay) and change nothing.
+  bool dry_run = false;
+  // Rate limit: replayed jobs become ready 1/max_per_second apart (the
+  // first now), by their ready_at: nothing sleeps, and the limit holds
+  // whichever runners take them. 0: all ready now. REQUIRES: >= 0.
+  double max_per_second = 0;
+  // Start again from attempt 0; otherwise the attempts spent still count,
+  // and max_attempts grows by extra_attempts (REQUIRES: >= 0).
+  bool reset_attempts = true;
+  int extra_attempts = 0;
+  // At most this many entries are replayed in one call. REQUIRES: >= 1.
+  std::size_t max_jobs = 1000;
+};
+
+struct ReplayReport {
+  // Replayed (in order, each ready 1/max_per_second after the previous).
+  std::vector<std::string> replayed;
+  // Dry run: what would be replayed.
+  std::vector<std::string> would_replay;
+  // Entries that were selected but could not be (or, in a dry run, could
+  // not be) replayed: kFailedPrecondition for an invalid envelope (fix it
+  // and enqueue it again) or an id that does not match `selection`;
+  // kNotFound for an id not in the DLQ; the backend's error otherwise.
+  std::vector<std::pair<std::string, Status>> failed;
+};
+
+// Called once per DLQ entry an operator action changed or failed to change
+// (the JobRunner logs and counts through it). Must not throw.
+class JOBPACT_EXPORT OperationsListener {
+ public:
+  virtual ~OperationsListener();
+  // `entry` was replayed, ready at `ready_at`.
+  virtual void OnReplayed(const DlqEntry& entry, const ReplayRequest& request,
+                          TimePoint ready_at) = 0;
+  virtual void OnReplayFailed(const DlqEntry& entry, const ReplayRequest& request,
+                              const Status& error) = 0;
+  // A dry run finished.
+  virtual void OnDryRun(const ReplayRequest& request, const ReplayReport& report) = 0;
+  // `entry` of the job's `queue` was discarded by `actor` for `reason`.
+  virtual void OnDiscarded(const DlqEntry& entry, std::string_view queue, std::string_view actor,
+                           std::string_view reason) = 0;
+};
+
+struct OperationsOptions {
+  // For the replay rate limit's ready times. Null: SystemClock::Default().
+  std::shared_ptr<Clock> clock;
+  // Replays count in jobpact_dlq_replayed_total and discards in
+  // jobpact_jobs_discarded_total{reason="operator_discard"}. Null: none.
+  std::shared_ptr<MetricsSink> metrics;
+  // Told of every replay and discard. Null: none.
+  std::shared_ptr<OperationsListener> listener;
+};
+
+class JOBPACT_EXPORT Operations {
+ public:
+  // kInvalidArgument if the bundle has no operator side (admin) or no lock
+  // store.
+  static Result<std::unique_ptr<Operations>> Open(BackendBundle backend,
+                                                  OperationsOptions options = {});
+
+  const BackendBundle& backend() const { return backend_; }
+
+  // --- Jobs ---
+  Result<QueueStats> Stats();
+  // The record with its full history and audit trail.
+  Result<JobRecord> GetJob(std::string_view job_id);
+  Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter);
+  // A queued job is discarded; a running one sees cancelled() at its next
+  // heartbeat (QueueAdmin::Cancel).
+  Result<CancelOutcome> CancelJob(std::string_view job_id, std::string_view actor,
+                                  std::string_view reason);
+
+  // --- Dead-letter queue (SPEC 7) ---
+  Result<std::vector<DlqEntry>> ListDeadLetters(const DlqFilter& filter);
+  Result<DlqEntry> GetDeadLetter(std::string_view job_id);
+  // The controlled replay (see ReplayRequest). kInvalidArgument for a blank
+  // actor or reason, or a bad rate, max_jobs or extra_attempts; the
+  // backend's error if the selection cannot be listed. Per-entry failures
+  // go to ReplayReport::failed.
+  Result<ReplayReport> ReplayDeadLetters(const ReplayRequest& request);
+  // dead_lettered -> discarded ("operator_discard") with the audit record.
+  // kInvalidArgument for a blank actor or reason; kNotFound if the job is
+  // not in the DLQ.
+  Status DiscardDeadLetter(std::string_view job_id, std::string_view actor,
+                           std::string_view reason);
+  // Deletes DLQ entries dead-lettered before `older_than`; how many.
+  Result<int> PurgeDeadLetters(TimePoint older_than);
+
+  // --- Control state, obeyed by every process (SPEC 10) ---
+  // Resume* and Clear* return kNotFound, naming the rule, if it is not set.
+  Status PauseType(std::string_view job_type, std::string_view actor, std::string_view reason);
+  Status ResumeType(std::string_view job_type, std::string_view actor, std::string_view reason);
+  Status PauseQueue(std::string_view queue, std::string_view actor, std::string_view reason);
+  Status ResumeQueue(std::string_view queue, std::string_view actor, std::string_view reason);
+  // At most `limit` (>= 0) jobs of the type run at once across processes.
+  Status SetConcurrencyLimit(std::string_view job_type, int limit, std::string_view actor,
+                             std::string_view reason);
+  Status ClearConcurrencyLimit(std::string_view job_type, std::string_view actor,
+                               std::string_view reason);
+  // Failures of `failure_class` of the type go straight to the DLQ
+  // (reason "routed_to_dlq"), whatever the retry policy says.
+  Status RouteToDlq(std::string_view job_type, FailureClass failure_class,
+                    std::string_view actor, std::string_view reason);
+  Status ClearRoute(std::string_view job_type, FailureClass failure_class,
+                    std::string_view actor, std::string_view reason);
+  Result<ControlState> Control();
+  // The newest control changes, oldest first, at most `limit`.
+  Result<std::vector<std::string>> ControlAudit(std::size_t limit = 100);
+
+  // --- Locks and policies ---
+  // Live locks by key (key, owner, expiry, fencing token), at most `limit`.
+  Result<std::vector<LockLease>> ListLocks(std::size_t limit = 1000);
+  // The retry policies the runners published, each override with its
+  // reason, by job type ("*" = a runner's default).
+  Result<std::vector<PublishedPolicy>> Policies();
+
+ private:
+  Operations(BackendBundle backend, OperationsOptions options);
+
+  Status Set(ControlKind kind, std::string_view subject, int limit, FailureClass c,
+             std::string_view actor, std::string_view reason);
+  Status Clear(ControlKind kind, std::string_view subject, FailureClass c,
+               std::string_view actor, std::string_view reason);
+
+  const BackendBundle backend_;
+  const OperationsOptions options_;
+};
+
+}  // namespace jobpact
+
+#endif  // JOBPACT_OPERATIONS_H_

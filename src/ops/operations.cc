@@ -1,0 +1,263 @@
+// Operations: the operator actions over one backend bundle, without a
+// JobRunner (jobpact/operations.h).
+#include "jobpact/operations.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "src/internal/guarded.h"
+
+namespace jobpact {
+namespace {
+
+bool IsBlank(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t'; });
+}
+
+bool MatchesFilter(const DlqEntry& e, const DlqFilter& f) {
+  if (f.job_type && e.job_type != *f.job_type) return false;
+  if (f.reason && e.reason != *f.reason) return false;
+  if (f.failure_class &&
+      (!e.last_failure || e.last_failure->failure_class != *f.failure_class)) {
+    return false;
+  }
+  if (f.dead_lettered_after && e.dead_lettered_at < *f.dead_lettered_after) return false;
+  if (f.dead_lettered_before && e.dead_lettered_at >= *f.dead_lettered_before) return false;
+  return true;
+}
+
+Status CheckRequest(const ReplayRequest& req) {
+  if (IsBlank(req.actor) || IsBlank(req.reason)) {
+    return Status::InvalidArgument(
+        "ReplayDeadLetters: actor and reason are required (who replays, and why)");
+  }
+  if (!(req.max_per_second >= 0) || std::isinf(req.max_per_second)) {
+    return Status::InvalidArgument("ReplayDeadLetters: max_per_second must be >= 0 and finite");
+  }
+  if (req.max_jobs < 1) return Status::InvalidArgument("ReplayDeadLetters: max_jobs must be >= 1");
+  if (req.extra_attempts < 0) {
+    return Status::InvalidArgument("ReplayDeadLetters: extra_attempts must be >= 0");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+OperationsListener::~OperationsListener() = default;
+
+Operations::Operations(BackendBundle backend, OperationsOptions options)
+    : backend_(std::move(backend)), options_(std::move(options)) {}
+
+Result<std::unique_ptr<Operations>> Operations::Open(BackendBundle backend,
+                                                     OperationsOptions options) {
+  if (backend.admin == nullptr) {
+    return Status::InvalidArgument("Operations: the backend bundle has no operator side (admin)");
+  }
+  if (backend.locks == nullptr) {
+    return Status::InvalidArgument("Operations: the backend bundle has no lock store");
+  }
+  if (options.clock == nullptr) options.clock = SystemClock::Default();
+  return std::unique_ptr<Operations>(new Operations(std::move(backend), std::move(options)));
+}
+
+Result<QueueStats> Operations::Stats() { return backend_.admin->Stats(); }
+
+Result<JobRecord> Operations::GetJob(std::string_view job_id) {
+  return backend_.admin->Get(job_id);
+}
+
+Result<std::vector<JobRecord>> Operations::ListJobs(const JobFilter& filter) {
+  return backend_.admin->ListJobs(filter);
+}
+
+Result<CancelOutcome> Operations::CancelJob(std::string_view job_id, std::string_view actor,
+                                            std::string_view reason) {
+  DlqAction who;
+  who.actor = std::string(actor);
+  who.reason = std::string(reason);
+  return backend_.admin->Cancel(job_id, who);
+}
+
+Result<std::vector<DlqEntry>> Operations::ListDeadLetters(const DlqFilter& filter) {
+  return backend_.admin->ListDeadLetters(filter);
+}
+
+Result<DlqEntry> Operations::GetDeadLetter(std::string_view job_id) {
+  return backend_.admin->GetDeadLetter(job_id);
+}
+
+Result<ReplayReport> Operations::ReplayDeadLetters(const ReplayRequest& req) {
+  JOBPACT_RETURN_IF_ERROR(CheckRequest(req));
+  QueueAdmin& admin = *backend_.admin;
+  ReplayReport report;
+  std::vector<DlqEntry> selected;
+  if (req.job_ids.empty()) {
+    DlqFilter filter = req.selection;
+    filter.limit = std::min(filter.limit, req.max_jobs);
+    JOBPACT_ASSIGN_OR_RETURN(selected, admin.ListDeadLetters(filter));
+  } else {
+    for (const std::string& id : req.job_ids) {
+      if (selected.size() >= req.max_jobs) break;
+      Result<DlqEntry> e = admin.GetDeadLetter(id);
+      if (!e.ok()) {
+        report.failed.emplace_back(id, e.status());
+      } else if (!MatchesFilter(*e, req.selection)) {
+        report.failed.emplace_back(
+            id, Status::FailedPrecondition("does not match the selection: " + id));
+      } else {
+        selected.push_back(std::move(*e));
+      }
+    }
+  }
+
+  const TimePoint now = options_.clock->Now();
+  const Duration spacing = req.max_per_second > 0
+                               ? std::chrono::duration_cast<Duration>(
+                                     std::chrono::duration<double>(1.0 / req.max_per_second))
+                               : Duration::zero();
+  OperationsListener* listener = options_.listener.get();
+  for (DlqEntry& e : selected) {
+    if (!e.raw_envelope.empty()) {
+      // Input that never parsed as an envelope cannot run (the backend
+      // refuses it too); said here so that a dry run reports it as well.
+      report.failed.emplace_back(
+          e.job_id, Status::FailedPrecondition(
+                        "an invalid envelope cannot run; fix it and enqueue it again: " + e.job_id));
+      continue;
+    }
+    if (req.dry_run) {
+      report.would_replay.push_back(e.job_id);
+      continue;
+    }
+    DlqAction action;
+    action.actor = req.actor;
+    action.reason = req.reason;
+    action.reset_attempts = req.reset_attempts;
+    action.extra_attempts = req.extra_attempts;
+    const TimePoint ready_at = now + spacing * static_cast<std::int64_t>(report.replayed.size());
+    action.ready_at = ready_at;
+    Status st = admin.Replay(e.job_id, action);
+    if (!st.ok()) {
+      report.failed.emplace_back(e.job_id, st);
+      if (listener != nullptr) listener->OnReplayFailed(e, req, st);
+      continue;
+    }
+    report.replayed.push_back(e.job_id);
+    if (options_.metrics != nullptr) {
+      options_.metrics->Increment(metric::kReplayed, MetricLabels{e.job_type, {}, e.reason, {}},
+                                  1);
+    }
+    if (listener != nullptr) listener->OnReplayed(e, req, ready_at);
+  }
+  if (req.dry_run && listener != nullptr) listener->OnDryRun(req, report);
+  return report;
+}
+
+Status Operations::DiscardDeadLetter(std::string_view job_id, std::string_view actor,
+                                     std::string_view why) {
+  if (IsBlank(actor) || IsBlank(why)) {
+    return Status::InvalidArgument(
+        "DiscardDeadLetter: actor and reason are required (who discards, and why)");
+  }
+  JOBPACT_ASSIGN_OR_RETURN(DlqEntry e, backend_.admin->GetDeadLetter(job_id));
+  // A DLQ entry does not name its queue; the job record does. Label the
+  // counter like every other one: the job's queue, "default" if unknown (an
+  // envelope that never parsed has none).
+  std::string queue = Envelope{}.queue;
+  if (Result<JobRecord> rec = backend_.admin->Get(job_id);
+      rec.ok() && !rec->envelope.queue.empty()) {
+    queue = std::move(rec->envelope.queue);
+  }
+  DlqAction action;
+  action.actor = std::string(actor);
+  action.reason = std::string(why);
+  JOBPACT_RETURN_IF_ERROR(backend_.admin->Discard(job_id, action));
+  if (options_.metrics != nullptr) {
+    options_.metrics->Increment(metric::kDiscarded,
+                                MetricLabels{e.job_type, queue, reason::kOperatorDiscard, {}}, 1);
+  }
+  if (options_.listener != nullptr) options_.listener->OnDiscarded(e, queue, actor, why);
+  return Status::Ok();
+}
+
+Result<int> Operations::PurgeDeadLetters(TimePoint older_than) {
+  return backend_.admin->PurgeDeadLetters(older_than);
+}
+
+Status Operations::Set(ControlKind kind, std::string_view subject, int limit, FailureClass c,
+                       std::string_view actor, std::string_view reason) {
+  ControlRule rule;
+  rule.kind = kind;
+  rule.subject = std::string(subject);
+  rule.limit = limit;
+  rule.failure_class = c;
+  rule.actor = std::string(actor);
+  rule.reason = std::string(reason);
+  return backend_.admin->SetControl(rule);
+}
+
+Status Operations::Clear(ControlKind kind, std::string_view subject, FailureClass c,
+                         std::string_view actor, std::string_view reason) {
+  return backend_.admin->ClearControl(ControlRuleKey{kind, std::string(subject), c}, actor,
+                                      reason);
+}
+
+Status Operations::PauseType(std::string_view job_type, std::string_view actor,
+                             std::string_view reason) {
+  return Set(ControlKind::kPauseType, job_type, 0, FailureClass::kUnknown, actor, reason);
+}
+
+Status Operations::ResumeType(std::string_view job_type, std::string_view actor,
+                              std::string_view reason) {
+  return Clear(ControlKind::kPauseType, job_type, FailureClass::kUnknown, actor, reason);
+}
+
+Status Operations::PauseQueue(std::string_view queue, std::string_view actor,
+                              std::string_view reason) {
+  return Set(ControlKind::kPauseQueue, queue, 0, FailureClass::kUnknown, actor, reason);
+}
+
+Status Operations::ResumeQueue(std::string_view queue, std::string_view actor,
+                               std::string_view reason) {
+  return Clear(ControlKind::kPauseQueue, queue, FailureClass::kUnknown, actor, reason);
+}
+
+Status Operations::SetConcurrencyLimit(std::string_view job_type, int limit,
+                                       std::string_view actor, std::string_view reason) {
+  return Set(ControlKind::kConcurrencyLimit, job_type, limit, FailureClass::kUnknown, actor,
+             reason);
+}
+
+Status Operations::ClearConcurrencyLimit(std::string_view job_type, std::string_view actor,
+                                         std::string_view reason) {
+  return Clear(ControlKind::kConcurrencyLimit, job_type, FailureClass::kUnknown, actor, reason);
+}
+
+Status Operations::RouteToDlq(std::string_view job_type, FailureClass failure_class,
+                              std::string_view actor, std::string_view reason) {
+  return Set(ControlKind::kRouteToDlq, job_type, 0, failure_class, actor, reason);
+}
+
+Status Operations::ClearRoute(std::string_view job_type, FailureClass failure_class,
+                              std::string_view actor, std::string_view reason) {
+  return Clear(ControlKind::kRouteToDlq, job_type, failure_class, actor, reason);
+}
+
+Result<ControlState> Operations::Control() { return backend_.admin->ReadControl(); }
+
+Result<std::vector<std::string>> Operations::ControlAudit(std::size_t limit) {
+  return backend_.admin->ControlAudit(limit);
+}
+
+Result<std::vector<LockLease>> Operations::ListLocks(std::size_t limit) {
+  return backend_.locks->List(limit);
+}
+
+Result<std::vector<PublishedPolicy>> Operations::Policies() {
+  return backend_.admin->ReadPolicies();
+}
+
+}  // namespace jobpact

@@ -1,0 +1,213 @@
+// The operations facade (jobpact/operations.h): every operator action on a
+// backend bundle with no JobRunner -- the control state a runner then obeys,
+// the controlled DLQ replay and discard with their audit and metrics, cancel,
+// lock listing, published policies. ManualClock, no threads.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "jobpact/backend.h"
+#include "jobpact/in_memory.h"
+#include "jobpact/job_runner.h"
+#include "jobpact/operations.h"
+#include "jobpact/testing/manual_clock.h"
+#include "jobpact/testing/matchers.h"
+
+namespace jobpact {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+using testing::IsOk;
+using testing::ManualClock;
+using testing::StatusIs;
+
+class OperationsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    backend_ = InMemoryBackend(clock_);
+    metrics_ = std::make_shared<InMemoryMetricsSink>();
+    OperationsOptions o;
+    o.clock = clock_;
+    o.metrics = metrics_;
+    auto ops = Operations::Open(backend_, o);
+    ASSERT_THAT(ops.status(), IsOk());
+    ops_ = std::move(*ops);
+  }
+
+  std::string Enqueue(std::string id, std::string type, std::string queue = "default") {
+    Envelope env;
+    env.job_id = std::move(id);
+    env.job_type = std::move(type);
+    env.queue = std::move(queue);
+    env.payload = "{}";
+    auto r = backend_.queue->Enqueue(env, {});
+    EXPECT_THAT(r.status(), IsOk());
+    return r.ok() ? r->job_id : "";
+  }
+
+  std::vector<Delivery> Take(int n) {
+    DequeueRequest req;
+    req.max_jobs = n;
+    req.worker_id = "w";
+    auto r = backend_.queue->Dequeue(req);
+    EXPECT_THAT(r.status(), IsOk());
+    return r.ok() ? std::move(*r) : std::vector<Delivery>{};
+  }
+
+  // Enqueues a job and dead-letters it as a permanent failure.
+  void DeadLetter(std::string id, std::string type) {
+    Enqueue(id, type);
+    std::vector<Delivery> d = Take(1);
+    ASSERT_THAT(d, SizeIs(1));
+    Completion c;
+    c.to = JobStatus::kDeadLettered;
+    c.reason = std::string(reason::kPermanentError);
+    c.failure = Failure{FailureClass::kPermanent, "bad", "bad payload"};
+    ASSERT_THAT(backend_.queue->Complete(d[0], c), IsOk());
+  }
+
+  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
+  BackendBundle backend_;
+  std::shared_ptr<InMemoryMetricsSink> metrics_;
+  std::unique_ptr<Operations> ops_;
+};
+
+TEST_F(OperationsTest, OpenRefusesABundleWithoutItsOperatorSide) {
+  BackendBundle partial = backend_;
+  partial.admin = nullptr;
+  EXPECT_THAT(Operations::Open(partial).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("operator side")));
+  partial = backend_;
+  partial.locks = nullptr;
+  EXPECT_THAT(Operations::Open(partial).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("lock store")));
+}
+
+TEST_F(OperationsTest, APauseStopsTheTypeInARunnerThatSharesTheStore) {
+  JobRunnerOptions ro;
+  ro.backend = backend_;
+  ro.clock = clock_;
+  ro.log_level = LogLevel::kOff;
+  auto runner = JobRunner::Create(ro);
+  ASSERT_THAT(runner.status(), IsOk());
+  int mails = 0, pdfs = 0;
+  ASSERT_THAT((*runner)->Handle("mail.send", [&](JobContext&) { ++mails; return Status::Ok(); }),
+              IsOk());
+  ASSERT_THAT((*runner)->Handle("pdf.render", [&](JobContext&) { ++pdfs; return Status::Ok(); }),
+              IsOk());
+  Enqueue("job_m1", "mail.send");
+  Enqueue("job_p1", "pdf.render");
+
+  ASSERT_THAT(ops_->PauseType("mail.send", "alice", "INC-9: relay down"), IsOk());
+  ASSERT_THAT((*runner)->RunUntilIdle().status(), IsOk());
+  EXPECT_EQ(mails, 0);
+  EXPECT_EQ(pdfs, 1);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(JobRecord m, ops_->GetJob("job_m1"));
+  EXPECT_EQ(m.status, JobStatus::kQueued);
+  EXPECT_EQ(m.epoch, 0) << "a paused job is not leased and handed back";
+
+  EXPECT_THAT(ops_->ResumeType("pdf.render", "alice", "oops"),
+              StatusIs(StatusCode::kNotFound, HasSubstr("pause_type pdf.render")));
+  ASSERT_THAT(ops_->ResumeType("mail.send", "alice", "relay back"), IsOk());
+  ASSERT_THAT((*runner)->RunUntilIdle().status(), IsOk());
+  EXPECT_EQ(mails, 1);
+
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<std::string> audit, ops_->ControlAudit());
+  ASSERT_THAT(audit, SizeIs(2));
+  EXPECT_THAT(audit[0], HasSubstr("set pause_type mail.send by alice: INC-9: relay down"));
+  EXPECT_THAT(audit[1], HasSubstr("clear pause_type mail.send by alice: relay back"));
+}
+
+TEST_F(OperationsTest, ControlHelpersWriteTheRulesTheyName) {
+  ASSERT_THAT(ops_->PauseQueue("bulk", "bob", "drain first"), IsOk());
+  ASSERT_THAT(ops_->SetConcurrencyLimit("pdf.render", 2, "bob", "runbook: lower concurrency"),
+              IsOk());
+  ASSERT_THAT(ops_->RouteToDlq("pdf.render", FailureClass::kUnknown, "bob", "unclassified"),
+              IsOk());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(ControlState s, ops_->Control());
+  EXPECT_TRUE(s.QueuePaused("bulk"));
+  EXPECT_EQ(s.ConcurrencyLimit("pdf.render"), 2);
+  EXPECT_TRUE(s.RoutesToDlq("pdf.render", FailureClass::kUnknown));
+  ASSERT_THAT(ops_->ResumeQueue("bulk", "bob", "drained"), IsOk());
+  ASSERT_THAT(ops_->ClearConcurrencyLimit("pdf.render", "bob", "recovered"), IsOk());
+  ASSERT_THAT(ops_->ClearRoute("pdf.render", FailureClass::kUnknown, "bob", "classified"), IsOk());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(ControlState none, ops_->Control());
+  EXPECT_THAT(none.rules, IsEmpty());
+  EXPECT_THAT(ops_->SetConcurrencyLimit("pdf.render", -3, "bob", "x"),
+              StatusIs(StatusCode::kInvalidArgument));
+}
+
+TEST_F(OperationsTest, ReplaySpacesTheSelectionAndCountsIt) {
+  DeadLetter("job_1", "mail.send");
+  DeadLetter("job_2", "mail.send");
+  DeadLetter("job_3", "pdf.render");
+  ReplayRequest req;
+  req.selection.job_type = "mail.send";
+  req.actor = "carol";
+  req.reason = "INC-9 fixed";
+  req.max_per_second = 2;
+  req.dry_run = true;
+  JOBPACT_ASSERT_OK_AND_ASSIGN(ReplayReport dry, ops_->ReplayDeadLetters(req));
+  EXPECT_THAT(dry.would_replay, ElementsAre("job_1", "job_2"));
+  EXPECT_THAT(dry.replayed, IsEmpty());
+  EXPECT_EQ(ops_->GetJob("job_1")->status, JobStatus::kDeadLettered) << "a dry run changes nothing";
+
+  req.dry_run = false;
+  const TimePoint now = clock_->Now();
+  JOBPACT_ASSERT_OK_AND_ASSIGN(ReplayReport done, ops_->ReplayDeadLetters(req));
+  EXPECT_THAT(done.replayed, ElementsAre("job_1", "job_2"));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(JobRecord j1, ops_->GetJob("job_1"));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(JobRecord j2, ops_->GetJob("job_2"));
+  EXPECT_EQ(j1.status, JobStatus::kQueued);
+  EXPECT_EQ(j1.ready_at, now);
+  EXPECT_EQ(j2.ready_at, now + Millis(500));
+  EXPECT_THAT(j1.audit.back(), HasSubstr("replay by carol: INC-9 fixed"));
+  EXPECT_EQ(ops_->GetJob("job_3")->status, JobStatus::kDeadLettered);
+  EXPECT_EQ(metrics_->CounterTotal(metric::kReplayed, "mail.send"), 2);
+
+  ReplayRequest blank;
+  EXPECT_THAT(ops_->ReplayDeadLetters(blank).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("actor and reason")));
+}
+
+TEST_F(OperationsTest, DiscardKeepsWhoAndWhyAndCountsIt) {
+  DeadLetter("job_1", "mail.send");
+  EXPECT_THAT(ops_->DiscardDeadLetter("job_1", "", "x"), StatusIs(StatusCode::kInvalidArgument));
+  ASSERT_THAT(ops_->DiscardDeadLetter("job_1", "dave", "superseded by job_9"), IsOk());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(JobRecord r, ops_->GetJob("job_1"));
+  EXPECT_EQ(r.status, JobStatus::kDiscarded);
+  EXPECT_THAT(r.audit.back(), HasSubstr("discard by dave: superseded by job_9"));
+  EXPECT_EQ(metrics_->Counter(metric::kDiscarded,
+                             MetricLabels{"mail.send", "default", reason::kOperatorDiscard, {}}),
+            1);
+  EXPECT_THAT(ops_->DiscardDeadLetter("job_1", "dave", "again"),
+              StatusIs(StatusCode::kNotFound));
+}
+
+TEST_F(OperationsTest, CancelListLocksAndPolicies) {
+  Enqueue("job_1", "mail.send");
+  JOBPACT_ASSERT_OK_AND_ASSIGN(CancelOutcome o, ops_->CancelJob("job_1", "erin", "sent twice"));
+  EXPECT_EQ(o, CancelOutcome::kDiscarded);
+  JobFilter discarded;
+  discarded.status = JobStatus::kDiscarded;
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<JobRecord> listed, ops_->ListJobs(discarded));
+  ASSERT_THAT(listed, SizeIs(1));
+  EXPECT_EQ(listed[0].reason, reason::kCancelled);
+
+  ASSERT_THAT(backend_.locks->Acquire("order:1", "w-7", Seconds(30)).status(), IsOk());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<LockLease> locks, ops_->ListLocks());
+  ASSERT_THAT(locks, SizeIs(1));
+  EXPECT_EQ(locks[0].owner, "w-7");
+
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<PublishedPolicy> none, ops_->Policies());
+  EXPECT_THAT(none, IsEmpty());
+}
+
+}  // namespace
+}  // namespace jobpact
