@@ -185,6 +185,8 @@ struct LeaseRecovery {
 struct DlqEntry {
   std::string job_id;
   std::string job_type;
+  // The job's queue; empty for input that never parsed as an envelope.
+  std::string queue;
   std::string payload;  // The payload, or the whole raw input for invalid envelopes.
   // For an envelope that failed validation: the raw input as received.
   std::string raw_envelope;

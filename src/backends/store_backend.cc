@@ -196,6 +196,7 @@ DlqEntry ToDlqEntry(const JobRecord& r) {
   DlqEntry e;
   e.job_id = r.envelope.job_id;
   e.job_type = r.envelope.job_type;
+  e.queue = r.envelope.queue;
   e.created_at = r.envelope.created_at.value_or(r.enqueued_at);
   e.attempts = r.envelope.attempt;
   e.reason = r.reason;

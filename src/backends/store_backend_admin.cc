@@ -21,6 +21,14 @@ constexpr std::size_t kMaxListLimit = 10000;
 // A concurrency limit above this is a typo, not a limit.
 constexpr int kMaxConcurrencyLimit = 1000000;
 
+// Who and why, as engine::AuditLine takes them.
+DlqAction Who(std::string_view actor, std::string_view reason) {
+  DlqAction who;
+  who.actor = std::string(actor);
+  who.reason = std::string(reason);
+  return who;
+}
+
 bool IsBlank(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t'; });
 }
@@ -115,7 +123,7 @@ Status StoreBackend::SetControl(const ControlRule& rule) {
     if (rule.kind == ControlKind::kConcurrencyLimit) limit = rule.limit;
     w.audit_line = engine::AuditLine(
         "set " + Describe(rule.kind, rule.subject, rule.failure_class, limit), w.set->set_at,
-        DlqAction{rule.actor, rule.reason});
+        Who(rule.actor, rule.reason));
     return WriteControl(w);
   });
 }
@@ -130,7 +138,7 @@ Status StoreBackend::ClearControl(const ControlRuleKey& key, std::string_view ac
     if (key.kind != ControlKind::kRouteToDlq) w.clear->failure_class = FailureClass::kUnknown;
     w.audit_line = engine::AuditLine(
         "clear " + Describe(key.kind, key.subject, key.failure_class, std::nullopt),
-        clock_->Now(), DlqAction{std::string(actor), std::string(reason)});
+        clock_->Now(), Who(actor, reason));
     Status s = WriteControl(w);
     if (s.code() == StatusCode::kNotFound) {
       return Status::NotFound("ClearControl: no rule " +

@@ -29,6 +29,10 @@ bool MatchesFilter(const DlqEntry& e, const DlqFilter& f) {
   return true;
 }
 
+// The queue label of an entry's counters, like every other counter's: the
+// job's queue, "default" for input that never parsed (it has none).
+std::string QueueLabel(const DlqEntry& e) { return e.queue.empty() ? Envelope{}.queue : e.queue; }
+
 Status CheckRequest(const ReplayRequest& req) {
   if (IsBlank(req.actor) || IsBlank(req.reason)) {
     return Status::InvalidArgument(
@@ -147,8 +151,8 @@ Result<ReplayReport> Operations::ReplayDeadLetters(const ReplayRequest& req) {
     }
     report.replayed.push_back(e.job_id);
     if (options_.metrics != nullptr) {
-      options_.metrics->Increment(metric::kReplayed, MetricLabels{e.job_type, {}, e.reason, {}},
-                                  1);
+      options_.metrics->Increment(metric::kReplayed,
+                                  MetricLabels{e.job_type, QueueLabel(e), e.reason, {}}, 1);
     }
     if (listener != nullptr) listener->OnReplayed(e, req, ready_at);
   }
@@ -163,14 +167,7 @@ Status Operations::DiscardDeadLetter(std::string_view job_id, std::string_view a
         "DiscardDeadLetter: actor and reason are required (who discards, and why)");
   }
   JOBPACT_ASSIGN_OR_RETURN(DlqEntry e, backend_.admin->GetDeadLetter(job_id));
-  // A DLQ entry does not name its queue; the job record does. Label the
-  // counter like every other one: the job's queue, "default" if unknown (an
-  // envelope that never parsed has none).
-  std::string queue = Envelope{}.queue;
-  if (Result<JobRecord> rec = backend_.admin->Get(job_id);
-      rec.ok() && !rec->envelope.queue.empty()) {
-    queue = std::move(rec->envelope.queue);
-  }
+  const std::string queue = QueueLabel(e);
   DlqAction action;
   action.actor = std::string(actor);
   action.reason = std::string(why);

@@ -72,6 +72,16 @@ TEST_P(DeadLetterContract, InvalidEnvelopeIsKeptWholeWithItsProblems) {
   EXPECT_EQ(st.dead_letters, 1);
 }
 
+TEST_P(DeadLetterContract, AnEntryNamesItsJobsQueue) {
+  PutInDlq(MakeJob("job_1", "mail.send", 0, "bulk"), std::string(reason::kPermanentError),
+           kPermanent);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(DlqEntry e, admin_->GetDeadLetter("job_1"));
+  EXPECT_EQ(e.queue, "bulk");
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<DlqEntry> listed, admin_->ListDeadLetters({}));
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].queue, "bulk");
+}
+
 TEST_P(DeadLetterContract, UnreadableInputGetsANewIdAndIsStillKept) {
   const std::string garbage = "not json at all {{{ \"job_id\": 42";
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::string id1,
