@@ -45,9 +45,7 @@ TransitionEvent OperatorEvent(const DlqEntry& e, TimePoint at, std::string_view 
   return event;
 }
 
-}  // namespace
-
-Result<ReplayReport> RunnerCore::ReplayDeadLetters(const ReplayRequest& req) {
+Status CheckReplayRequest(const ReplayRequest& req) {
   if (IsBlank(req.actor) || IsBlank(req.reason)) {
     return Status::InvalidArgument(
         "ReplayDeadLetters: actor and reason are required (who replays, and why)");
@@ -59,26 +57,38 @@ Result<ReplayReport> RunnerCore::ReplayDeadLetters(const ReplayRequest& req) {
   if (req.extra_attempts < 0) {
     return Status::InvalidArgument("ReplayDeadLetters: extra_attempts must be >= 0");
   }
-  ReplayReport report;
-  std::vector<DlqEntry> selected;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::vector<DlqEntry>> RunnerCore::SelectDeadLetters(const ReplayRequest& req,
+                                                            ReplayReport& report) {
   if (req.job_ids.empty()) {
     DlqFilter filter = req.selection;
     filter.limit = std::min(filter.limit, req.max_jobs);
-    JOBPACT_ASSIGN_OR_RETURN(selected, options_.queue->ListDeadLetters(filter));
-  } else {
-    for (const std::string& id : req.job_ids) {
-      if (selected.size() >= req.max_jobs) break;
-      Result<DlqEntry> e = options_.queue->GetDeadLetter(id);
-      if (!e.ok()) {
-        report.failed.emplace_back(id, e.status());
-      } else if (!MatchesFilter(*e, req.selection)) {
-        report.failed.emplace_back(
-            id, Status::FailedPrecondition("does not match the selection: " + id));
-      } else {
-        selected.push_back(std::move(*e));
-      }
+    return options_.queue->ListDeadLetters(filter);
+  }
+  std::vector<DlqEntry> selected;
+  for (const std::string& id : req.job_ids) {
+    if (selected.size() >= req.max_jobs) break;
+    Result<DlqEntry> e = options_.queue->GetDeadLetter(id);
+    if (!e.ok()) {
+      report.failed.emplace_back(id, e.status());
+    } else if (!MatchesFilter(*e, req.selection)) {
+      report.failed.emplace_back(id,
+                                 Status::FailedPrecondition("does not match the selection: " + id));
+    } else {
+      selected.push_back(std::move(*e));
     }
   }
+  return selected;
+}
+
+Result<ReplayReport> RunnerCore::ReplayDeadLetters(const ReplayRequest& req) {
+  JOBPACT_RETURN_IF_ERROR(CheckReplayRequest(req));
+  ReplayReport report;
+  JOBPACT_ASSIGN_OR_RETURN(std::vector<DlqEntry> selected, SelectDeadLetters(req, report));
 
   const TimePoint now = clock().Now();
   const Duration spacing = req.max_per_second > 0

@@ -463,37 +463,46 @@ void RunnerCore::Finish(DeliveryRun& run, Completion c) {
 // be skipped as idempotent_skip.
 bool RunnerCore::RecordOrReleaseClaim(const DeliveryRun& run, Completion& c) {
   if (!run.claim_held) return false;
-  const Envelope& env = run.env();
-  const std::string& token = run.d.lease.token;
-  if (c.to == JobStatus::kSucceeded && c.transactional_effect) {
-    // The effect commits with the ack, so the claim must still be ours when
-    // it does: a claim that expired while the handler ran may have been
-    // taken by another delivery of the same key, which runs the same effect.
-    // Extending it proves it is held for another TTL. (A backend that keeps
-    // the claims in the same store checks this again inside the completion
-    // transaction.)
-    Status held = options_.idempotency->Extend(env.idempotency_key, token, env.visibility_timeout);
-    if (held.ok()) return true;
-    logger_.Log(LogLevel::kError, "idempotency_claim_lost", &env, {{"error", held.ToString()}});
-    c = DecideFailure(
-        run,
-        Failure{FailureClass::kTransient, std::string(reason::kIdempotencyClaimLost),
-                "the idempotency claim on '" + env.idempotency_key +
-                    "' could not be confirmed before the transactional effect committed, so "
-                    "the effect was not committed: " +
-                    held.ToString()},
-        clock().Now(), false);
-  }
-  if (c.to != JobStatus::kSucceeded) {
-    Status s = options_.idempotency->Release(env.idempotency_key, token);
-    if (!s.ok() && s.code() != StatusCode::kAborted) {
-      logger_.Log(LogLevel::kWarn, "idempotency_release_failed", &env, {{"error", s.ToString()}});
-    }
+  if (c.to == JobStatus::kSucceeded && c.transactional_effect && ConfirmClaim(run, c)) return true;
+  if (c.to == JobStatus::kSucceeded) {
+    RecordResult(run, c);
     return false;
   }
-  Status s = options_.idempotency->Complete(env.idempotency_key, token, c.result,
+  const Envelope& env = run.env();
+  Status s = options_.idempotency->Release(env.idempotency_key, run.d.lease.token);
+  if (!s.ok() && s.code() != StatusCode::kAborted) {
+    logger_.Log(LogLevel::kWarn, "idempotency_release_failed", &env, {{"error", s.ToString()}});
+  }
+  return false;
+}
+
+// The effect commits with the ack, so the claim must still be ours when it
+// does: a claim that expired while the handler ran may have been taken by
+// another delivery of the same key, which runs the same effect. Extending it
+// proves it is held for another TTL. (A backend that keeps the claims in the
+// same store checks this again inside the completion transaction.)
+bool RunnerCore::ConfirmClaim(const DeliveryRun& run, Completion& c) {
+  const Envelope& env = run.env();
+  Status held =
+      options_.idempotency->Extend(env.idempotency_key, run.d.lease.token, env.visibility_timeout);
+  if (held.ok()) return true;
+  logger_.Log(LogLevel::kError, "idempotency_claim_lost", &env, {{"error", held.ToString()}});
+  c = DecideFailure(
+      run,
+      Failure{FailureClass::kTransient, std::string(reason::kIdempotencyClaimLost),
+              "the idempotency claim on '" + env.idempotency_key +
+                  "' could not be confirmed before the transactional effect committed, so "
+                  "the effect was not committed: " +
+                  held.ToString()},
+      clock().Now(), false);
+  return false;
+}
+
+void RunnerCore::RecordResult(const DeliveryRun& run, Completion& c) {
+  const Envelope& env = run.env();
+  Status s = options_.idempotency->Complete(env.idempotency_key, run.d.lease.token, c.result,
                                             options_.idempotency_retention);
-  if (s.ok()) return false;
+  if (s.ok()) return;
   // Not recorded, so not acked as succeeded (SPEC 3 step 9): an ack without
   // the record would let a later job with the same key run the effect again
   // with no trace. The attempt fails as transient and goes through the retry
@@ -509,7 +518,6 @@ bool RunnerCore::RecordOrReleaseClaim(const DeliveryRun& run, Completion& c) {
           FailureClass::kTransient, std::string(reason::kIdempotencyRecordFailed),
           "the handler succeeded but its idempotency record could not be written: " + s.ToString()},
       clock().Now(), false);
-  return false;
 }
 
 void RunnerCore::RecordAfterAck(const DeliveryRun& run, const Completion& c) {

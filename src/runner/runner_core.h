@@ -228,6 +228,12 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // transactional effect commits with the ack, so the result is recorded
   // after it (RecordAfterAck).
   bool RecordOrReleaseClaim(const DeliveryRun& run, Completion& c);
+  // With a transactional effect: extends the claim so that it is certainly
+  // held when the effect commits. False: lost, and `c` is a failed attempt.
+  bool ConfirmClaim(const DeliveryRun& run, Completion& c);
+  // Records the result before the ack; a failure turns `c` into a failed
+  // attempt (the claim is kept).
+  void RecordResult(const DeliveryRun& run, Completion& c);
   // Step 9 with a transactional effect: records the idempotent result after
   // the ack committed the effect (a claim the backend already completed for
   // this delivery counts as recorded); a failure is logged, never retried.
@@ -242,6 +248,12 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   Completion BackendTrouble(const DeliveryRun& run, std::string_view what,
                             const Status& s) const;
   Duration LockBusyDelay() const;
+
+  // --- DLQ actions (dead_letters.cc) ---
+  // The entries a replay selects; ids that cannot be selected go to
+  // report.failed. The backend's error if the selection cannot be listed.
+  Result<std::vector<DlqEntry>> SelectDeadLetters(const ReplayRequest& req,
+                                                  ReplayReport& report);
 
   // --- Shared (runner_core.cc) ---
   // The circuit state gauge of one dependency.
