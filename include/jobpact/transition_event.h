@@ -7,8 +7,10 @@
 // is a third, passed in JobRunnerOptions::transition_observers.
 //
 // The transitions reported: enqueue (none -> queued), an invalid envelope
-// dead-lettered at EnqueueJson (none -> dead_lettered), each delivery
-// (queued | retry_scheduled -> running), the one outcome of a delivery
+// dead-lettered at EnqueueJson (none -> dead_lettered), each delivery as the
+// pipeline starts it (queued | retry_scheduled -> running; a job leased in a
+// batch is reported when its turn comes, so one given back at shutdown
+// before its turn shows only running -> queued), the one outcome of a delivery
 // (running -> succeeded | retry_scheduled | failed | dead_lettered |
 // discarded), a lease given back at shutdown (running -> queued), a lease
 // recovery (running -> queued | dead_lettered), and the operator's DLQ

@@ -15,10 +15,12 @@
 #include "jobpact/job_runner.h"
 #include "jobpact/testing/harness.h"
 #include "jobpact/testing/matchers.h"
+#include "tests/runner/runner_test_util.h"
 
 namespace jobpact {
 namespace {
 
+using ::testing::ElementsAre;
 using testing::Harness;
 using testing::IsOk;
 
@@ -320,6 +322,48 @@ TEST(RunnerThreadsTest, GracefulShutdownGivesBackAnUnfinishedJob) {
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
   EXPECT_EQ(h.Job(id).envelope.attempt, 1);
   EXPECT_EQ(h.StatusOf(waiting), JobStatus::kSucceeded);
+}
+
+// Each lease given back at shutdown is one transition event (origin
+// shutdown, no attempt spent); the abandoned handler's late outcome, refused
+// as stale, is none. A job that waited in the batch was never started by
+// the pipeline, so its stream has no "delivered" event.
+TEST(RunnerThreadsTest, ShutdownGiveBacksAreOneEventEach) {
+  auto seen = std::make_shared<test_util::RecordingObserver>();
+  Harness h([&](JobRunnerOptions& o) {
+    o.workers = 1;
+    o.transition_observers.push_back(seen);
+  });
+  Gate gate;
+  ASSERT_THAT(h.Handle("t",
+                       [&](JobContext&) {
+                         gate.Block();
+                         return Status::Ok();
+                       }),
+              IsOk());
+  const std::string id = h.Enqueue(MakeJob("t"))->job_id;
+  const std::string waiting = h.Enqueue(MakeJob("t"))->job_id;
+  ASSERT_THAT(h.runner().Start(), IsOk());
+  ASSERT_TRUE(WaitFor([&] { return gate.entered.load() == 1; }));
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    EXPECT_THAT(h.runner().Shutdown(Seconds(5)), IsOk());
+    stopped = true;
+  });
+  ASSERT_TRUE(WaitFor([&] { return stopped.load(); }, [&] { h.clock().Advance(Seconds(1)); }));
+  stopper.join();
+  gate.open = true;
+  ASSERT_TRUE(
+      WaitFor([&] { return h.metrics().CounterTotal(metric::kStaleCompletions, "t") == 1; }));
+
+  EXPECT_THAT(seen->StepsOf(id), ElementsAre("none->queued:enqueued", "queued->running:delivered",
+                                             "running->queued:shutdown"));
+  EXPECT_THAT(seen->StepsOf(waiting),
+              ElementsAre("none->queued:enqueued", "running->queued:shutdown"));
+  const test_util::Seen given_back = seen->For(id).back();
+  EXPECT_EQ(given_back.origin, TransitionOrigin::kShutdown);
+  EXPECT_FALSE(given_back.attempt_spent);
+  EXPECT_EQ(given_back.epoch, 1);
 }
 
 }  // namespace
