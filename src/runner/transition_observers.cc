@@ -8,9 +8,6 @@
 #include "src/internal/guarded.h"
 
 namespace jobpact {
-
-TransitionObserver::~TransitionObserver() = default;
-
 namespace internal {
 namespace {
 
