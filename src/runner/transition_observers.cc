@@ -133,6 +133,7 @@ void LogObserver::OnTransition(const TransitionEvent& e) {
 
 void LogObserver::LogEnqueue(const TransitionEvent& e) const {
   if (e.envelope != nullptr) {
+    if (!logger_.Enabled(LogLevel::kDebug)) return;  // The hot path: skip building the fields.
     logger_.Log(LogLevel::kDebug, "transition", e.envelope,
                 {{"from", FromName(e)}, {"to", JobStatusName(e.to)}, {"reason", e.reason}});
     return;
@@ -148,6 +149,7 @@ void LogObserver::LogEnqueue(const TransitionEvent& e) const {
 }
 
 void LogObserver::LogDelivered(const TransitionEvent& e) const {
+  if (!logger_.Enabled(LogLevel::kDebug)) return;  // The hot path: skip building the fields.
   logger_.Log(LogLevel::kDebug, "transition", e.envelope,
               {{"from", FromName(e)},
                {"to", JobStatusName(e.to)},
