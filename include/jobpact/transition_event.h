@@ -87,8 +87,10 @@ struct TransitionEvent {
   std::string_view reason;  // A reason:: name, or a handler's own.
   // The classified failure, if the transition carries one (null otherwise).
   const Failure* failure = nullptr;
-  // retry_scheduled: when the job is ready again, and the delay to then.
+  // retry_scheduled and a DLQ replay: when the job is ready again.
   std::optional<TimePoint> ready_at;
+  // retry_scheduled: the delay chosen (ready_at is that long after the
+  // decision).
   Duration delay{};
   // False when the delivery's attempt was given back (lock busy, snooze,
   // pause, backend trouble, shutdown...). Meaningful for kDelivery and
