@@ -267,7 +267,11 @@ TEST(RunnerThreadsTest, GracefulShutdownLetsARunningJobFinish) {
 // given back (queued, no attempt spent) and runs again later; the late
 // outcome of the abandoned handler is not written.
 TEST(RunnerThreadsTest, GracefulShutdownGivesBackAnUnfinishedJob) {
-  Harness h([](JobRunnerOptions& o) { o.workers = 1; });
+  auto seen = std::make_shared<test_util::RecordingObserver>();
+  Harness h([&](JobRunnerOptions& o) {
+    o.workers = 1;
+    o.transition_observers.push_back(seen);
+  });
   Gate gate;
   std::atomic<int> calls{0};
   std::atomic<bool> saw_cancel{false};
@@ -306,6 +310,17 @@ TEST(RunnerThreadsTest, GracefulShutdownGivesBackAnUnfinishedJob) {
       WaitFor([&] { return h.metrics().CounterTotal(metric::kStaleCompletions, "t") == 1; }));
   EXPECT_TRUE(saw_cancel.load());
   EXPECT_EQ(h.StatusOf(id), JobStatus::kQueued);
+  // Each give-back is one transition event (origin shutdown, no attempt
+  // spent); the stale late outcome is none. The job that waited in the
+  // batch was never started by the pipeline: no "delivered" event.
+  EXPECT_THAT(seen->StepsOf(id), ElementsAre("none->queued:enqueued", "queued->running:delivered",
+                                             "running->queued:shutdown"));
+  EXPECT_THAT(seen->StepsOf(waiting),
+              ElementsAre("none->queued:enqueued", "running->queued:shutdown"));
+  const test_util::Seen given_back = seen->For(id).back();
+  EXPECT_EQ(given_back.origin, TransitionOrigin::kShutdown);
+  EXPECT_FALSE(given_back.attempt_spent);
+  EXPECT_EQ(given_back.epoch, 1);
 
   // Another runner on the same queue runs it again.
   JobRunnerOptions o;
@@ -322,48 +337,6 @@ TEST(RunnerThreadsTest, GracefulShutdownGivesBackAnUnfinishedJob) {
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
   EXPECT_EQ(h.Job(id).envelope.attempt, 1);
   EXPECT_EQ(h.StatusOf(waiting), JobStatus::kSucceeded);
-}
-
-// Each lease given back at shutdown is one transition event (origin
-// shutdown, no attempt spent); the abandoned handler's late outcome, refused
-// as stale, is none. A job that waited in the batch was never started by
-// the pipeline, so its stream has no "delivered" event.
-TEST(RunnerThreadsTest, ShutdownGiveBacksAreOneEventEach) {
-  auto seen = std::make_shared<test_util::RecordingObserver>();
-  Harness h([&](JobRunnerOptions& o) {
-    o.workers = 1;
-    o.transition_observers.push_back(seen);
-  });
-  Gate gate;
-  ASSERT_THAT(h.Handle("t",
-                       [&](JobContext&) {
-                         gate.Block();
-                         return Status::Ok();
-                       }),
-              IsOk());
-  const std::string id = h.Enqueue(MakeJob("t"))->job_id;
-  const std::string waiting = h.Enqueue(MakeJob("t"))->job_id;
-  ASSERT_THAT(h.runner().Start(), IsOk());
-  ASSERT_TRUE(WaitFor([&] { return gate.entered.load() == 1; }));
-  std::atomic<bool> stopped{false};
-  std::thread stopper([&] {
-    EXPECT_THAT(h.runner().Shutdown(Seconds(5)), IsOk());
-    stopped = true;
-  });
-  ASSERT_TRUE(WaitFor([&] { return stopped.load(); }, [&] { h.clock().Advance(Seconds(1)); }));
-  stopper.join();
-  gate.open = true;
-  ASSERT_TRUE(
-      WaitFor([&] { return h.metrics().CounterTotal(metric::kStaleCompletions, "t") == 1; }));
-
-  EXPECT_THAT(seen->StepsOf(id), ElementsAre("none->queued:enqueued", "queued->running:delivered",
-                                             "running->queued:shutdown"));
-  EXPECT_THAT(seen->StepsOf(waiting),
-              ElementsAre("none->queued:enqueued", "running->queued:shutdown"));
-  const test_util::Seen given_back = seen->For(id).back();
-  EXPECT_EQ(given_back.origin, TransitionOrigin::kShutdown);
-  EXPECT_FALSE(given_back.attempt_spent);
-  EXPECT_EQ(given_back.epoch, 1);
 }
 
 }  // namespace
