@@ -4,7 +4,9 @@
 // validates the envelope, applies TTL and deadlines, the attempt budget,
 // dedup, the lock, idempotency, runs the handler under its timeout while
 // renewing the lease, classifies the outcome, makes exactly one transition,
-// and emits metrics and one structured log line per transition. All state
+// and reports each transition as one TransitionEvent, from which its metrics
+// and its one structured log line are made (jobpact/transition_event.h; add
+// observers of your own in JobRunnerOptions::transition_observers). All state
 // lives behind the four interfaces in JobRunnerOptions.
 //
 // Example (a service):
@@ -55,6 +57,7 @@
 #include "jobpact/retry_budget.h"
 #include "jobpact/retry_policy.h"
 #include "jobpact/status.h"
+#include "jobpact/transition_event.h"
 
 namespace jobpact {
 
@@ -89,6 +92,10 @@ struct JobRunnerOptions {
   std::shared_ptr<IdempotencyStore> idempotency;
   // Null: NullMetricsSink.
   std::shared_ptr<MetricsSink> metrics;
+  // Observers of every status transition (jobpact/transition_event.h), each
+  // called with the one event of each transition, after the runner's own
+  // metrics and log line, in this order. No null entries (kInvalidArgument).
+  std::vector<std::shared_ptr<TransitionObserver>> transition_observers;
   // Null: SystemClock::Default().
   std::shared_ptr<Clock> clock;
   // Null: MakeSeededRandomSource(random_seed).

@@ -85,26 +85,6 @@ Status RunnerCore::RunMaintenance() {
   return first;
 }
 
-void RunnerCore::ReportLeaseRecovery(const LeaseRecovery& r) {
-  const Envelope& env = r.envelope;
-  MetricLabels labels{env.job_type, env.queue, {}, {}};
-  options_.metrics->Increment(metric::kLeaseRecoveries, labels, 1);
-  const bool dead_lettered = r.to == JobStatus::kDeadLettered;
-  if (dead_lettered) {
-    MetricLabels dl = labels;
-    dl.reason = r.reason;
-    options_.metrics->Increment(metric::kDeadLettered, dl, 1);
-    // The attempt distribution, at the job's outcome (as for other outcomes).
-    options_.metrics->Observe(metric::kAttempts, labels, env.attempt);
-  }
-  // One line per transition (SPEC 8), like the runner's own transitions.
-  logger_.Log(dead_lettered ? LogLevel::kError : LogLevel::kWarn, "transition", &env,
-              {{"from", "running"},
-               {"to", JobStatusName(r.to)},
-               {"reason", r.reason},
-               {"lease_recoveries", static_cast<std::int64_t>(r.lease_recoveries)}});
-}
-
 Result<int> RunnerCore::RunUntilIdle() {
   {
     std::lock_guard<std::mutex> l(mu_);

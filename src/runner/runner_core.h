@@ -18,6 +18,20 @@
 //   - maintenance: RunMaintenance() every maintenance_interval.
 // Every wait goes through the injected Clock, so ManualClock drives them.
 //
+// Every status transition is reported once, through Emit(), to the
+// observers (src/runner/transition_observers.h): the metrics, the log line
+// and the user's.
+//
+// The implementation, by concern:
+//   runner_core.cc          the handler registry, pause, renewals, give-back, Emit
+//   enqueue.cc              Enqueue, EnqueueBatch, EnqueueJson
+//   pipeline.cc             the delivery pipeline, one function per step
+//                           (docs/pipeline.md), on a DeliveryRun (pipeline.h)
+//   dead_letters.cc         ReplayDeadLetters, DiscardDeadLetter
+//   job_runner_workers.cc   workers, watchdog, maintenance, shutdown
+//   job_context.cc          what a handler sees, and the handler boundary
+//   job_runner.cc           JobRunner::Create and the public object
+//
 // Thread-safe.
 #ifndef JOBPACT_SRC_RUNNER_RUNNER_CORE_H_
 #define JOBPACT_SRC_RUNNER_RUNNER_CORE_H_
@@ -28,6 +42,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -35,10 +50,19 @@
 #include <vector>
 
 #include "jobpact/job_runner.h"
+#include "jobpact/transition_event.h"
 #include "src/runner/job_logger.h"
+#include "src/runner/transition_observers.h"
 
 namespace jobpact {
 namespace internal {
+
+struct DeliveryRun;  // src/runner/pipeline.h
+
+// "a: msg; b: msg" for a list of field problems.
+std::string JoinProblems(const std::vector<FieldError>& problems);
+// True if `s` is empty or only white space.
+bool IsBlank(std::string_view s);
 
 // Cancellation signals of one running job, set by the watchdog or
 // Shutdown() and read by JobContext::cancelled() on the handler's thread.
@@ -143,31 +167,95 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
  private:
   enum class State { kCreated, kRunning, kStopping, kStopped };
 
-  // What the pipeline holds for one delivery, on the worker's stack.
-  struct DeliveryRun;
+  // Reports one transition to every observer (metrics, log line, the
+  // user's). Never throws.
+  void Emit(const TransitionEvent& e) const { observers_.Emit(e); }
 
-  // --- Enqueue (job_runner.cc) ---
+  // --- Enqueue (enqueue.cc) ---
   // Validates `env` and, if valid, fills it as Enqueue stores it: the
   // policy's max_attempts if none was given, then PrepareForEnqueue. Returns
   // the problems (empty: ready to store; otherwise `env` is left as given).
   std::vector<FieldError> PrepareEnvelope(Envelope& env, TimePoint now) const;
-  // The metrics and log line of one stored (or duplicate) job.
+  // The event of one stored job (or the dedup hit of a duplicate).
   void ReportEnqueued(const Envelope& env, const EnqueueResult& r);
 
-  // --- The pipeline (job_runner.cc) ---
-  // Runs SPEC 3 steps 1-9 for one delivery; `slot` is null under RunUntilIdle.
+  // --- The pipeline (pipeline.cc), SPEC 3 and docs/pipeline.md ---
+  // Runs the steps below for one delivery; `slot` is null under RunUntilIdle.
+  // Each step either lets the delivery go on (nullopt) or ends it with its
+  // one Completion, which Finish() writes.
   void ProcessDelivery(Delivery& d, WorkerSlot* slot, HandlerCache& cache);
   // Makes sure the lease of a delivery that waited in a batch is still ours,
   // renewing it if a renewal is due. False: skip it (it runs elsewhere).
   bool EnsureLease(Delivery& d);
-  // Step 9: idempotency record or release, the one Complete(), lock release,
-  // metrics and the log line.
-  void Finish(DeliveryRun& run, Completion completion);
+  // The -> running transition of a delivery.
+  void ReportDelivered(const DeliveryRun& run) const;
+  // 1. Validate.
+  std::optional<Completion> Validate(const DeliveryRun& run) const;
+  // 2. TTL and deadlines.
+  std::optional<Completion> CheckTtlAndDeadlines(const DeliveryRun& run) const;
+  // 3. Attempt budget.
+  std::optional<Completion> CheckAttemptBudget(const DeliveryRun& run) const;
+  // Pause (SPEC 10): a paused job type is requeued.
+  std::optional<Completion> CheckPaused(const DeliveryRun& run) const;
+  // 4. Dedup at delivery.
+  std::optional<Completion> CheckDedup(const DeliveryRun& run);
+  // 5. Lock.
+  std::optional<Completion> AcquireLock(DeliveryRun& run);
+  // 6. Idempotency.
+  std::optional<Completion> ClaimIdempotency(DeliveryRun& run);
+  // 7. Run the handler: find it, pass its circuit breaker, call it under its
+  // execution timeout, record the breaker's outcome.
+  std::optional<Completion> RunHandler(DeliveryRun& run);
+  std::optional<Completion> AcquireCircuitPermit(DeliveryRun& run);
+  void InvokeUnderDeadline(DeliveryRun& run);
+  void RecordCircuitOutcome(const DeliveryRun& run) const;
+  // 8. Classify and decide: exactly one transition.
+  Completion ClassifyAndDecide(DeliveryRun& run);
   // Step 8 for a failed attempt: the retry policy, the total deadline and
   // the retry budget decide retry_scheduled (after the backoff, or deferred
   // to the time the budget allows), dead_lettered or failed.
   Completion DecideFailure(const DeliveryRun& run, Failure failure, TimePoint finished,
                            bool timed_out);
+  Completion ScheduleRetry(const Envelope& env, const RetryDecision& decision,
+                           TimePoint finished, bool timed_out);
+  // The retry budget's say on a retry due at `ready_at` (which it may move
+  // later). False: the retry is refused and `c` dead-letters the job.
+  bool ApplyRetryBudget(const Envelope& env, Completion& c, TimePoint& ready_at);
+  // 9. Record, ack, release, report.
+  void Finish(DeliveryRun& run, Completion completion);
+  // 9.1: records the idempotent result before the ack or releases the
+  // claim; a failed record turns `c` into a failed attempt. True: a
+  // transactional effect commits with the ack, so the result is recorded
+  // after it (RecordAfterAck).
+  bool RecordOrReleaseClaim(const DeliveryRun& run, Completion& c);
+  // With a transactional effect: extends the claim so that it is certainly
+  // held when the effect commits. False: lost, and `c` is a failed attempt.
+  bool ConfirmClaim(const DeliveryRun& run, Completion& c);
+  // Records the result before the ack; a failure turns `c` into a failed
+  // attempt (the claim is kept).
+  void RecordResult(const DeliveryRun& run, Completion& c);
+  // Step 9 with a transactional effect: records the idempotent result after
+  // the ack committed the effect (a claim the backend already completed for
+  // this delivery counts as recorded); a failure is logged, never retried.
+  void RecordAfterAck(const DeliveryRun& run, const Completion& c);
+  void ReleaseLock(const DeliveryRun& run);
+  // 9.4-9.6: the transition's event if the ack was stored; otherwise the
+  // stale-completion or completion-failed report.
+  void ReportCompletion(const DeliveryRun& run, const Completion& c, const Status& acked);
+  // Helpers of the steps.
+  Completion Requeue(const DeliveryRun& run, std::string_view why, Duration delay,
+                     bool lock_wait, std::optional<Failure> failure) const;
+  Completion BackendTrouble(const DeliveryRun& run, std::string_view what,
+                            const Status& s) const;
+  Duration LockBusyDelay() const;
+
+  // --- DLQ actions (dead_letters.cc) ---
+  // The entries a replay selects; ids that cannot be selected go to
+  // report.failed. The backend's error if the selection cannot be listed.
+  Result<std::vector<DlqEntry>> SelectDeadLetters(const ReplayRequest& req,
+                                                  ReplayReport& report);
+
+  // --- Shared (runner_core.cc) ---
   // The circuit state gauge of one dependency.
   void SetCircuitGauge(std::string_view dependency, CircuitState state);
   // Gives a lease back (running -> queued, no attempt spent).
@@ -176,13 +264,7 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   const HandlerEntry* FindHandler(std::string_view job_type, HandlerCache& cache);
   bool IsPaused(std::string_view job_type) const;
   Duration JitteredDelay(Duration lo, Duration hi) const;
-  // Step 9 with a transactional effect: records the idempotent result after
-  // the ack committed the effect (a claim the backend already completed for
-  // this delivery counts as recorded); a failure is logged, never retried.
-  void RecordAfterAck(const DeliveryRun& run, const Completion& c);
-  void EmitTransitionMetrics(const Envelope& env, const Completion& c);
-  void LogTransition(const DeliveryRun& run, const Completion& c);
-  // The metrics and log line of one lease recovery (SPEC 5, 8).
+  // The event of one lease recovery (SPEC 5, 8).
   void ReportLeaseRecovery(const LeaseRecovery& r);
   void WakeOneWorker();
   // Wakes enough idle workers for `jobs` new jobs (one per dequeue batch).
@@ -201,6 +283,7 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // Immutable after construction.
   const JobRunnerOptions options_;
   const JobLogger logger_;
+  const TransitionObservers observers_;  // Uses *options_.metrics and logger_.
   std::string worker_prefix_;
 
   // The handler registry: copy-on-write, versioned.

@@ -4,11 +4,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -27,6 +24,7 @@ using testing::Harness;
 using testing::IsOk;
 using testing::StatusIs;
 
+using test_util::CapturedLogger;
 using test_util::EnqueueOk;
 using test_util::MakeJob;
 
@@ -699,27 +697,6 @@ TEST(JobRunnerTest, PausedTypeIsRequeuedWithoutSpendingAnAttemptUntilResumed) {
 }
 
 // --- Logs ---------------------------------------------------------------------------------
-
-class CapturedLogger {
- public:
-  explicit CapturedLogger(std::string name) : name_(std::move(name)) {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
-    auto logger = std::make_shared<spdlog::logger>(name_, sink);
-    logger->set_level(spdlog::level::trace);
-    spdlog::register_logger(logger);
-  }
-  ~CapturedLogger() { spdlog::drop(name_); }
-  std::vector<std::string> Lines() const {
-    std::vector<std::string> lines;
-    std::istringstream in(out_.str());
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
-    return lines;
-  }
-
- private:
-  std::string name_;
-  std::ostringstream out_;
-};
 
 TEST(JobRunnerTest, OneTextLogLinePerTransitionCarriesTheJobFields) {
   CapturedLogger capture("jobpact.test.text");

@@ -15,10 +15,12 @@
 #include "jobpact/job_runner.h"
 #include "jobpact/testing/harness.h"
 #include "jobpact/testing/matchers.h"
+#include "tests/runner/runner_test_util.h"
 
 namespace jobpact {
 namespace {
 
+using ::testing::ElementsAre;
 using testing::Harness;
 using testing::IsOk;
 
@@ -265,7 +267,11 @@ TEST(RunnerThreadsTest, GracefulShutdownLetsARunningJobFinish) {
 // given back (queued, no attempt spent) and runs again later; the late
 // outcome of the abandoned handler is not written.
 TEST(RunnerThreadsTest, GracefulShutdownGivesBackAnUnfinishedJob) {
-  Harness h([](JobRunnerOptions& o) { o.workers = 1; });
+  auto seen = std::make_shared<test_util::RecordingObserver>();
+  Harness h([&](JobRunnerOptions& o) {
+    o.workers = 1;
+    o.transition_observers.push_back(seen);
+  });
   Gate gate;
   std::atomic<int> calls{0};
   std::atomic<bool> saw_cancel{false};
@@ -304,6 +310,17 @@ TEST(RunnerThreadsTest, GracefulShutdownGivesBackAnUnfinishedJob) {
       WaitFor([&] { return h.metrics().CounterTotal(metric::kStaleCompletions, "t") == 1; }));
   EXPECT_TRUE(saw_cancel.load());
   EXPECT_EQ(h.StatusOf(id), JobStatus::kQueued);
+  // Each give-back is one transition event (origin shutdown, no attempt
+  // spent); the stale late outcome is none. The job that waited in the
+  // batch was never started by the pipeline: no "delivered" event.
+  EXPECT_THAT(seen->StepsOf(id), ElementsAre("none->queued:enqueued", "queued->running:delivered",
+                                             "running->queued:shutdown"));
+  EXPECT_THAT(seen->StepsOf(waiting),
+              ElementsAre("none->queued:enqueued", "running->queued:shutdown"));
+  const test_util::Seen given_back = seen->For(id).back();
+  EXPECT_EQ(given_back.origin, TransitionOrigin::kShutdown);
+  EXPECT_FALSE(given_back.attempt_spent);
+  EXPECT_EQ(given_back.epoch, 1);
 
   // Another runner on the same queue runs it again.
   JobRunnerOptions o;

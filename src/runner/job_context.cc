@@ -1,0 +1,79 @@
+#include "src/runner/job_context.h"
+
+#include <utility>
+
+namespace jobpact {
+
+JobContext::~JobContext() = default;
+
+namespace internal {
+
+bool ContextImpl::cancelled() const {
+  return cancel_.lost.load(std::memory_order_acquire) ||
+         cancel_.shutdown.load(std::memory_order_acquire) || core_.clock().Now() >= deadline_;
+}
+
+Status ContextImpl::Heartbeat(std::string_view checkpoint) {
+  if (!checkpoint.empty()) last_checkpoint_.assign(checkpoint.data(), checkpoint.size());
+  Status s = core_.RenewDelivery(d_, lock_held_, claim_held_, checkpoint);
+  if (s.code() == StatusCode::kAborted) MarkLost();
+  return s;
+}
+
+Status ContextImpl::Snooze(Duration delay) {
+  if (delay < Duration::zero()) {
+    return Status::InvalidArgument("Snooze: delay must be >= 0");
+  }
+  snooze_ = delay;
+  discard_.reset();
+  return Status::Ok();
+}
+
+Status ContextImpl::Discard(std::string reason) {
+  discard_ = IsBlank(reason) ? std::string(reason::kHandlerDiscarded) : std::move(reason);
+  snooze_.reset();
+  return Status::Ok();
+}
+
+void ContextImpl::Log(LogLevel level, std::string_view message) const {
+  core_.logger().Log(level, "handler", &d_.job.envelope, {{"message", message}});
+}
+
+void ContextImpl::TakeRequests(HandlerOutcome& out) {
+  out.snooze = snooze_;
+  out.discard = std::move(discard_);
+  out.result = std::move(result_);
+  out.effect = std::move(effect_);
+  out.last_checkpoint = std::move(last_checkpoint_);
+}
+
+HandlerOutcome InvokeHandler(const HandlerEntry& entry, ContextImpl& ctx) noexcept {
+  HandlerOutcome out;
+  try {
+    Status s = entry.handler(ctx);
+    if (!s.ok()) {
+      out.ok = false;
+      out.failure = FailureFromStatus(s);
+    }
+  } catch (...) {
+    // One catch-all rather than catch (const std::exception&) plus
+    // catch (...): the classifier rethrows the exception_ptr and tells the
+    // two apart itself (type rules, system_error codes, DescribeException).
+    out.ok = false;
+    out.threw = true;
+    out.exception = std::current_exception();
+  }
+  if (out.threw) {
+    try {
+      out.failure = entry.classifier.Classify(out.exception);
+    } catch (...) {
+      out.failure =
+          Failure{FailureClass::kUnknown, "unclassifiable", "exception could not be classified"};
+    }
+  }
+  ctx.TakeRequests(out);
+  return out;
+}
+
+}  // namespace internal
+}  // namespace jobpact

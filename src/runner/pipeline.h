@@ -1,0 +1,54 @@
+// File: src/runner/pipeline.h
+//
+// What the delivery pipeline (SPEC 3, docs/pipeline.md) holds for one
+// delivery while its steps run: each step of RunnerCore (pipeline.cc) reads
+// it and adds what it took (the lock, the claim, the handler's outcome), and
+// step 9 releases and reports from it. Lives on the worker's stack.
+//
+// Thread-compatible: only the worker running the delivery touches it.
+#ifndef JOBPACT_SRC_RUNNER_PIPELINE_H_
+#define JOBPACT_SRC_RUNNER_PIPELINE_H_
+
+#include <cstdint>
+
+#include "jobpact/circuit_breaker.h"
+#include "jobpact/queue_backend.h"
+#include "src/runner/job_context.h"
+#include "src/runner/runner_core.h"
+
+namespace jobpact {
+namespace internal {
+
+struct DeliveryRun {
+  DeliveryRun(Delivery& delivery, WorkerSlot* worker, HandlerCache& handlers, TimePoint started)
+      : d(delivery), slot(worker), cache(handlers), now(started) {}
+  const Envelope& env() const { return d.job.envelope; }
+
+  Delivery& d;
+  WorkerSlot* const slot;  // Null under RunUntilIdle.
+  HandlerCache& cache;
+  const TimePoint now;  // When the pipeline started.
+
+  // 5. Lock.
+  bool lock_held = false;
+  std::uint64_t fencing = 0;
+  // 6. Idempotency.
+  bool claim_held = false;
+  // 7. Run the handler.
+  const HandlerEntry* handler = nullptr;
+  CircuitBreaker* breaker = nullptr;  // Null: no dependency.
+  CircuitBreaker::Permit permit;
+  bool handler_ran = false;
+  TimePoint deadline;
+  TimePoint finished;
+  Duration queue_latency{};
+  Duration handler_duration{};
+  HandlerOutcome outcome;
+  // Shutdown gave the lease back while the handler ran: no Complete().
+  bool given_back = false;
+};
+
+}  // namespace internal
+}  // namespace jobpact
+
+#endif  // JOBPACT_SRC_RUNNER_PIPELINE_H_
