@@ -333,10 +333,15 @@ class JOBPACT_EXPORT JobRunner {
   // DLQ entries and final statuses, refresh the depth and age gauges.
   virtual Status RunMaintenance() = 0;
 
-  // SPEC 10 safe action: a paused job type is not run; its deliveries are
-  // requeued without spending an attempt until Resume.
-  virtual void Pause(std::string_view job_type) = 0;
-  virtual void Resume(std::string_view job_type) = 0;
+  // SPEC 10 safe action: pauses a job type in every process sharing the
+  // backend (the store's control state, QueueAdmin::SetControl; the audit
+  // names this runner's id). The store then leases none of its jobs: they
+  // stay queued, spending nothing, until Resume (from any process, or an
+  // operator tool: jobpact/operations.h). A job leased just before the pause
+  // is given back without spending an attempt. Resume of a type that is not
+  // paused is OK. The backend's error if the store cannot be written.
+  virtual Status Pause(std::string_view job_type) = 0;
+  virtual Status Resume(std::string_view job_type) = 0;
 
   // SPEC 7 guard-railed action: replays the selected dead letters
   // (dead_lettered -> queued, reason "replay"), each with an audit record

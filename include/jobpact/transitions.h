@@ -74,8 +74,9 @@ struct JobChange {
   // `append` to the history it has, see AppendHistory), and an empty
   // `checkpoint` keeps the stored one (a heartbeat may have stored a newer
   // checkpoint than the record a completion was computed from), and a change
-  // of a running job (expect.status kRunning) keeps a cancel request stored
-  // since the record was read (QueueAdmin::Cancel).
+  // of a running job (expect.status kRunning) keeps the stored audit trail
+  // and cancel request: an operator's cancel may have added them since the
+  // record was read (QueueAdmin::Cancel), and no such change adds to them.
   JobRecord record;
   // The transitions this change adds to the history (usually one).
   std::vector<Transition> append;

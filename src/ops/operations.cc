@@ -31,7 +31,9 @@ bool MatchesFilter(const DlqEntry& e, const DlqFilter& f) {
 
 // The queue label of an entry's counters, like every other counter's: the
 // job's queue, "default" for input that never parsed (it has none).
-std::string QueueLabel(const DlqEntry& e) { return e.queue.empty() ? Envelope{}.queue : e.queue; }
+std::string QueueLabel(const DlqEntry& e) {
+  return e.queue.empty() ? Envelope{}.queue : e.queue;
+}
 
 Status CheckRequest(const ReplayRequest& req) {
   if (IsBlank(req.actor) || IsBlank(req.reason)) {

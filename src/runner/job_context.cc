@@ -10,12 +10,14 @@ namespace internal {
 
 bool ContextImpl::cancelled() const {
   return cancel_.lost.load(std::memory_order_acquire) ||
-         cancel_.shutdown.load(std::memory_order_acquire) || core_.clock().Now() >= deadline_;
+         cancel_.shutdown.load(std::memory_order_acquire) ||
+         cancel_.operator_cancel.load(std::memory_order_acquire) ||
+         core_.clock().Now() >= deadline_;
 }
 
 Status ContextImpl::Heartbeat(std::string_view checkpoint) {
   if (!checkpoint.empty()) last_checkpoint_.assign(checkpoint.data(), checkpoint.size());
-  Status s = core_.RenewDelivery(d_, lock_held_, claim_held_, checkpoint);
+  Status s = core_.RenewDelivery(d_, lock_held_, claim_held_, checkpoint, &cancel_);
   if (s.code() == StatusCode::kAborted) MarkLost();
   return s;
 }

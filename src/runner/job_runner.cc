@@ -76,8 +76,8 @@ class JobRunnerImpl final : public JobRunner {
   Status Shutdown(Duration grace) override { return core_->Shutdown(grace); }
   Result<int> RunUntilIdle() override { return core_->RunUntilIdle(); }
   Status RunMaintenance() override { return core_->RunMaintenance(); }
-  void Pause(std::string_view job_type) override { core_->Pause(job_type); }
-  void Resume(std::string_view job_type) override { core_->Resume(job_type); }
+  Status Pause(std::string_view job_type) override { return core_->Pause(job_type); }
+  Status Resume(std::string_view job_type) override { return core_->Resume(job_type); }
   Result<ReplayReport> ReplayDeadLetters(const ReplayRequest& request) override {
     return core_->ReplayDeadLetters(request);
   }

@@ -47,6 +47,10 @@ Status RunnerCore::RunMaintenance() {
     if (first.ok()) first = Status(s.code(), std::string(what) + ": " + s.message());
   };
 
+  // The operator's control state and the policies tools show.
+  note("read control state", control_->Refresh());
+  note("publish retry policies", PublishPoliciesIfChanged());
+
   // Crash recovery first, so that recovered jobs are visible to the very
   // next Dequeue.
   Result<std::vector<LeaseRecovery>> recovered =
@@ -274,7 +278,7 @@ void RunnerCore::WatchSlot(const std::shared_ptr<WorkerSlot>& slot, TimePoint no
       return;
     }
     if (job.renewing && now >= job.next_renew) {
-      Status s = RenewDelivery(*job.delivery, job.lock_held, job.claim_held, {});
+      Status s = RenewDelivery(*job.delivery, job.lock_held, job.claim_held, {}, job.cancel);
       if (s.ok()) {
         job.next_renew = now + env.visibility_timeout / 3;
       } else if (s.code() == StatusCode::kAborted) {

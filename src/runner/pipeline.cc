@@ -47,6 +47,7 @@ void RunnerCore::ProcessDelivery(Delivery& d, WorkerSlot* slot, HandlerCache& ca
   DeliveryRun run(d, slot, cache, clock().Now());
   ReportDelivered(run);
   std::optional<Completion> c = Validate(run);  // 1
+  if (!c) c = CheckCancelled(run);              // Cancel
   if (!c) c = CheckTtlAndDeadlines(run);        // 2
   if (!c) c = CheckAttemptBudget(run);          // 3
   if (!c) c = CheckPaused(run);                 // Pause
@@ -162,9 +163,18 @@ std::optional<Completion> RunnerCore::CheckAttemptBudget(const DeliveryRun& run)
   return c;
 }
 
+// Cancel, SPEC 10 safe action: an operator cancelled the job after it was
+// leased, or while an earlier attempt ran.
+std::optional<Completion> RunnerCore::CheckCancelled(const DeliveryRun& run) const {
+  if (!run.d.job.cancel_requested && !run.d.lease.cancel_requested) return std::nullopt;
+  return EndWith(JobStatus::kDiscarded, reason::kCancelled);
+}
+
 // Pause, SPEC 10 safe action: a paused type is not run, and nothing is spent.
+// The store's lease step leases no job of a paused type; this catches the
+// ones leased (in a batch) just before the pause.
 std::optional<Completion> RunnerCore::CheckPaused(const DeliveryRun& run) const {
-  if (!IsPaused(run.env().job_type)) return std::nullopt;
+  if (!control_->TypePaused(run.env().job_type)) return std::nullopt;
   return Requeue(run, reason::kPaused, JitteredDelay(kPausedMinDelay, kPausedMaxDelay), false,
                  std::nullopt);
 }
@@ -299,6 +309,7 @@ void RunnerCore::InvokeUnderDeadline(DeliveryRun& run) {
   }
   run.outcome = InvokeHandler(*run.handler, ctx);
   run.finished = clock().Now();
+  run.operator_cancel = cancel.operator_cancel.load(std::memory_order_acquire);
   if (run.slot != nullptr) {
     std::lock_guard<std::mutex> l(run.slot->mu);
     run.slot->running = false;
@@ -333,7 +344,11 @@ void RunnerCore::RecordCircuitOutcome(const DeliveryRun& run) const {
 Completion RunnerCore::ClassifyAndDecide(DeliveryRun& run) {
   HandlerOutcome& outcome = run.outcome;
   Completion c;
-  if (!outcome.threw && outcome.snooze.has_value()) {
+  if (run.operator_cancel && !outcome.ok) {
+    // The handler stopped because an operator cancelled it (or failed
+    // meanwhile): the cancel stands, nothing is retried.
+    c = EndWith(JobStatus::kDiscarded, reason::kCancelled);
+  } else if (!outcome.threw && outcome.snooze.has_value()) {
     c.to = JobStatus::kRetryScheduled;
     c.reason = std::string(reason::kSnoozed);
     c.ready_at = run.finished + *outcome.snooze;
@@ -373,6 +388,13 @@ Completion RunnerCore::ClassifyAndDecide(DeliveryRun& run) {
 Completion RunnerCore::DecideFailure(const DeliveryRun& run, Failure failure, TimePoint finished,
                                      bool timed_out) {
   const Envelope& env = run.env();
+  if (control_->RoutesToDlq(env.job_type, failure.failure_class)) {
+    // SPEC 10 safe action: an operator routes this class of the type to the
+    // DLQ, whatever the retry policy says.
+    Completion c = EndWith(JobStatus::kDeadLettered, reason::kRoutedToDlq);
+    c.failure = std::move(failure);
+    return c;
+  }
   RetryPolicy policy = options_.policies->For(env.job_type);
   if (env.max_attempts > 0) policy.max_attempts = env.max_attempts;
   if (env.retry_policy.has_value()) policy.backoff = *env.retry_policy;

@@ -44,6 +44,8 @@ struct DeliveryRun {
   Duration queue_latency{};
   Duration handler_duration{};
   HandlerOutcome outcome;
+  // An operator cancelled the job while its handler ran.
+  bool operator_cancel = false;
   // Shutdown gave the lease back while the handler ran: no Complete().
   bool given_back = false;
 };

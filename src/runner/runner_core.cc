@@ -36,7 +36,16 @@ RunnerCore::RunnerCore(JobRunnerOptions options)
       logger_(options_.logger_name, options_.log_level, options_.json_logs, options_.clock),
       observers_(*options_.metrics, logger_, options_.transition_observers),
       worker_prefix_(options_.runner_id + "/w"),
-      handlers_(std::make_shared<const HandlerMap>()) {}
+      handlers_(std::make_shared<const HandlerMap>()),
+      control_(std::make_unique<ControlCache>(*options_.backend.admin, *options_.clock,
+                                              options_.poll_interval)) {
+  OperationsOptions ops;
+  ops.clock = options_.clock;
+  // The listener reports each replay and discard as a transition event; the
+  // metrics observer counts them, so the facade counts nothing itself.
+  ops.listener = NewDlqListener();
+  ops_ = Operations::Open(options_.backend, std::move(ops)).value();
+}
 
 RunnerCore::~RunnerCore() = default;
 
@@ -97,26 +106,44 @@ const HandlerEntry* RunnerCore::FindHandler(std::string_view job_type, HandlerCa
   return it->second.get();
 }
 
-void RunnerCore::Pause(std::string_view job_type) {
-  std::lock_guard<std::mutex> l(paused_mu_);
-  if (paused_.emplace(job_type).second) paused_count_.fetch_add(1, std::memory_order_release);
+// Pause and resume write the store's control state, so they hold in every
+// process sharing the store, not only in this one.
+Status RunnerCore::Pause(std::string_view job_type) {
+  JOBPACT_RETURN_IF_ERROR(
+      ops_->PauseType(job_type, options_.runner_id, "JobRunner::Pause"));
+  control_->Invalidate();
   logger_.Log(LogLevel::kWarn, "job_type_paused", nullptr, {{"job_type", job_type}});
+  return Status::Ok();
 }
 
-void RunnerCore::Resume(std::string_view job_type) {
-  std::lock_guard<std::mutex> l(paused_mu_);
-  auto it = paused_.find(job_type);
-  if (it == paused_.end()) return;
-  paused_.erase(it);
-  paused_count_.fetch_sub(1, std::memory_order_release);
+Status RunnerCore::Resume(std::string_view job_type) {
+  Status s = ops_->ResumeType(job_type, options_.runner_id, "JobRunner::Resume");
+  control_->Invalidate();
+  if (s.code() == StatusCode::kNotFound) return Status::Ok();  // Was not paused.
+  JOBPACT_RETURN_IF_ERROR(s);
   logger_.Log(LogLevel::kWarn, "job_type_resumed", nullptr, {{"job_type", job_type}});
+  WakeWorkers(static_cast<std::size_t>(options_.workers) *
+              static_cast<std::size_t>(options_.dequeue_batch));
+  return Status::Ok();
 }
 
-bool RunnerCore::IsPaused(std::string_view job_type) const {
-  // Nothing paused (the usual case): no lock on the hot path.
-  if (paused_count_.load(std::memory_order_acquire) == 0) return false;
-  std::lock_guard<std::mutex> l(paused_mu_);
-  return paused_.count(job_type) != 0;
+Status RunnerCore::PublishPoliciesIfChanged() {
+  std::vector<PublishedPolicy> policies;
+  std::string signature;
+  for (PolicyRegistry::Entry& e : options_.policies->Entries()) {
+    PublishedPolicy p;
+    p.job_type = e.job_type.empty() ? std::string(kDefaultPolicyType) : std::move(e.job_type);
+    p.policy = e.policy;
+    p.reason = std::move(e.reason);
+    p.publisher = options_.runner_id;
+    signature += p.job_type + '\n' + RetryPolicyToJson(p.policy) + '\n' + p.reason + '\n';
+    policies.push_back(std::move(p));
+  }
+  std::lock_guard<std::mutex> l(published_mu_);
+  if (signature == published_) return Status::Ok();
+  JOBPACT_RETURN_IF_ERROR(options_.backend.admin->PublishPolicies(policies));
+  published_ = std::move(signature);
+  return Status::Ok();
 }
 
 Duration RunnerCore::JitteredDelay(Duration lo, Duration hi) const {
@@ -198,11 +225,15 @@ void RunnerCore::ReportLeaseRecovery(const LeaseRecovery& r) {
 }
 
 Status RunnerCore::RenewDelivery(const Delivery& d, bool lock_held, bool claim_held,
-                                 std::string_view checkpoint) {
+                                 std::string_view checkpoint, CancelFlags* cancel) {
   const Envelope& env = d.job.envelope;
   const Duration ttl = env.visibility_timeout;
   Status first;
   Result<Lease> lease = options_.queue->Renew(d.lease, ttl, checkpoint);
+  if (lease.ok() && lease->cancel_requested && cancel != nullptr &&
+      !cancel->operator_cancel.exchange(true, std::memory_order_acq_rel)) {
+    logger_.Log(LogLevel::kWarn, "cancel_requested", &env, {});
+  }
   if (!lease.ok()) {
     const StatusCode code = lease.status().code();
     if (code == StatusCode::kAborted || code == StatusCode::kNotFound) {

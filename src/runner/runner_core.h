@@ -51,6 +51,7 @@
 
 #include "jobpact/job_runner.h"
 #include "jobpact/transition_event.h"
+#include "src/runner/control_cache.h"
 #include "src/runner/job_logger.h"
 #include "src/runner/transition_observers.h"
 
@@ -69,6 +70,8 @@ bool IsBlank(std::string_view s);
 struct CancelFlags {
   std::atomic<bool> lost{false};      // Lease, lock or claim lost; or hung.
   std::atomic<bool> shutdown{false};  // Shutdown gave the lease back.
+  // An operator cancelled the job (QueueAdmin::Cancel), seen at a renewal.
+  std::atomic<bool> operator_cancel{false};
 };
 
 // A registered handler and its classifier. Immutable once registered.
@@ -143,8 +146,8 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   Status Shutdown(Duration grace);
   Result<int> RunUntilIdle();
   Status RunMaintenance();
-  void Pause(std::string_view job_type);
-  void Resume(std::string_view job_type);
+  Status Pause(std::string_view job_type);
+  Status Resume(std::string_view job_type);
   Result<ReplayReport> ReplayDeadLetters(const ReplayRequest& request);
   Status DiscardDeadLetter(std::string_view job_id, std::string_view actor,
                            std::string_view reason);
@@ -161,8 +164,9 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   const JobLogger& logger() const { return logger_; }
   // Renews a delivery's lease (storing `checkpoint` if not empty) and, if
   // held, its lock and idempotency claim. kAborted if any of them was lost.
+  // Sets cancel->operator_cancel when the store reports an operator's cancel.
   Status RenewDelivery(const Delivery& d, bool lock_held, bool claim_held,
-                       std::string_view checkpoint);
+                       std::string_view checkpoint, CancelFlags* cancel);
 
  private:
   enum class State { kCreated, kRunning, kStopping, kStopped };
@@ -195,7 +199,10 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   std::optional<Completion> CheckTtlAndDeadlines(const DeliveryRun& run) const;
   // 3. Attempt budget.
   std::optional<Completion> CheckAttemptBudget(const DeliveryRun& run) const;
-  // Pause (SPEC 10): a paused job type is requeued.
+  // Cancel (SPEC 10): a job an operator cancelled is discarded unrun.
+  std::optional<Completion> CheckCancelled(const DeliveryRun& run) const;
+  // Pause (SPEC 10): a job of a type paused after it was leased is given
+  // back (the store's lease step leases no paused type).
   std::optional<Completion> CheckPaused(const DeliveryRun& run) const;
   // 4. Dedup at delivery.
   std::optional<Completion> CheckDedup(const DeliveryRun& run);
@@ -252,8 +259,9 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // --- DLQ actions (dead_letters.cc) ---
   // The entries a replay selects; ids that cannot be selected go to
   // report.failed. The backend's error if the selection cannot be listed.
-  Result<std::vector<DlqEntry>> SelectDeadLetters(const ReplayRequest& req,
-                                                  ReplayReport& report);
+  // --- DLQ actions (dead_letters.cc) ---
+  // Reports the facade's replays and discards as events and log lines.
+  std::shared_ptr<OperationsListener> NewDlqListener();
 
   // --- Shared (runner_core.cc) ---
   // The circuit state gauge of one dependency.
@@ -262,7 +270,9 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   void GiveBack(const Delivery& d, std::string_view why);
   // Valid while `cache` holds its map (the worker's whole delivery).
   const HandlerEntry* FindHandler(std::string_view job_type, HandlerCache& cache);
-  bool IsPaused(std::string_view job_type) const;
+  // Publishes the retry policies to the store (QueueAdmin::PublishPolicies)
+  // when they changed since the last time, for operator tools.
+  Status PublishPoliciesIfChanged();
   Duration JitteredDelay(Duration lo, Duration hi) const;
   // The event of one lease recovery (SPEC 5, 8).
   void ReportLeaseRecovery(const LeaseRecovery& r);
@@ -291,9 +301,12 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   std::shared_ptr<const HandlerMap> handlers_;  // Guarded by handlers_mu_.
   std::atomic<std::uint64_t> handlers_version_{0};
 
-  mutable std::mutex paused_mu_;
-  std::set<std::string, std::less<>> paused_;  // Guarded by paused_mu_.
-  std::atomic<int> paused_count_{0};
+  // The store's control state as last read (pause, routes to the DLQ).
+  std::unique_ptr<ControlCache> control_;
+  // The DLQ actions, through the operator facade (dead_letters.cc).
+  std::unique_ptr<Operations> ops_;
+  std::mutex published_mu_;
+  std::string published_;  // Guarded by published_mu_: what was published.
 
   // Lifecycle and threads.
   mutable std::mutex mu_;

@@ -106,7 +106,7 @@ TEST(RunnerDlqTest, ReplaysASelectionByFilterWithAttemptsReset) {
   EXPECT_EQ(f.h.Job(a).envelope.attempt, 0);  // Reset.
   EXPECT_EQ(f.h.StatusOf(b), JobStatus::kDeadLettered);
   EXPECT_EQ(f.h.metrics().Counter(metric::kReplayed,
-                                  MetricLabels{"invoice.generate", {}, "permanent_error", {}}),
+                                  MetricLabels{"invoice.generate", "default", "permanent_error", {}}),
             1);
   ASSERT_THAT(f.h.RunUntilIdle(), IsOk());
   EXPECT_EQ(f.h.StatusOf(a), JobStatus::kSucceeded);

@@ -486,8 +486,10 @@ class InMemoryQueueBackend::Impl {
     Unindex(id, e);
     std::vector<Transition> history = std::move(e.record.history);
     if (c.record.checkpoint.empty()) c.record.checkpoint = std::move(e.record.checkpoint);
-    if (c.expect.status == JobStatus::kRunning && e.record.cancel_requested) {
-      c.record.cancel_requested = true;
+    if (c.expect.status == JobStatus::kRunning) {
+      // An operator's cancel may have come in since the change was computed.
+      c.record.audit = std::move(e.record.audit);
+      c.record.cancel_requested = c.record.cancel_requested || e.record.cancel_requested;
     }
     Store(id, e, std::move(c), std::move(history));
   }

@@ -220,16 +220,16 @@ std::string RawRow(const Row& st) {
 // The columns a change writes: every field the engine may change. The
 // envelope, job type, queue, priority, dedup key and visibility timeout are
 // written once, at insert. An empty checkpoint keeps the stored one, and a
-// change of a running job keeps a cancel request stored meanwhile
-// (JobChange).
+// change of a running job keeps the audit and a cancel request an operator
+// stored meanwhile (JobChange).
 inline constexpr const char* kUpdateSet =
     "status = ?5, attempt = ?6, max_attempts = ?7, ready_at_ns = ?8, updated_at_ns = ?9, "
     "finished_at_ns = ?10, epoch = ?11, lease_recoveries = ?12, lock_waits = ?13, "
     "previous_delay_ns = ?14, checkpoint = CASE WHEN ?15 = '' THEN checkpoint ELSE ?15 END, "
     "failure_class = ?16, failure_code = ?17, failure_message = ?18, reason = ?19, "
     "result = ?20, lease_token = ?21, lease_expires_at_ns = ?22, dead_lettered_at_ns = ?23, "
-    "audit = ?24, cancel_requested = CASE WHEN ?2 = 'running' THEN max(cancel_requested, ?26) "
-    "ELSE ?26 END";
+    "audit = CASE WHEN ?2 = 'running' THEN audit ELSE ?24 END, cancel_requested = CASE WHEN "
+    "?2 = 'running' THEN max(cancel_requested, ?26) ELSE ?26 END";
 
 // Binds ?5..?24 and ?26 (kUpdateSet) from `r`.
 void BindRecord(Stmt& st, const JobRecord& r);

@@ -161,6 +161,8 @@ TEST_P(QueueAdminContract, ACancelRequestSurvivesACompletionComputedBeforeIt) {
   Completion retry = Outcome(JobStatus::kRetryScheduled, std::string(reason::kTransientError));
   ASSERT_THAT(queue_->Complete(d, retry), IsOk());
   EXPECT_TRUE(MustGet("job_1").cancel_requested);
+  EXPECT_THAT(MustGet("job_1").audit, ElementsAre(HasSubstr("cancel by bob: stop it")))
+      << "nor is its audit line";
   Delivery next = TakeOne("job_1");
   EXPECT_TRUE(next.job.cancel_requested) << "the next delivery tells its worker at once";
   EXPECT_TRUE(next.lease.cancel_requested);

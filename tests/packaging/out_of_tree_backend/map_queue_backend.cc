@@ -21,14 +21,19 @@ using jobpact::TimePoint;
 
 // Stores `change` over `stored`: the engine's record, after the history the
 // store has, keeping the stored checkpoint if the change carries none, and a
-// cancel request stored while the job ran.
+// audit and cancel request an operator stored while the job ran.
 void Apply(JobRecord& stored, JobChange&& change) {
   std::vector<jobpact::Transition> history = std::move(stored.history);
   std::string checkpoint = std::move(stored.checkpoint);
-  const bool keep_cancel = change.expect.status == JobStatus::kRunning && stored.cancel_requested;
+  const bool was_running = change.expect.status == JobStatus::kRunning;
+  const bool cancel = stored.cancel_requested;
+  std::vector<std::string> audit = std::move(stored.audit);
   stored = std::move(change.record);
   if (stored.checkpoint.empty()) stored.checkpoint = std::move(checkpoint);
-  if (keep_cancel) stored.cancel_requested = true;
+  if (was_running) {
+    stored.audit = std::move(audit);
+    stored.cancel_requested = stored.cancel_requested || cancel;
+  }
   jobpact::AppendHistory(history, change.append);
   stored.history = std::move(history);
 }
