@@ -165,7 +165,9 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend {
   // Loads a job for an operator action: kNotFound naming the id if absent.
   Result<JobRecord> MustLoad(std::string_view job_id, std::string_view what);
   // Writes one change computed outside the store.
-  Status WriteOne(JobChange&& change, const std::function<Status(void*)>* effect = nullptr);
+  Status WriteOne(JobChange&& change);
+  // REQUIRES: one.size() == 1.
+  Status WriteOne(std::vector<JobWrite>& one);
 
   const std::shared_ptr<Clock> clock_;
 };
