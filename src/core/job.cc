@@ -1090,7 +1090,11 @@ void PrepareForEnqueue(Envelope& env, TimePoint now) {
 std::string NewJobId(TimePoint now) {
   // Never destroyed, so that ids can still be made during static destruction.
   static internal::UlidGenerator* const generator = new internal::UlidGenerator();
-  return "job_" + generator->Next(now);
+  std::string id;
+  id.reserve(4 + internal::kUlidLength);  // No reallocation when the ULID is appended.
+  id += "job_";
+  id += generator->Next(now);
+  return id;
 }
 
 std::string FormatRfc3339(TimePoint t) {
