@@ -160,7 +160,8 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend {
   virtual Result<QueueStats> ReadStats(TimePoint now) = 0;
 
  private:
-  Result<std::vector<EnqueueResult>> EnqueueAll(const std::vector<const Envelope*>& envs,
+  // Enqueues envs[0, n) as one batch. REQUIRES: n >= 1.
+  Result<std::vector<EnqueueResult>> EnqueueAll(const Envelope* envs, std::size_t n,
                                                 const EnqueueOptions& options);
   // Loads a job for an operator action: kNotFound naming the id if absent.
   Result<JobRecord> MustLoad(std::string_view job_id, std::string_view what);

@@ -21,21 +21,21 @@ StoreBackend::StoreBackend(std::shared_ptr<Clock> clock)
 
 StoreBackend::~StoreBackend() = default;
 
-Result<std::vector<EnqueueResult>> StoreBackend::EnqueueAll(
-    const std::vector<const Envelope*>& envs, const EnqueueOptions& options) {
+Result<std::vector<EnqueueResult>> StoreBackend::EnqueueAll(const Envelope* envs, std::size_t n,
+                                                            const EnqueueOptions& options) {
   const TimePoint now = clock_->Now();
   std::vector<JobChange> jobs;
-  jobs.reserve(envs.size());
+  jobs.reserve(n);
   std::unordered_set<std::string_view> ids;
-  for (std::size_t i = 0; i < envs.size(); ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     // Built in its slot: a JobChange is ~1 KB of strings to move otherwise.
-    Status s = engine::NewJob(*envs[i], now, &jobs.emplace_back());
+    Status s = engine::NewJob(envs[i], now, &jobs.emplace_back());
     if (!s.ok()) {
-      if (envs.size() == 1) return s;
+      if (n == 1) return s;
       return Status(s.code(), "job " + std::to_string(i) + " of the batch: " + s.message());
     }
-    if (envs.size() > 1 && !ids.insert(envs[i]->job_id).second) {
-      return Status::AlreadyExists("job id given twice in one batch: " + envs[i]->job_id);
+    if (n > 1 && !ids.insert(envs[i].job_id).second) {
+      return Status::AlreadyExists("job id given twice in one batch: " + envs[i].job_id);
     }
   }
   return InsertJobs(jobs, options, now);
@@ -43,7 +43,7 @@ Result<std::vector<EnqueueResult>> StoreBackend::EnqueueAll(
 
 Result<EnqueueResult> StoreBackend::Enqueue(const Envelope& env, const EnqueueOptions& options) {
   return Guarded("Enqueue", [&]() -> Result<EnqueueResult> {
-    JOBPACT_ASSIGN_OR_RETURN(std::vector<EnqueueResult> r, EnqueueAll({&env}, options));
+    JOBPACT_ASSIGN_OR_RETURN(std::vector<EnqueueResult> r, EnqueueAll(&env, 1, options));
     return std::move(r.front());
   });
 }
@@ -52,10 +52,7 @@ Result<std::vector<EnqueueResult>> StoreBackend::EnqueueBatch(const std::vector<
                                                               const EnqueueOptions& options) {
   return Guarded("EnqueueBatch", [&]() -> Result<std::vector<EnqueueResult>> {
     if (envs.empty()) return std::vector<EnqueueResult>{};
-    std::vector<const Envelope*> ptrs;
-    ptrs.reserve(envs.size());
-    for (const Envelope& e : envs) ptrs.push_back(&e);
-    return EnqueueAll(ptrs, options);
+    return EnqueueAll(envs.data(), envs.size(), options);
   });
 }
 
