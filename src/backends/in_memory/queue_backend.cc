@@ -44,6 +44,22 @@ using ReadyKey = std::tuple<int, TimePoint, Id>;
 // The time-ordered indexes: time, then id.
 using TimeKey = std::pair<TimePoint, Id>;
 
+// Jobs mostly enter an index in its order (the clock moves forward: a FIFO
+// queue's ready_at, lease expiries, finish times) and leave it from the
+// front, so these try the end and the front before a search from the root.
+template <typename Set, typename Key>
+void InsertKey(Set& set, Key key) {
+  set.emplace_hint(set.end(), std::move(key));  // O(1) when it goes last.
+}
+template <typename Set, typename Key>
+void EraseKey(Set& set, const Key& key) {
+  if (!set.empty() && *set.begin() == key) {
+    set.erase(set.begin());
+  } else {
+    set.erase(key);
+  }
+}
+
 struct QueueState {
   std::set<ReadyKey> ready;
   std::int64_t scheduled = 0;
@@ -157,7 +173,9 @@ class InMemoryQueueBackend::Impl {
       if (best == nullptr) break;
       auto it = jobs_.find(std::get<2>(*best->ready.begin()));
       Entry& e = *it->second;
-      std::string token = request.worker_id;
+      std::string token;
+      token.reserve(request.worker_id.size() + 21);  // '#' and the counter: one allocation.
+      token += request.worker_id;
       token += '#';
       token += std::to_string(++delivery_counter_);
       // The engine delivers the stored record itself: no copy of it but
@@ -410,21 +428,21 @@ class InMemoryQueueBackend::Impl {
     QueueState* q = e.queue;
     switch (placement) {
       case JobPlacement::kReady:
-        if (q != nullptr) q->ready.emplace(-r.envelope.priority, r.ready_at, id);
+        if (q != nullptr) InsertKey(q->ready, ReadyKey{-r.envelope.priority, r.ready_at, id});
         break;
       case JobPlacement::kScheduled:
-        scheduled_.emplace(r.ready_at, id);
+        InsertKey(scheduled_, TimeKey{r.ready_at, id});
         if (q != nullptr) ++q->scheduled;
         break;
       case JobPlacement::kLeased:
-        leased_.emplace(r.lease_expires_at, id);
+        InsertKey(leased_, TimeKey{r.lease_expires_at, id});
         if (q != nullptr) ++q->running;
         break;
       case JobPlacement::kDeadLettered:
-        dlq_.emplace(r.finished_at.value_or(r.updated_at), id);
+        InsertKey(dlq_, TimeKey{r.finished_at.value_or(r.updated_at), id});
         break;
       case JobPlacement::kFinal:
-        final_.emplace(r.finished_at.value_or(r.updated_at), id);
+        InsertKey(final_, TimeKey{r.finished_at.value_or(r.updated_at), id});
         break;
     }
     e.placed = placement;
@@ -437,21 +455,21 @@ class InMemoryQueueBackend::Impl {
     QueueState* q = e.queue;
     switch (e.placed) {
       case JobPlacement::kReady:
-        if (q != nullptr) q->ready.erase(ReadyKey{-r.envelope.priority, r.ready_at, id});
+        if (q != nullptr) EraseKey(q->ready, ReadyKey{-r.envelope.priority, r.ready_at, id});
         break;
       case JobPlacement::kScheduled:
-        scheduled_.erase(TimeKey{r.ready_at, id});
+        EraseKey(scheduled_, TimeKey{r.ready_at, id});
         if (q != nullptr) --q->scheduled;
         break;
       case JobPlacement::kLeased:
-        leased_.erase(TimeKey{r.lease_expires_at, id});
+        EraseKey(leased_, TimeKey{r.lease_expires_at, id});
         if (q != nullptr) --q->running;
         break;
       case JobPlacement::kDeadLettered:
-        dlq_.erase(TimeKey{r.finished_at.value_or(r.updated_at), id});
+        EraseKey(dlq_, TimeKey{r.finished_at.value_or(r.updated_at), id});
         break;
       case JobPlacement::kFinal:
-        final_.erase(TimeKey{r.finished_at.value_or(r.updated_at), id});
+        EraseKey(final_, TimeKey{r.finished_at.value_or(r.updated_at), id});
         break;
     }
     --status_counts_[Slot(r.status)];
