@@ -39,8 +39,11 @@ namespace {
 
 using Id = std::string_view;  // A key of jobs_.
 
-// Ready order: priority desc, then ready_at, then id.
-using ReadyKey = std::tuple<int, TimePoint, Id>;
+struct Entry;
+
+// Ready order: priority desc, then ready_at, then id (unique, so the entry
+// itself, kept to lease it without a lookup by id, is never compared).
+using ReadyKey = std::tuple<int, TimePoint, Id, Entry*>;
 // The time-ordered indexes: time, then id.
 using TimeKey = std::pair<TimePoint, Id>;
 
@@ -171,8 +174,8 @@ class InMemoryQueueBackend::Impl {
         }
       }
       if (best == nullptr) break;
-      auto it = jobs_.find(std::get<2>(*best->ready.begin()));
-      Entry& e = *it->second;
+      const Id id = std::get<2>(*best->ready.begin());
+      Entry& e = *std::get<3>(*best->ready.begin());
       std::string token;
       token.reserve(request.worker_id.size() + 21);  // '#' and the counter: one allocation.
       token += request.worker_id;
@@ -180,14 +183,14 @@ class InMemoryQueueBackend::Impl {
       token += std::to_string(++delivery_counter_);
       // The engine delivers the stored record itself: no copy of it but
       // the one handed to the worker.
-      Unindex(it->first, e);
+      Unindex(id, e);
       Status s = engine::DeliverInPlace(e.record, std::move(token), now, &rest);
       if (!s.ok()) {  // An index out of step with its record: a bug here.
-        Index(it->first, e, e.placed);
+        Index(id, e, e.placed);
         return s;
       }
       AppendHistory(e.record.history, std::move(rest.append));
-      Index(it->first, e, rest.placement);
+      Index(id, e, rest.placement);
       // The record without the history before this delivery (see
       // Delivery::job): copying up to kMaxHistory entries with their
       // strings on every delivery would cost more than the rest.
@@ -325,7 +328,7 @@ class InMemoryQueueBackend::Impl {
       for (auto it = q.ready.begin(); it != q.ready.end();) {
         const TimePoint at = std::get<1>(*it);
         if (!oldest || at < *oldest) oldest = at;
-        it = q.ready.lower_bound(ReadyKey{std::get<0>(*it) + 1, TimePoint::min(), Id()});
+        it = q.ready.lower_bound(ReadyKey{std::get<0>(*it) + 1, TimePoint::min(), Id(), nullptr});
       }
       if (oldest && now > *oldest) pq.oldest_ready_age = now - *oldest;
     }
@@ -428,7 +431,7 @@ class InMemoryQueueBackend::Impl {
     QueueState* q = e.queue;
     switch (placement) {
       case JobPlacement::kReady:
-        if (q != nullptr) InsertKey(q->ready, ReadyKey{-r.envelope.priority, r.ready_at, id});
+        if (q != nullptr) InsertKey(q->ready, ReadyKey{-r.envelope.priority, r.ready_at, id, &e});
         break;
       case JobPlacement::kScheduled:
         InsertKey(scheduled_, TimeKey{r.ready_at, id});
@@ -455,7 +458,7 @@ class InMemoryQueueBackend::Impl {
     QueueState* q = e.queue;
     switch (e.placed) {
       case JobPlacement::kReady:
-        if (q != nullptr) EraseKey(q->ready, ReadyKey{-r.envelope.priority, r.ready_at, id});
+        if (q != nullptr) EraseKey(q->ready, ReadyKey{-r.envelope.priority, r.ready_at, id, &e});
         break;
       case JobPlacement::kScheduled:
         EraseKey(scheduled_, TimeKey{r.ready_at, id});
