@@ -204,12 +204,15 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
   virtual Result<std::vector<PublishedPolicy>> LoadPolicies() = 0;
 
  private:
-  Result<std::vector<EnqueueResult>> EnqueueAll(const std::vector<const Envelope*>& envs,
+  // Enqueues envs[0, n) as one batch. REQUIRES: n >= 1.
+  Result<std::vector<EnqueueResult>> EnqueueAll(const Envelope* envs, std::size_t n,
                                                 const EnqueueOptions& options);
   // Loads a job for an operator action: kNotFound naming the id if absent.
   Result<JobRecord> MustLoad(std::string_view job_id, std::string_view what);
   // Writes one change computed outside the store.
-  Status WriteOne(JobChange&& change, const std::function<Status(void*)>* effect = nullptr);
+  Status WriteOne(JobChange&& change);
+  // REQUIRES: one.size() == 1.
+  Status WriteOne(std::vector<JobWrite>& one);
 
   const std::shared_ptr<Clock> clock_;
 };

@@ -608,10 +608,35 @@ void CheckSafeName(std::string_view field, std::string_view value, const Validat
   }
 }
 
+// True if every byte of `value` IsKeyChar (0x21-0x7E), tested eight bytes at
+// a time: keys and ids are checked at every enqueue and delivery, by the
+// runner and again by the store (engine::CheckStorable). False is exact too;
+// CheckKey then finds the offending byte one by one.
+bool AllKeyChars(std::string_view value) {
+  constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr std::uint64_t kHigh = 0x8080808080808080ULL;
+  std::size_t i = 0;
+  for (; i + 8 <= value.size(); i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, value.data() + i, 8);
+    // Some byte < 0x21 (borrows into its high bit; bytes >= 0x80 excluded
+    // by ~w), or > 0x7E (0x7F + 1 and every byte >= 0x80 have it set). A
+    // borrow or carry only crosses a byte that is itself out of range.
+    const std::uint64_t below = (w - kOnes * 0x21) & ~w & kHigh;
+    const std::uint64_t above = ((w + kOnes * (0x7F - 0x7E)) | w) & kHigh;
+    if ((below | above) != 0) return false;
+  }
+  for (; i < value.size(); ++i) {
+    if (!IsKeyChar(value[i])) return false;
+  }
+  return true;
+}
+
 // Optional keys and ids: empty, or printable ASCII without whitespace, bounded.
 void CheckKey(std::string_view field, std::string_view value, const ValidationOptions& options,
               std::vector<FieldError>* out) {
   CheckLength(field, value, options.max_name_length, out);
+  if (AllKeyChars(value)) return;
   for (std::size_t i = 0; i < value.size(); ++i) {
     if (!IsKeyChar(value[i])) {
       out->push_back(
@@ -1090,7 +1115,11 @@ void PrepareForEnqueue(Envelope& env, TimePoint now) {
 std::string NewJobId(TimePoint now) {
   // Never destroyed, so that ids can still be made during static destruction.
   static internal::UlidGenerator* const generator = new internal::UlidGenerator();
-  return "job_" + generator->Next(now);
+  std::string id;
+  id.reserve(4 + internal::kUlidLength);  // No reallocation when the ULID is appended.
+  id += "job_";
+  id += generator->Next(now);
+  return id;
 }
 
 std::string FormatRfc3339(TimePoint t) {

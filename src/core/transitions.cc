@@ -34,22 +34,40 @@ WriteCondition ConditionOf(const JobRecord& r) {
   return w;
 }
 
-// The change of a stored job starts as the record the engine was given
-// (moved in when it can be), with the condition the store must find.
-template <typename Record>
-JobChange Begin(Record&& record) {
-  WriteCondition expect = ConditionOf(record);
-  return JobChange{JobRecord(std::forward<Record>(record)), {}, JobPlacement::kReady,
-                   std::move(expect)};
+// A change of the stored record `r` starts with the condition the store must
+// find, and no entries yet.
+void Start(const JobRecord& r, JobChange& ch) {
+  ch.expect = ConditionOf(r);
+  ch.append.clear();
 }
 
-// And ends with its one history entry, the new status and its placement.
-void End(JobChange& ch, JobStatus to, std::string_view why, TimePoint now) {
-  ch.append.push_back(Transition{ch.expect.status, to, now, std::string(why)});
-  ch.record.status = to;
-  ch.record.updated_at = now;
+// The value form of a change starts as a copy of the record the engine was
+// given (or the record itself, moved in), without its history: a change
+// never carries the history (see JobChange).
+JobChange Begin(const JobRecord& r) {
+  JobChange ch;
+  Start(r, ch);
+  CopyWithoutHistory(r, &ch.record);
+  return ch;
+}
+JobChange Begin(JobRecord&& r) {
+  JobChange ch;
+  Start(r, ch);
+  ch.record = std::move(r);
   ch.record.history.clear();
-  ch.placement = PlacementOf(ch.record, now);
+  return ch;
+}
+
+// And ends with its one history entry, the new status of `r` (the change's
+// record, or a store's own in the in-place forms) and its placement.
+void End(JobRecord& r, JobChange& ch, JobStatus to, std::string_view why, TimePoint now) {
+  ch.append.push_back(Transition{ch.expect.status, to, now, std::string(why)});
+  r.status = to;
+  r.updated_at = now;
+  ch.placement = PlacementOf(r, now);
+}
+void End(JobChange& ch, JobStatus to, std::string_view why, TimePoint now) {
+  End(ch.record, ch, to, why, now);
 }
 
 void ClearLease(JobRecord& r) {
@@ -89,12 +107,13 @@ Status CheckLease(const JobRecord& r, const Lease& lease) {
   return Status::Ok();
 }
 
-template <typename Delivered>
-Result<JobChange> CompleteImpl(Delivered&& d, const Completion& c, TimePoint now) {
+Status CheckComplete(const Delivery& d, const Completion& c) {
   JOBPACT_RETURN_IF_ERROR(CheckLease(d.job, d.lease));
-  JOBPACT_RETURN_IF_ERROR(CheckTransition(JobStatus::kRunning, c.to));
-  JobChange ch = Begin(std::forward<Delivered>(d).job);
-  JobRecord& r = ch.record;
+  return CheckTransition(JobStatus::kRunning, c.to);
+}
+
+// REQUIRES: CheckComplete passed, Start(r, ch) done.
+void ApplyComplete(JobRecord& r, const Completion& c, TimePoint now, JobChange& ch) {
   if (!c.spend_attempt && r.envelope.attempt > 0) --r.envelope.attempt;
   if (c.lock_wait) ++r.lock_waits;
   if (c.failure) r.last_failure = c.failure;
@@ -117,8 +136,7 @@ Result<JobChange> CompleteImpl(Delivered&& d, const Completion& c, TimePoint now
   }
   ClearLease(r);
   r.cancel_requested = false;
-  End(ch, c.to, c.reason, now);
-  return ch;
+  End(r, ch, c.to, c.reason, now);
 }
 
 }  // namespace
@@ -153,12 +171,57 @@ JobPlacement PlacementOf(const JobRecord& r, TimePoint now) {
   }
 }
 
-void AppendHistory(std::vector<Transition>& history, const std::vector<Transition>& entries) {
-  history.insert(history.end(), entries.begin(), entries.end());
+namespace {
+void TrimHistory(std::vector<Transition>& history) {
   if (history.size() > kMaxHistory) {
     history.erase(history.begin(),
                   history.begin() + static_cast<std::ptrdiff_t>(history.size() - kMaxHistory));
   }
+}
+}  // namespace
+
+void AppendHistory(std::vector<Transition>& history, const std::vector<Transition>& entries) {
+  history.insert(history.end(), entries.begin(), entries.end());
+  TrimHistory(history);
+}
+
+void AppendHistory(std::vector<Transition>& history, std::vector<Transition>&& entries) {
+  if (history.empty()) {
+    history = std::move(entries);  // A new job's first entry: no copy.
+  } else {
+    // A job that runs once has three entries (enqueued, delivered, its
+    // outcome): grow once to room for them and one more, not twice.
+    if (history.capacity() < history.size() + entries.size()) {
+      history.reserve(std::max<std::size_t>(history.size() + entries.size(), 4));
+    }
+    history.insert(history.end(), std::make_move_iterator(entries.begin()),
+                   std::make_move_iterator(entries.end()));
+  }
+  TrimHistory(history);
+}
+
+void CopyWithoutHistory(const JobRecord& from, JobRecord* to) {
+  // Every member of JobRecord but `history`, in declaration order.
+  to->envelope = from.envelope;
+  to->status = from.status;
+  to->enqueued_at = from.enqueued_at;
+  to->ready_at = from.ready_at;
+  to->updated_at = from.updated_at;
+  to->finished_at = from.finished_at;
+  to->epoch = from.epoch;
+  to->lease_recoveries = from.lease_recoveries;
+  to->lock_waits = from.lock_waits;
+  to->previous_delay = from.previous_delay;
+  to->checkpoint = from.checkpoint;
+  to->last_failure = from.last_failure;
+  to->reason = from.reason;
+  to->result = from.result;
+  to->history.clear();
+  to->lease_token = from.lease_token;
+  to->lease_expires_at = from.lease_expires_at;
+  to->raw_input = from.raw_input;
+  to->audit = from.audit;
+  to->cancel_requested = from.cancel_requested;
 }
 
 bool IsQuarantined(const JobRecord& r) { return r.raw_input.has_value(); }
@@ -183,9 +246,10 @@ Status CheckStorable(const Envelope& env) {
   return Status::InvalidArgument(std::move(message));
 }
 
-Result<JobChange> NewJob(const Envelope& env, TimePoint now) {
+Status NewJob(const Envelope& env, TimePoint now, JobChange* out) {
   JOBPACT_RETURN_IF_ERROR(CheckStorable(env));
-  JobChange c;
+  JobChange& c = *out;
+  c.expect = WriteCondition();
   c.expect.new_job = true;
   JobRecord& r = c.record;
   r.envelope = env;
@@ -197,9 +261,16 @@ Result<JobChange> NewJob(const Envelope& env, TimePoint now) {
   // Never before the enqueue: a job scheduled in the past is ready from now,
   // in arrival order.
   r.ready_at = std::max(env.scheduled_at.value_or(now), now);
+  c.append.clear();
   c.append.push_back(
       Transition{JobStatus::kQueued, JobStatus::kQueued, now, std::string(reason::kEnqueued)});
   c.placement = PlacementOf(r, now);
+  return Status::Ok();
+}
+
+Result<JobChange> NewJob(const Envelope& env, TimePoint now) {
+  JobChange c;
+  JOBPACT_RETURN_IF_ERROR(NewJob(env, now, &c));
   return c;
 }
 
@@ -279,22 +350,23 @@ JobChange Quarantine(std::string job_id, std::string raw, std::string_view error
 
 namespace {
 
-template <typename Record>
-Result<JobChange> DeliverImpl(Record&& record, std::string lease_token, TimePoint now) {
+Status CheckDeliver(const JobRecord& record, const std::string& lease_token, TimePoint now) {
   JOBPACT_RETURN_IF_ERROR(CheckTransition(record.status, JobStatus::kRunning));
   if (record.ready_at > now) {
     return Status::FailedPrecondition("job " + record.envelope.job_id + " is not ready until " +
                                       FormatRfc3339(record.ready_at));
   }
   if (lease_token.empty()) return Status::InvalidArgument("Deliver: empty lease token");
-  JobChange ch = Begin(std::forward<Record>(record));
-  JobRecord& r = ch.record;
+  return Status::Ok();
+}
+
+// REQUIRES: CheckDeliver passed, Start(r, ch) done.
+void ApplyDeliver(JobRecord& r, std::string lease_token, TimePoint now, JobChange& ch) {
   ++r.epoch;
   ++r.envelope.attempt;
   r.lease_token = std::move(lease_token);
   r.lease_expires_at = now + r.envelope.visibility_timeout;
-  End(ch, JobStatus::kRunning, reason::kDelivered, now);
-  return ch;
+  End(r, ch, JobStatus::kRunning, reason::kDelivered, now);
 }
 
 template <typename Record>
@@ -331,19 +403,47 @@ Result<JobChange> RecoverLeaseImpl(Record&& record, int max_recoveries, TimePoin
 }  // namespace
 
 Result<JobChange> Deliver(const JobRecord& record, std::string lease_token, TimePoint now) {
-  return DeliverImpl(record, std::move(lease_token), now);
+  JOBPACT_RETURN_IF_ERROR(CheckDeliver(record, lease_token, now));
+  JobChange ch = Begin(record);
+  ApplyDeliver(ch.record, std::move(lease_token), now, ch);
+  return ch;
 }
 
 Result<JobChange> Deliver(JobRecord&& record, std::string lease_token, TimePoint now) {
-  return DeliverImpl(std::move(record), std::move(lease_token), now);
+  JOBPACT_RETURN_IF_ERROR(CheckDeliver(record, lease_token, now));
+  JobChange ch = Begin(std::move(record));
+  ApplyDeliver(ch.record, std::move(lease_token), now, ch);
+  return ch;
+}
+
+Status DeliverInPlace(JobRecord& record, std::string lease_token, TimePoint now,
+                      JobChange* rest) {
+  JOBPACT_RETURN_IF_ERROR(CheckDeliver(record, lease_token, now));
+  Start(record, *rest);
+  ApplyDeliver(record, std::move(lease_token), now, *rest);
+  return Status::Ok();
 }
 
 Result<JobChange> Complete(const Delivery& d, const Completion& c, TimePoint now) {
-  return CompleteImpl(d, c, now);
+  JOBPACT_RETURN_IF_ERROR(CheckComplete(d, c));
+  JobChange ch = Begin(d.job);
+  ApplyComplete(ch.record, c, now, ch);
+  return ch;
 }
 
 Result<JobChange> Complete(Delivery&& d, const Completion& c, TimePoint now) {
-  return CompleteImpl(std::move(d), c, now);
+  JOBPACT_RETURN_IF_ERROR(CheckComplete(d, c));
+  JobChange ch = Begin(std::move(d.job));
+  ApplyComplete(ch.record, c, now, ch);
+  return ch;
+}
+
+Status Complete(const Delivery& d, const Completion& c, TimePoint now, JobChange* out) {
+  JOBPACT_RETURN_IF_ERROR(CheckComplete(d, c));
+  Start(d.job, *out);
+  CopyWithoutHistory(d.job, &out->record);
+  ApplyComplete(out->record, c, now, *out);
+  return Status::Ok();
 }
 
 Result<JobChange> Renew(const JobRecord& record, const Lease& lease, Duration extension,
@@ -352,8 +452,7 @@ Result<JobChange> Renew(const JobRecord& record, const Lease& lease, Duration ex
   JOBPACT_RETURN_IF_ERROR(CheckLease(record, lease));
   JobChange c;
   c.expect = ConditionOf(record);
-  c.record = record;
-  c.record.history.clear();
+  CopyWithoutHistory(record, &c.record);
   c.record.lease_expires_at = now + extension;
   if (!checkpoint.empty()) c.record.checkpoint = std::string(checkpoint);
   c.record.updated_at = now;
@@ -447,8 +546,7 @@ Result<JobChange> Cancel(const JobRecord& record, const DlqAction& action, TimeP
       // heartbeat and its outcome is then written as usual.
       JobChange c;
       c.expect = ConditionOf(record);
-      c.record = record;
-      c.record.history.clear();
+      CopyWithoutHistory(record, &c.record);
       c.record.cancel_requested = true;
       c.record.audit.push_back(AuditLine("cancel", now, action));
       c.record.updated_at = now;

@@ -843,6 +843,39 @@ TEST(ValidateEnvelopeTest, NameAndKeyCharacterSetsAreExactlyTheDocumentedOnes) {
   }
 }
 
+// Keys are checked eight bytes at a time; every byte at every offset of a
+// long key, and every pair of neighbours (where a borrow or a carry between
+// bytes could hide one), must give what the byte-by-byte rule gives.
+TEST(ValidateEnvelopeTest, LongKeysAreCheckedByteForByte) {
+  auto in_key_set = [](int c) { return c >= 0x21 && c <= 0x7E; };
+  for (std::size_t at = 0; at < 17; ++at) {
+    for (int byte = 0; byte < 256; ++byte) {
+      Envelope env = ValidEnvelope();
+      env.dedup_key = std::string(17, 'k');
+      env.dedup_key[at] = static_cast<char>(byte);
+      if (in_key_set(byte)) {
+        EXPECT_THAT(ValidateEnvelope(env), IsEmpty()) << "byte " << byte << " at " << at;
+      } else {
+        EXPECT_THAT(ValidateEnvelope(env),
+                    ElementsAre(ErrorOn("dedup_key", "at offset " + std::to_string(at))))
+            << "byte " << byte << " at " << at;
+      }
+    }
+  }
+  for (std::size_t at : {3, 7}) {  // Within one word, and across two.
+    for (int a = 0; a < 256; ++a) {
+      for (int b = 0; b < 256; ++b) {
+        Envelope env = ValidEnvelope();
+        env.lock_key = std::string(16, 'k');
+        env.lock_key[at] = static_cast<char>(a);
+        env.lock_key[at + 1] = static_cast<char>(b);
+        const bool valid = in_key_set(a) && in_key_set(b);
+        ASSERT_EQ(ValidateEnvelope(env).empty(), valid) << a << " " << b << " at " << at;
+      }
+    }
+  }
+}
+
 // The contract page states both sets and their bound, and names the test
 // above, so the page and the code are checked against the same thing.
 TEST(ValidateEnvelopeTest, ContractDocStatesTheNameAndKeyCharacterSets) {

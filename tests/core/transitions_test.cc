@@ -496,6 +496,155 @@ TEST(TransitionsTest, HistoryKeepsTheNewestEntriesOnly) {
   EXPECT_EQ(history.back().at, kT0 + Seconds(static_cast<int>(kMaxHistory) + 9));
 }
 
+// Every member of two records but their histories.
+void ExpectSameButHistory(const JobRecord& a, const JobRecord& b) {
+  EXPECT_EQ(SerializeEnvelope(a.envelope), SerializeEnvelope(b.envelope));
+  EXPECT_EQ(a.envelope.ttl, b.envelope.ttl);  // Not serialised when expires_at is set.
+  EXPECT_EQ(a.status, b.status);
+  EXPECT_EQ(a.enqueued_at, b.enqueued_at);
+  EXPECT_EQ(a.ready_at, b.ready_at);
+  EXPECT_EQ(a.updated_at, b.updated_at);
+  EXPECT_EQ(a.finished_at, b.finished_at);
+  EXPECT_EQ(a.epoch, b.epoch);
+  EXPECT_EQ(a.lease_recoveries, b.lease_recoveries);
+  EXPECT_EQ(a.lock_waits, b.lock_waits);
+  EXPECT_EQ(a.previous_delay, b.previous_delay);
+  EXPECT_EQ(a.checkpoint, b.checkpoint);
+  ASSERT_EQ(a.last_failure.has_value(), b.last_failure.has_value());
+  if (a.last_failure) {
+    EXPECT_EQ(a.last_failure->failure_class, b.last_failure->failure_class);
+    EXPECT_EQ(a.last_failure->code, b.last_failure->code);
+    EXPECT_EQ(a.last_failure->message, b.last_failure->message);
+  }
+  EXPECT_EQ(a.reason, b.reason);
+  EXPECT_EQ(a.result, b.result);
+  EXPECT_EQ(a.lease_token, b.lease_token);
+  EXPECT_EQ(a.lease_expires_at, b.lease_expires_at);
+  EXPECT_EQ(a.raw_input, b.raw_input);
+  EXPECT_EQ(a.audit, b.audit);
+  EXPECT_EQ(a.cancel_requested, b.cancel_requested);
+}
+
+void ExpectSameChange(const JobChange& a, const JobChange& b) {
+  ExpectSameButHistory(a.record, b.record);
+  EXPECT_EQ(a.record.history.size(), b.record.history.size());
+  ASSERT_EQ(a.append.size(), b.append.size());
+  for (std::size_t i = 0; i < a.append.size(); ++i) {
+    EXPECT_EQ(a.append[i].from, b.append[i].from);
+    EXPECT_EQ(a.append[i].to, b.append[i].to);
+    EXPECT_EQ(a.append[i].at, b.append[i].at);
+    EXPECT_EQ(a.append[i].reason, b.append[i].reason);
+  }
+  EXPECT_EQ(a.placement, b.placement);
+  EXPECT_EQ(a.expect.new_job, b.expect.new_job);
+  EXPECT_EQ(a.expect.status, b.expect.status);
+  EXPECT_EQ(a.expect.epoch, b.expect.epoch);
+  EXPECT_EQ(a.expect.lease_token, b.expect.lease_token);
+}
+
+// A record with every member set to something other than its default.
+JobRecord FullRecord() {
+  JobRecord r = RecordIn(JobStatus::kRunning);
+  r.envelope.tenant_id = "acme";
+  r.envelope.idempotency_key = "invoice:ord_987";
+  r.envelope.lock_key = "order:ord_987";
+  r.envelope.dedup_key = "dedup:ord_987";
+  r.envelope.trace_id = "trace-1";
+  r.envelope.scheduled_at = r.envelope.created_at = kT0 - Seconds(5);
+  r.envelope.expires_at = r.envelope.start_by = r.envelope.deadline = kT0 + Seconds(3600);
+  r.envelope.ttl = Seconds(60);
+  r.envelope.retry_policy = BackoffSpec{};
+  r.envelope.queue = "billing";
+  r.envelope.priority = 7;
+  r.finished_at = kT0 + Seconds(1);
+  r.lease_recoveries = 1;
+  r.lock_waits = 2;
+  r.previous_delay = Seconds(3);
+  r.checkpoint = "page=3";
+  r.last_failure = Failure{FailureClass::kTransient, "unavailable", "try later"};
+  r.reason = "lease_expired";
+  r.result = "{}";
+  r.history = {Transition{JobStatus::kQueued, JobStatus::kQueued, kT0, "enqueued"},
+               Transition{JobStatus::kQueued, JobStatus::kRunning, kT0, "delivered"}};
+  r.raw_input = "{raw}";
+  r.audit = {"a line"};
+  r.cancel_requested = true;
+  return r;
+}
+
+TEST(TransitionsTest, CopyWithoutHistoryCopiesEveryOtherMember) {
+  const JobRecord r = FullRecord();
+  JobRecord copy;
+  copy.history = r.history;  // Left empty whatever it held.
+  CopyWithoutHistory(r, &copy);
+  ExpectSameButHistory(copy, r);
+  EXPECT_TRUE(copy.history.empty());
+}
+
+TEST(TransitionsTest, MovingHistoryAppendsLikeCopying) {
+  std::vector<Transition> copied, moved;
+  for (std::size_t i = 0; i < kMaxHistory + 3; ++i) {
+    const std::vector<Transition> entries{Transition{JobStatus::kQueued, JobStatus::kRunning,
+                                                     kT0 + Seconds(static_cast<int>(i)), "delivered"}};
+    AppendHistory(copied, entries);
+    AppendHistory(moved, std::vector<Transition>(entries));
+  }
+  ASSERT_EQ(moved.size(), copied.size());
+  for (std::size_t i = 0; i < moved.size(); ++i) {
+    EXPECT_EQ(moved[i].at, copied[i].at);
+    EXPECT_EQ(moved[i].reason, copied[i].reason);
+  }
+}
+
+TEST(TransitionsTest, DeliverInPlaceGivesWhatDeliverGives) {
+  JobRecord r = FullRecord();
+  r.status = JobStatus::kRetryScheduled;
+  r.lease_token.clear();
+  const JobChange expected = engine::Deliver(r, "w2#1", kT0 + Seconds(1)).value();
+  JobRecord stored = r;
+  JobChange rest;
+  ASSERT_THAT(engine::DeliverInPlace(stored, "w2#1", kT0 + Seconds(1), &rest), IsOk());
+  ExpectSameButHistory(stored, expected.record);
+  EXPECT_EQ(stored.history.size(), r.history.size());  // Untouched: the entry is in rest.
+  rest.record = expected.record;
+  ExpectSameChange(rest, expected);
+}
+
+TEST(TransitionsTest, DeliverInPlaceLeavesTheRecordAloneOnAnError) {
+  JobRecord r = FullRecord();  // Running: cannot be delivered.
+  JobRecord stored = r;
+  JobChange rest;
+  EXPECT_THAT(engine::DeliverInPlace(stored, "w2#1", kT0, &rest),
+              StatusIs(StatusCode::kFailedPrecondition));
+  ExpectSameButHistory(stored, r);
+  EXPECT_TRUE(rest.append.empty());
+}
+
+TEST(TransitionsTest, OutParameterFormsGiveTheResultForms) {
+  JobRecord r = FullRecord();
+  r.cancel_requested = false;
+  Completion done = To(JobStatus::kRetryScheduled);
+  done.failure = Failure{FailureClass::kTransient, "x", "y"};
+  done.delay = Seconds(4);
+  JobChange out;
+  ASSERT_THAT(engine::Complete(DeliveryOf(r), done, kT0, &out), IsOk());
+  ExpectSameChange(out, engine::Complete(DeliveryOf(r), done, kT0).value());
+
+  Envelope env = MakeEnvelope();
+  env.dedup_key = "d1";
+  env.scheduled_at = kT0 + Seconds(9);
+  JobChange job;
+  ASSERT_THAT(engine::NewJob(env, kT0, &job), IsOk());
+  ExpectSameChange(job, engine::NewJob(env, kT0).value());
+
+  Delivery stale = DeliveryOf(r);
+  stale.lease.epoch = 1;
+  JobChange refused;
+  EXPECT_THAT(engine::Complete(stale, done, kT0, &refused), StatusIs(StatusCode::kAborted));
+  env.job_id.clear();
+  EXPECT_THAT(engine::NewJob(env, kT0, &refused), StatusIs(StatusCode::kInvalidArgument));
+}
+
 TEST(TransitionsTest, SameInputsGiveTheSameChange) {
   const JobRecord r = RecordIn(JobStatus::kRunning);
   JobChange a = engine::Complete(DeliveryOf(r), To(JobStatus::kFailed), kT0).value();

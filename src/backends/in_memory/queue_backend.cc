@@ -4,7 +4,9 @@
 //
 // Layout:
 //   - jobs_: id -> Entry (the record with its whole history, and the index
-//     it is in). Every key and index holds a view of the entry's own id.
+//     it is in). Every key and index holds a view of the stored record's
+//     envelope.job_id: a stored envelope never changes but for attempt and
+//     max_attempts (see JobChange), so the view lives as long as the entry.
 //   - per queue, ready: the leasable jobs by (priority desc, ready_at, id).
 //   - scheduled_: queued / retry_scheduled jobs not ready yet, by ready_at;
 //     moved to their queue's ready set as the clock passes them
@@ -13,6 +15,10 @@
 //   - dlq_, final_: dead-lettered and final jobs by finished_at (listing,
 //     purging).
 //   - dedup_: dedup_key -> the ids of the jobs carrying it.
+//
+// A change is stored field by field (Store), moving what it computed into
+// the stored record: the record is ~1 KB of strings, and copying or moving
+// it whole on every change cost more than the rest of a delivery.
 #include "jobpact/in_memory/queue_backend.h"
 
 #include <algorithm>
@@ -34,10 +40,29 @@ namespace {
 
 using Id = std::string_view;  // A key of jobs_.
 
-// Ready order: priority desc, then ready_at, then id.
-using ReadyKey = std::tuple<int, TimePoint, Id>;
+struct Entry;
+
+// Ready order: priority desc, then ready_at, then id (unique, so the entry
+// itself, kept to lease it without a lookup by id, is never compared).
+using ReadyKey = std::tuple<int, TimePoint, Id, Entry*>;
 // The time-ordered indexes: time, then id.
 using TimeKey = std::pair<TimePoint, Id>;
+
+// Jobs mostly enter an index in its order (the clock moves forward: a FIFO
+// queue's ready_at, lease expiries, finish times) and leave it from the
+// front, so these try the end and the front before a search from the root.
+template <typename Set, typename Key>
+void InsertKey(Set& set, Key key) {
+  set.emplace_hint(set.end(), std::move(key));  // O(1) when it goes last.
+}
+template <typename Set, typename Key>
+void EraseKey(Set& set, const Key& key) {
+  if (!set.empty() && *set.begin() == key) {
+    set.erase(set.begin());
+  } else {
+    set.erase(key);
+  }
+}
 
 // The jobs of one job type in one queue: the unit the lease step passes over
 // when the control state holds the type or the queue.
@@ -62,10 +87,9 @@ struct PairLess {
 constexpr std::size_t kMaxControlAudit = 1000;
 
 struct Entry {
-  explicit Entry(std::string job_id) : id(std::move(job_id)) {}
-  // The key of jobs_ and of every index: never changes, so views of it stay
-  // valid while the entry lives.
-  const std::string id;
+  explicit Entry(JobRecord&& r) : record(std::move(r)) {}
+  // Its envelope.job_id is the key of jobs_ and of every index: it never
+  // changes, so views of it stay valid while the entry lives.
   JobRecord record;
   JobPlacement placed = JobPlacement::kReady;
   // The job's queue and type (a job never changes either); null for
@@ -111,18 +135,22 @@ class InMemoryQueueBackend::Impl {
     std::vector<EnqueueResult> out;
     out.reserve(jobs.size());
     for (JobChange& c : jobs) {
-      if (std::optional<EnqueueResult> dup = FindEnqueueDuplicate(c.record, options, now)) {
-        out.push_back(std::move(*dup));
-        continue;
+      // The jobs stored under its dedup key, looked up once (null: none).
+      const std::string& key = c.record.envelope.dedup_key;
+      std::vector<Id>* same_key = key.empty() ? nullptr : &dedup_[key];
+      if (same_key != nullptr) {
+        if (std::optional<EnqueueResult> dup = FindEnqueueDuplicate(*same_key, options, now)) {
+          out.push_back(std::move(*dup));  // So same_key is not empty.
+          continue;
+        }
       }
-      auto entry = std::make_unique<Entry>(c.record.envelope.job_id);
+      auto entry = std::make_unique<Entry>(std::move(c.record));
       Entry& e = *entry;
-      auto it = jobs_.emplace(Id(e.id), std::move(entry)).first;
-      e.record = std::move(c.record);
+      auto it = jobs_.emplace(Id(e.record.envelope.job_id), std::move(entry)).first;
       e.queue = QueueOf(e.record);
-      AppendHistory(e.record.history, c.append);
+      AppendHistory(e.record.history, std::move(c.append));
       Index(it->first, e, c.placement);
-      if (!e.record.envelope.dedup_key.empty()) dedup_[e.record.envelope.dedup_key].insert(it->first);
+      if (same_key != nullptr) same_key->push_back(it->first);
       out.push_back(EnqueueResult{e.record.envelope.job_id, false, e.record.status});
     }
     return out;
@@ -165,6 +193,7 @@ class InMemoryQueueBackend::Impl {
     std::size_t ready = 0;
     for (const QueueState* q : from) ready += q->ready.size();
     out.reserve(std::min(ready, static_cast<std::size_t>(request.max_jobs)));
+    JobChange rest;  // What DeliverInPlace computes besides the record.
     while (static_cast<int>(out.size()) < request.max_jobs) {
       // The best head across the queues asked for.
       QueueState* best = nullptr;
@@ -174,37 +203,37 @@ class InMemoryQueueBackend::Impl {
         }
       }
       if (best == nullptr) break;
-      auto it = jobs_.find(std::get<2>(*best->ready.begin()));
-      Entry& e = *it->second;
+      const Id id = std::get<2>(*best->ready.begin());
+      Entry& e = *std::get<3>(*best->ready.begin());
       if (auto r = room.find(e.record.envelope.job_type); r != room.end() && --r->second <= 0) {
         // This delivery takes the type's last free slot.
         from.erase(std::remove_if(from.begin(), from.end(),
                                   [&](const QueueState* q) { return q->type == r->first; }),
                    from.end());
       }
-      std::string token = request.worker_id;
+      std::string token;
+      token.reserve(request.worker_id.size() + 21);  // '#' and the counter: one allocation.
+      token += request.worker_id;
       token += '#';
       token += std::to_string(++delivery_counter_);
-      // The stored record is replaced by the delivered one: hand it to the
-      // engine rather than copy it.
-      Unindex(it->first, e);
-      std::vector<Transition> history = std::move(e.record.history);
-      Result<JobChange> c = engine::Deliver(std::move(e.record), std::move(token), now);
-      if (!c.ok()) {  // An index out of step with its record: a bug here.
-        e.record.history = std::move(history);
-        Index(it->first, e, e.placed);
-        return c.status();
+      // The engine delivers the stored record itself: no copy of it but
+      // the one handed to the worker.
+      Unindex(id, e);
+      Status s = engine::DeliverInPlace(e.record, std::move(token), now, &rest);
+      if (!s.ok()) {  // An index out of step with its record: a bug here.
+        Index(id, e, e.placed);
+        return s;
       }
-      Store(it->first, e, std::move(*c), std::move(history));
+      AppendHistory(e.record.history, std::move(rest.append));
+      Index(id, e, rest.placement);
       // The record without the history before this delivery (see
       // Delivery::job): copying up to kMaxHistory entries with their
       // strings on every delivery would cost more than the rest.
-      Delivery d;
-      d.job = WithoutHistory(e.record);
+      Delivery& d = out.emplace_back();
+      CopyWithoutHistory(e.record, &d.job);
       d.job.history.push_back(e.record.history.back());
       d.lease = Lease{e.record.envelope.job_id, e.record.lease_token, e.record.epoch,
                       e.record.lease_expires_at, e.record.cancel_requested};
-      out.push_back(std::move(d));
     }
     return out;
   }
@@ -298,9 +327,8 @@ class InMemoryQueueBackend::Impl {
       Entry& e = *it->second;
       Result<JobChange> c = engine::RecoverLease(e.record, max_recoveries, now);
       if (!c.ok()) return c.status();  // An index out of step with its record: a bug here.
-      JobChange copy = *c;
+      out.push_back(*c);  // The report keeps a copy; the store takes the original.
       Apply(it->first, e, std::move(*c));
-      out.push_back(std::move(copy));
     }
     return out;
   }
@@ -354,7 +382,8 @@ class InMemoryQueueBackend::Impl {
                                                       TimePoint since) {
     std::lock_guard<std::mutex> lock(mu_);
     const JobRecord* best = nullptr;
-    auto d = dedup_.find(dedup_key);
+    // C++17's unordered_map has no lookup by string_view.
+    auto d = dedup_.find(std::string(dedup_key));
     if (d == dedup_.end()) return std::optional<std::string>();
     for (Id id : d->second) {
       if (id == self_job_id) continue;
@@ -380,8 +409,9 @@ class InMemoryQueueBackend::Impl {
       const std::string& key = it->second->record.envelope.dedup_key;
       if (!key.empty()) {
         auto d = dedup_.find(key);
-        d->second.erase(it->first);
-        if (d->second.empty()) dedup_.erase(d);
+        std::vector<Id>& ids = d->second;
+        ids.erase(std::find(ids.begin(), ids.end(), it->first));
+        if (ids.empty()) dedup_.erase(d);
       }
       jobs_.erase(it);
       ++deleted;
@@ -403,7 +433,7 @@ class InMemoryQueueBackend::Impl {
       for (auto it = q.ready.begin(); it != q.ready.end();) {
         const TimePoint at = std::get<1>(*it);
         if (!oldest || at < *oldest) oldest = at;
-        it = q.ready.lower_bound(ReadyKey{std::get<0>(*it) + 1, TimePoint::min(), Id()});
+        it = q.ready.lower_bound(ReadyKey{std::get<0>(*it) + 1, TimePoint::min(), Id(), nullptr});
       }
       if (oldest && now > *oldest) pq.oldest_ready_age = std::max(pq.oldest_ready_age, now - *oldest);
     }
@@ -442,30 +472,6 @@ class InMemoryQueueBackend::Impl {
  private:
   static std::size_t Slot(JobStatus s) { return static_cast<std::size_t>(s); }
 
-  static JobRecord WithoutHistory(const JobRecord& r) {
-    JobRecord copy;
-    copy.envelope = r.envelope;
-    copy.status = r.status;
-    copy.enqueued_at = r.enqueued_at;
-    copy.ready_at = r.ready_at;
-    copy.updated_at = r.updated_at;
-    copy.finished_at = r.finished_at;
-    copy.epoch = r.epoch;
-    copy.lease_recoveries = r.lease_recoveries;
-    copy.lock_waits = r.lock_waits;
-    copy.previous_delay = r.previous_delay;
-    copy.checkpoint = r.checkpoint;
-    copy.last_failure = r.last_failure;
-    copy.reason = r.reason;
-    copy.result = r.result;
-    copy.lease_token = r.lease_token;
-    copy.lease_expires_at = r.lease_expires_at;
-    copy.raw_input = r.raw_input;
-    copy.audit = r.audit;
-    copy.cancel_requested = r.cancel_requested;
-    return copy;
-  }
-
   // One conditional write. REQUIRES: mu_ held.
   Status WriteLocked(JobWrite& w) {
     auto it = jobs_.find(w.change.record.envelope.job_id);
@@ -484,23 +490,43 @@ class InMemoryQueueBackend::Impl {
   // Stores `c` over `e` and re-indexes it. REQUIRES: mu_ held.
   void Apply(Id id, Entry& e, JobChange&& c) {
     Unindex(id, e);
-    std::vector<Transition> history = std::move(e.record.history);
-    if (c.record.checkpoint.empty()) c.record.checkpoint = std::move(e.record.checkpoint);
-    if (c.expect.status == JobStatus::kRunning) {
-      // An operator's cancel may have come in since the change was computed.
-      c.record.audit = std::move(e.record.audit);
-      c.record.cancel_requested = c.record.cancel_requested || e.record.cancel_requested;
-    }
-    Store(id, e, std::move(c), std::move(history));
+    Store(e.record, std::move(c.record), c.expect.status == JobStatus::kRunning);
+    AppendHistory(e.record.history, std::move(c.append));
+    Index(id, e, c.placement);
   }
 
-  // Puts the record of `c` in `e` (unindexed), after `history`, and indexes
-  // it. REQUIRES: mu_ held.
-  void Store(Id id, Entry& e, JobChange&& c, std::vector<Transition> history) {
-    e.record = std::move(c.record);
-    AppendHistory(history, c.append);
-    e.record.history = std::move(history);
-    Index(id, e, c.placement);
+  // Writes a change's record over the stored one, moving field by field:
+  // every member of JobRecord but the history (appended apart) and, of the
+  // envelope, all but attempt and max_attempts, which no change alters (see
+  // JobChange; the indexes hold views of the stored envelope's strings). An
+  // empty checkpoint keeps the stored one; a change of a running job keeps
+  // the audit and cancel request an operator's cancel may have stored since
+  // the change was computed.
+  static void Store(JobRecord& to, JobRecord&& from, bool was_running) {
+    to.envelope.attempt = from.envelope.attempt;
+    to.envelope.max_attempts = from.envelope.max_attempts;
+    to.status = from.status;
+    to.enqueued_at = from.enqueued_at;
+    to.ready_at = from.ready_at;
+    to.updated_at = from.updated_at;
+    to.finished_at = from.finished_at;
+    to.epoch = from.epoch;
+    to.lease_recoveries = from.lease_recoveries;
+    to.lock_waits = from.lock_waits;
+    to.previous_delay = from.previous_delay;
+    if (!from.checkpoint.empty()) to.checkpoint = std::move(from.checkpoint);
+    to.last_failure = std::move(from.last_failure);
+    to.reason = std::move(from.reason);
+    to.result = std::move(from.result);
+    to.lease_token = std::move(from.lease_token);
+    to.lease_expires_at = from.lease_expires_at;
+    to.raw_input = std::move(from.raw_input);
+    if (was_running) {
+      to.cancel_requested = to.cancel_requested || from.cancel_requested;
+    } else {
+      to.audit = std::move(from.audit);
+      to.cancel_requested = from.cancel_requested;
+    }
   }
 
   QueueState* QueueOf(const JobRecord& r) {
@@ -520,21 +546,21 @@ class InMemoryQueueBackend::Impl {
     QueueState* q = e.queue;
     switch (placement) {
       case JobPlacement::kReady:
-        if (q != nullptr) q->ready.emplace(-r.envelope.priority, r.ready_at, id);
+        if (q != nullptr) InsertKey(q->ready, ReadyKey{-r.envelope.priority, r.ready_at, id, &e});
         break;
       case JobPlacement::kScheduled:
-        scheduled_.emplace(r.ready_at, id);
+        InsertKey(scheduled_, TimeKey{r.ready_at, id});
         if (q != nullptr) ++q->scheduled;
         break;
       case JobPlacement::kLeased:
-        leased_.emplace(r.lease_expires_at, id);
+        InsertKey(leased_, TimeKey{r.lease_expires_at, id});
         if (q != nullptr) ++q->running;
         break;
       case JobPlacement::kDeadLettered:
-        dlq_.emplace(r.finished_at.value_or(r.updated_at), id);
+        InsertKey(dlq_, TimeKey{r.finished_at.value_or(r.updated_at), id});
         break;
       case JobPlacement::kFinal:
-        final_.emplace(r.finished_at.value_or(r.updated_at), id);
+        InsertKey(final_, TimeKey{r.finished_at.value_or(r.updated_at), id});
         break;
     }
     e.placed = placement;
@@ -547,21 +573,21 @@ class InMemoryQueueBackend::Impl {
     QueueState* q = e.queue;
     switch (e.placed) {
       case JobPlacement::kReady:
-        if (q != nullptr) q->ready.erase(ReadyKey{-r.envelope.priority, r.ready_at, id});
+        if (q != nullptr) EraseKey(q->ready, ReadyKey{-r.envelope.priority, r.ready_at, id, &e});
         break;
       case JobPlacement::kScheduled:
-        scheduled_.erase(TimeKey{r.ready_at, id});
+        EraseKey(scheduled_, TimeKey{r.ready_at, id});
         if (q != nullptr) --q->scheduled;
         break;
       case JobPlacement::kLeased:
-        leased_.erase(TimeKey{r.lease_expires_at, id});
+        EraseKey(leased_, TimeKey{r.lease_expires_at, id});
         if (q != nullptr) --q->running;
         break;
       case JobPlacement::kDeadLettered:
-        dlq_.erase(TimeKey{r.finished_at.value_or(r.updated_at), id});
+        EraseKey(dlq_, TimeKey{r.finished_at.value_or(r.updated_at), id});
         break;
       case JobPlacement::kFinal:
-        final_.erase(TimeKey{r.finished_at.value_or(r.updated_at), id});
+        EraseKey(final_, TimeKey{r.finished_at.value_or(r.updated_at), id});
         break;
     }
     --status_counts_[Slot(r.status)];
@@ -576,16 +602,14 @@ class InMemoryQueueBackend::Impl {
     }
   }
 
-  // The newest job with r's dedup_key enqueued within the window that did
-  // not end without effect, as an EnqueueResult. REQUIRES: mu_ held.
-  std::optional<EnqueueResult> FindEnqueueDuplicate(const JobRecord& r,
+  // The newest of `same_key` (the jobs with one dedup key) enqueued within
+  // the window that did not end without effect, as an EnqueueResult.
+  // REQUIRES: mu_ held.
+  std::optional<EnqueueResult> FindEnqueueDuplicate(const std::vector<Id>& same_key,
                                                     const EnqueueOptions& options, TimePoint now) {
-    const std::string& key = r.envelope.dedup_key;
-    if (key.empty() || options.dedup_window <= Duration::zero()) return std::nullopt;
-    auto d = dedup_.find(key);
-    if (d == dedup_.end()) return std::nullopt;
+    if (options.dedup_window <= Duration::zero()) return std::nullopt;
     const JobRecord* best = nullptr;
-    for (Id id : d->second) {
+    for (Id id : same_key) {
       const JobRecord& other = jobs_.find(id)->second->record;
       if (now - other.enqueued_at >= options.dedup_window || EndedWithoutEffect(other.status)) {
         continue;
@@ -612,7 +636,7 @@ class InMemoryQueueBackend::Impl {
   std::set<TimeKey> leased_;
   std::set<TimeKey> dlq_;
   std::set<TimeKey> final_;
-  std::map<std::string, std::set<Id>, std::less<>> dedup_;
+  std::unordered_map<std::string, std::vector<Id>> dedup_;
   std::array<std::int64_t, std::size(kAllJobStatuses)> status_counts_{};
   std::uint64_t delivery_counter_ = 0;
 };

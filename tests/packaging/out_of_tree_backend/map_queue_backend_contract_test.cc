@@ -43,7 +43,7 @@ TEST(OutOfTreeBackend, EverySuiteOfTheInstalledLibraryIsLinkedIn) {
   EXPECT_THAT(suites, ::testing::ElementsAre(
                           "MapStore/ConcurrencyContract", "MapStore/DeadLetterContract",
                           "MapStore/IdempotencyStoreContract", "MapStore/LockStoreContract",
-                          "MapStore/QueueBackendContract"));
+                          "MapStore/QueueAdminContract", "MapStore/QueueBackendContract"));
 }
 
 }  // namespace

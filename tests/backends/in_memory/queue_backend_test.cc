@@ -1,0 +1,132 @@
+// InMemoryQueueBackend beyond the conformance suite: the store writes a
+// change field by field and indexes jobs by views of the stored envelope, so
+// these pin that what it keeps is exactly what the engine computed, and that
+// the indexes survive the deletion of the job whose strings a key came from.
+#include "jobpact/in_memory/queue_backend.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "jobpact/testing/manual_clock.h"
+#include "jobpact/testing/matchers.h"
+#include "jobpact/transitions.h"
+
+namespace jobpact {
+namespace {
+
+using ::jobpact::testing::IsOk;
+
+Envelope FullEnvelope(std::string id) {
+  Envelope env;
+  env.job_id = std::move(id);
+  env.job_type = "invoice.generate";
+  env.tenant_id = "acme-corporation-eu";
+  env.payload = R"({"order_id":"ord_000000987","lines":[1,2,3]})";
+  env.idempotency_key = "invoice.generate:ord_000000987";
+  env.lock_key = "order:ord_000000987";
+  env.dedup_key = "invoice.generate:ord_000000987";
+  env.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+  env.max_attempts = 4;
+  env.queue = "billing";
+  env.priority = 3;
+  return env;
+}
+
+class InMemoryQueueBackendTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<testing::ManualClock> clock_ = std::make_shared<testing::ManualClock>();
+  InMemoryQueueBackend queue_{clock_};
+
+  Delivery DequeueOne() {
+    DequeueRequest req;
+    req.worker_id = "a-worker-id-longer-than-sso";
+    Result<std::vector<Delivery>> got = queue_.Dequeue(req);
+    EXPECT_THAT(got.status(), IsOk());
+    EXPECT_EQ(got->size(), 1u);
+    return got->front();
+  }
+};
+
+TEST_F(InMemoryQueueBackendTest, StoresWhatTheEngineComputesForEachChange) {
+  ASSERT_THAT(queue_.Enqueue(FullEnvelope("job_full_record_0001"), {}).status(), IsOk());
+  const JobRecord enqueued = queue_.Get("job_full_record_0001").value();
+
+  Delivery d = DequeueOne();
+  Completion retry;
+  retry.to = JobStatus::kRetryScheduled;
+  retry.reason = "transient_failure";
+  retry.ready_at = clock_->Now() + Seconds(3);
+  retry.delay = Seconds(3);
+  retry.failure = Failure{FailureClass::kTransient, "unavailable", "upstream is down for now"};
+  retry.checkpoint = "page=4 of a long export";
+  const JobChange expected = engine::Complete(d, retry, clock_->Now()).value();
+  ASSERT_THAT(queue_.Complete(d, retry), IsOk());
+
+  const JobRecord stored = queue_.Get("job_full_record_0001").value();
+  EXPECT_EQ(SerializeEnvelope(stored.envelope), SerializeEnvelope(expected.record.envelope));
+  EXPECT_EQ(stored.envelope.attempt, 1);
+  EXPECT_EQ(stored.status, JobStatus::kRetryScheduled);
+  EXPECT_EQ(stored.ready_at, expected.record.ready_at);
+  EXPECT_EQ(stored.updated_at, expected.record.updated_at);
+  EXPECT_EQ(stored.epoch, expected.record.epoch);
+  EXPECT_EQ(stored.previous_delay, Seconds(3));
+  EXPECT_EQ(stored.checkpoint, "page=4 of a long export");
+  ASSERT_TRUE(stored.last_failure.has_value());
+  EXPECT_EQ(stored.last_failure->message, "upstream is down for now");
+  EXPECT_EQ(stored.reason, "transient_failure");
+  EXPECT_TRUE(stored.lease_token.empty());
+  EXPECT_EQ(stored.lease_expires_at, TimePoint{});
+  EXPECT_EQ(stored.enqueued_at, enqueued.enqueued_at);
+  ASSERT_EQ(stored.history.size(), 3u);
+  EXPECT_EQ(stored.history.back().reason, "transient_failure");
+
+  // A completion without a checkpoint keeps the stored one (JobChange).
+  clock_->Advance(Seconds(3));
+  Delivery again = DequeueOne();
+  Completion ok;
+  ok.to = JobStatus::kSucceeded;
+  ok.reason = "succeeded";
+  ok.result = R"({"invoice":"inv_1"})";
+  ASSERT_THAT(queue_.Complete(again, ok), IsOk());
+  const JobRecord done = queue_.Get("job_full_record_0001").value();
+  EXPECT_EQ(done.checkpoint, "page=4 of a long export");
+  EXPECT_EQ(done.result, R"({"invoice":"inv_1"})");
+  EXPECT_EQ(done.envelope.attempt, 2);
+  EXPECT_EQ(done.finished_at, clock_->Now());
+  EXPECT_EQ(done.history.size(), 5u);
+}
+
+TEST_F(InMemoryQueueBackendTest, DedupKeySurvivesThePurgeOfTheJobItCameFrom) {
+  EnqueueOptions no_window;
+  no_window.dedup_window = Duration::zero();  // Both are stored.
+  ASSERT_THAT(queue_.Enqueue(FullEnvelope("job_dedup_first_00001"), no_window).status(), IsOk());
+  clock_->Advance(Seconds(1));
+  ASSERT_THAT(queue_.Enqueue(FullEnvelope("job_dedup_second_0001"), no_window).status(), IsOk());
+  Completion ok;
+  ok.to = JobStatus::kSucceeded;
+  ok.reason = "succeeded";
+  Delivery first = DequeueOne();
+  ASSERT_EQ(first.job.envelope.job_id, "job_dedup_first_00001");
+  ASSERT_THAT(queue_.Complete(first, ok), IsOk());
+  clock_->Advance(Seconds(1));
+  ASSERT_EQ(queue_.PurgeFinished(clock_->Now()).value(), 1);
+
+  // The second job still counts for dedup, under the key the first brought.
+  const std::string key = FullEnvelope("").dedup_key;
+  Delivery second = DequeueOne();
+  EXPECT_EQ(queue_.FindDuplicate(key, "someone_else", clock_->Now()).value(),
+            "job_dedup_second_0001");
+  Result<EnqueueResult> dup = queue_.Enqueue(FullEnvelope("job_dedup_third_00001"), {});
+  ASSERT_THAT(dup.status(), IsOk());
+  EXPECT_TRUE(dup->duplicate);
+  EXPECT_EQ(dup->job_id, "job_dedup_second_0001");
+  EXPECT_EQ(queue_.Size(), 1u);
+  (void)second;
+}
+
+}  // namespace
+}  // namespace jobpact
