@@ -18,12 +18,15 @@
 #include "jobpact/job_status.h"
 #include "jobpact/lock_store.h"
 #include "jobpact/metrics_sink.h"
+#include "jobpact/operations.h"
+#include "jobpact/queue_admin.h"
 #include "jobpact/queue_backend.h"
 #include "jobpact/random.h"
 #include "jobpact/result.h"
 #include "jobpact/retry_budget.h"
 #include "jobpact/retry_policy.h"
 #include "jobpact/status.h"
+#include "jobpact/transition_event.h"
 #include "jobpact/version.h"
 
 #endif  // JOBPACT_JOBPACT_H_

@@ -123,6 +123,21 @@ TEST_F(SqliteAdminTest, APauseFromAnOperatorHandleStopsTheTypeInTwoRunners) {
   EXPECT_EQ(b->mails, 4);
 }
 
+TEST_F(SqliteAdminTest, APauseGivenByOneRunnerStopsTheTypeInTheOtherOnOneFile) {
+  std::unique_ptr<Process> a = StartProcess("runner-a");
+  std::unique_ptr<Process> b = StartProcess("runner-b");
+  ASSERT_TRUE(a->runner && b->runner);
+  for (int i = 0; i < 3; ++i) Put(*a->db, "job_m" + std::to_string(i), "mail.send");
+  ASSERT_THAT(a->runner->Pause("mail.send"), IsOk());
+  ASSERT_THAT(b->runner->RunUntilIdle().status(), IsOk());
+  EXPECT_EQ(b->mails, 0) << "runner b obeys the pause runner a stored in the file";
+  ASSERT_THAT(a->runner->RunUntilIdle().status(), IsOk());
+  EXPECT_EQ(a->mails, 0);
+  ASSERT_THAT(b->runner->Resume("mail.send"), IsOk());
+  ASSERT_THAT(a->runner->RunUntilIdle().status(), IsOk());
+  EXPECT_EQ(a->mails, 3) << "and a resume from runner b lifts it for runner a";
+}
+
 TEST_F(SqliteAdminTest, ACancelFromAnotherHandleReachesTheHolderAtItsNextRenew) {
   std::shared_ptr<SqliteBackend> worker = Open();
   std::shared_ptr<SqliteBackend> operator_handle = Open();
