@@ -395,25 +395,41 @@ Result<std::vector<Delivery>> SqliteQueueBackend::LeaseJobs(const DequeueRequest
   JOBPACT_SQLITE_RETURN_IF_ERROR(core_->Write("Dequeue", [&](Connection& conn) -> Status {
     out.clear();  // The write may be retried.
     const std::int64_t now_ns = ToNs(now);
-    // The candidates in dequeue order; the ORDER BY matches the partial
-    // index jobpact_jobs_ready, so SQLite walks it in order and stops after
-    // the limit. A quarantined row takes no slot: ask again for what is
-    // missing.
-    // The control state (pause, concurrency limits) is obeyed here, in the
-    // same transaction: rows of a paused type or queue, or of a type at its
-    // limit, are never selected, so they are never leased and handed back.
-    static const std::string head =
-        std::string("SELECT ") + kJobColumns +
-        " FROM jobpact_jobs j WHERE status IN ('queued', 'retry_scheduled') AND ready_at_ns <= "
-        "?1 AND NOT EXISTS (SELECT 1 FROM jobpact_control c WHERE (c.kind = 'pause_type' AND "
-        "c.subject = j.job_type AND c.failure_class = '') OR (c.kind = 'pause_queue' AND "
-        "c.subject = j.queue AND c.failure_class = '') OR (c.kind = 'concurrency_limit' AND "
-        "c.subject = j.job_type AND c.failure_class = '' AND c.limit_value <= (SELECT count(*) "
-        "FROM jobpact_jobs r WHERE r.status = 'running' AND r.job_type = c.subject))) ";
-    static const std::string tail = "ORDER BY priority DESC, ready_at_ns, job_id LIMIT ?2";
-    static const std::string any_queue = head + tail;
+    // The candidates in dequeue order, obeying the control state in the same
+    // transaction. Ready jobs are walked per (queue, job type) with the
+    // partial index jobpact_jobs_ready_by_type: the pairs are found by index
+    // seeks (one per pair, however many jobs it holds); a pair the control
+    // state holds (its type or queue paused, its type at its limit) is
+    // passed over whole; every other pair offers its first ?2 jobs in index
+    // order, and the best ?2 of those are the next jobs. So a paused type's
+    // backlog costs a lease nothing, and no held job is leased and handed
+    // back. A quarantined row takes no slot: ask again for what is missing.
+    static const std::string pairs =
+        "WITH RECURSIVE pairs(queue, job_type) AS (SELECT * FROM (SELECT queue, job_type FROM "
+        "jobpact_jobs WHERE status IN ('queued', 'retry_scheduled') ORDER BY queue, job_type "
+        "LIMIT 1) UNION ALL SELECT n.queue, n.job_type FROM pairs p JOIN jobpact_jobs n ON "
+        "n.rowid = coalesce((SELECT x.rowid FROM jobpact_jobs x WHERE x.status IN ('queued', "
+        "'retry_scheduled') AND x.queue = p.queue AND x.job_type > p.job_type ORDER BY x.queue, "
+        "x.job_type LIMIT 1), (SELECT x.rowid FROM jobpact_jobs x WHERE x.status IN ('queued', "
+        "'retry_scheduled') AND x.queue > p.queue ORDER BY x.queue, x.job_type LIMIT 1))) ";
+    static const std::string pick =
+        "SELECT j.rowid FROM pairs p JOIN jobpact_jobs j ON j.rowid IN (SELECT x.rowid FROM "
+        "jobpact_jobs x WHERE x.queue = p.queue AND x.job_type = p.job_type AND x.status IN "
+        "('queued', 'retry_scheduled') AND x.ready_at_ns <= ?1 ORDER BY x.priority DESC, "
+        "x.ready_at_ns, x.job_id LIMIT ?2) WHERE NOT EXISTS (SELECT 1 FROM jobpact_control c "
+        "WHERE (c.kind = 'pause_type' AND c.subject = p.job_type AND c.failure_class = '') OR "
+        "(c.kind = 'pause_queue' AND c.subject = p.queue AND c.failure_class = '') OR (c.kind = "
+        "'concurrency_limit' AND c.subject = p.job_type AND c.failure_class = '' AND "
+        "c.limit_value <= (SELECT count(*) FROM jobpact_jobs r WHERE r.status = 'running' AND "
+        "r.job_type = c.subject))) ";
+    static const std::string best =
+        "ORDER BY j.priority DESC, j.ready_at_ns, j.job_id LIMIT ?2) "
+        "ORDER BY priority DESC, ready_at_ns, job_id";
+    static const std::string select = pairs + "SELECT " + kJobColumns +
+                                      " FROM jobpact_jobs WHERE rowid IN (" + pick;
+    static const std::string any_queue = select + best;
     static const std::string some_queues =
-        head + "AND queue IN (SELECT value FROM json_each(?3)) " + tail;
+        select + "AND p.queue IN (SELECT value FROM json_each(?3)) " + best;
     // How many more jobs each limited type may start: the query above keeps
     // out types already at their limit; this keeps one batch from taking a
     // type past it.

@@ -99,10 +99,16 @@ CREATE INDEX jobpact_idempotency_expiry ON jobpact_idempotency (expires_at_ns);
 )sql",
     // Version 2: the operator side. A running job's cancel request; the
     // control state every process obeys (pause, concurrency limits, routes
-    // to the DLQ) with its audit; the retry policies runners publish; and
-    // an index to count a type's running jobs in the lease step.
+    // to the DLQ) with its audit; the retry policies runners publish; the
+    // ready index by (queue, job type), so that the lease step passes over
+    // a held type's backlog by index seeks, in place of the one by priority;
+    // and an index to count a type's running jobs in the lease step.
     R"sql(
 ALTER TABLE jobpact_jobs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
+DROP INDEX jobpact_jobs_ready;
+CREATE INDEX jobpact_jobs_ready_by_type
+  ON jobpact_jobs (queue, job_type, priority DESC, ready_at_ns, job_id)
+  WHERE status IN ('queued', 'retry_scheduled');
 CREATE INDEX jobpact_jobs_running_type ON jobpact_jobs (job_type)
   WHERE status = 'running';
 

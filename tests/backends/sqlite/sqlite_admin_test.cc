@@ -203,6 +203,10 @@ TEST_F(SqliteAdminTest, AVersionOneFileIsMigratedInPlaceWithItsJobs) {
     RawDb raw(path_);
     ASSERT_EQ(raw.Exec("DROP TABLE jobpact_control; DROP TABLE jobpact_control_audit; "
                        "DROP TABLE jobpact_policies; DROP INDEX jobpact_jobs_running_type; "
+                       "DROP INDEX jobpact_jobs_ready_by_type; "
+                       "CREATE INDEX jobpact_jobs_ready ON jobpact_jobs "
+                       "(priority DESC, ready_at_ns, job_id) "
+                       "WHERE status IN ('queued', 'retry_scheduled'); "
                        "ALTER TABLE jobpact_jobs DROP COLUMN cancel_requested; "
                        "UPDATE jobpact_meta SET value = '1' WHERE key = 'schema_version';"),
               SQLITE_OK);
