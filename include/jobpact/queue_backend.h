@@ -291,6 +291,13 @@ class JOBPACT_EXPORT QueueBackend {
   // successor's outcome) -- an expired but not yet recovered lease is still
   // accepted. kFailedPrecondition for an illegal transition.
   virtual Status Complete(const Delivery& delivery, const Completion& completion) = 0;
+  // The same, for a caller that no longer needs the delivered record: the
+  // backend may take `delivery.job` apart instead of copying it. On return
+  // `delivery.lease` and `delivery.job.envelope` are as they were (the
+  // caller still names the job, its lock and key); the rest of
+  // `delivery.job` is valid but unspecified. The default calls the const&
+  // form.
+  virtual Status Complete(Delivery&& delivery, const Completion& completion);
 
   // Several completions in one write (one transaction, one round trip)
   // where the store allows it; results in input order. Each commits or is

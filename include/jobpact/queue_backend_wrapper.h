@@ -88,6 +88,8 @@ class JOBPACT_EXPORT QueueBackendWrapper : public QueueBackend, public QueueAdmi
   Result<std::vector<Delivery>> Dequeue(const DequeueRequest& request) override;
   Result<Lease> Renew(const Lease& lease, Duration extension, std::string_view checkpoint) override;
   Status Complete(const Delivery& delivery, const Completion& completion) override;
+  // Forwarded as QueueMethod::kComplete, like the const& form.
+  Status Complete(Delivery&& delivery, const Completion& completion) override;
   std::vector<Status> CompleteBatch(const std::vector<CompletionRequest>& requests) override;
   Result<std::vector<LeaseRecovery>> RecoverExpiredLeases(int max_recoveries) override;
   Result<std::optional<std::string>> FindDuplicate(std::string_view dedup_key,

@@ -90,6 +90,9 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
   Result<std::vector<Delivery>> Dequeue(const DequeueRequest& request) final;
   Result<Lease> Renew(const Lease& lease, Duration extension, std::string_view checkpoint) final;
   Status Complete(const Delivery& delivery, const Completion& completion) final;
+  // Lends the delivery's envelope to the write instead of copying the
+  // record, if WritesKeepEnvelopes(); otherwise as the const& form.
+  Status Complete(Delivery&& delivery, const Completion& completion) final;
   std::vector<Status> CompleteBatch(const std::vector<CompletionRequest>& requests) final;
   Result<std::vector<LeaseRecovery>> RecoverExpiredLeases(int max_recoveries) final;
   Result<std::optional<std::string>> FindDuplicate(std::string_view dedup_key,
@@ -142,6 +145,13 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
   // The writes may share one transaction, but each commits or rolls back
   // alone. May move from `writes`.
   virtual std::vector<Status> WriteJobs(std::vector<JobWrite>& writes) = 0;
+
+  // True if WriteJobs only reads each write's change.record.envelope (never
+  // moves from it or changes it). Complete(Delivery&&) then moves the
+  // delivered record into the write and gives its envelope back after the
+  // write, instead of copying the record. Default false (a store may move
+  // the whole change into its own record).
+  virtual bool WritesKeepEnvelopes() const { return false; }
 
   // Leases up to request.max_jobs ready jobs of request.queues (empty: all),
   // highest priority first, then oldest ready_at, then job id, obeying the

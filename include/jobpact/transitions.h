@@ -172,6 +172,10 @@ JOBPACT_EXPORT Result<JobChange> Complete(Delivery&& delivery, const Completion&
 // error `*out` is unspecified.
 JOBPACT_EXPORT Status Complete(const Delivery& delivery, const Completion& completion,
                                TimePoint now, JobChange* out);
+// The same, consuming the delivery's record (moved into out->record, its
+// history dropped). On an error the delivery is left as it was.
+JOBPACT_EXPORT Status Complete(Delivery&& delivery, const Completion& completion, TimePoint now,
+                               JobChange* out);
 
 // A heartbeat: the lease extended to now + extension, `checkpoint` kept if
 // not empty. No transition. kAborted for a stale lease; kInvalidArgument for

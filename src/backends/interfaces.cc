@@ -32,6 +32,10 @@ Result<std::vector<EnqueueResult>> QueueBackend::EnqueueBatch(const std::vector<
   });
 }
 
+Status QueueBackend::Complete(Delivery&& delivery, const Completion& completion) {
+  return Complete(static_cast<const Delivery&>(delivery), completion);
+}
+
 std::vector<Status> QueueBackend::CompleteBatch(const std::vector<CompletionRequest>& requests) {
   std::vector<Status> out;
   out.reserve(requests.size());

@@ -163,6 +163,11 @@ Status QueueBackendWrapper::Complete(const Delivery& delivery, const Completion&
                          [&] { return target_->Complete(delivery, completion); });
 }
 
+Status QueueBackendWrapper::Complete(Delivery&& delivery, const Completion& completion) {
+  return Forward<Status>(QueueMethod::kComplete,
+                         [&] { return target_->Complete(std::move(delivery), completion); });
+}
+
 std::vector<Status> QueueBackendWrapper::CompleteBatch(
     const std::vector<CompletionRequest>& requests) {
   std::vector<Status> out;

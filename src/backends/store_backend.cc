@@ -124,6 +124,31 @@ Status StoreBackend::Complete(const Delivery& delivery, const Completion& comple
   });
 }
 
+Status StoreBackend::Complete(Delivery&& delivery, const Completion& completion) {
+  if (!WritesKeepEnvelopes()) return Complete(static_cast<const Delivery&>(delivery), completion);
+  return Guarded("Complete", [&]() -> Status {
+    std::vector<JobWrite> writes(1);
+    JobChange& change = writes[0].change;
+    const int attempt = delivery.job.envelope.attempt;
+    // On an error the delivery is left as it was.
+    JOBPACT_RETURN_IF_ERROR(
+        engine::Complete(std::move(delivery), completion, clock_->Now(), &change));
+    // The envelope goes back to the caller whatever the write does (the
+    // engine changed only its attempt); the rest of the record stays moved.
+    struct GiveBack {
+      Envelope& to;
+      Envelope& from;
+      int attempt;
+      ~GiveBack() {
+        to = std::move(from);
+        to.attempt = attempt;
+      }
+    } give_back{delivery.job.envelope, change.record.envelope, attempt};
+    if (completion.transactional_effect) writes[0].effect = &completion.transactional_effect;
+    return WriteOne(writes);
+  });
+}
+
 std::vector<Status> StoreBackend::CompleteBatch(const std::vector<CompletionRequest>& requests) {
   std::vector<Status> out(requests.size());
   Status failed = Guarded("CompleteBatch", [&]() -> Status {

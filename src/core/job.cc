@@ -597,6 +597,16 @@ void CheckSafeName(std::string_view field, std::string_view value, const Validat
     return;
   }
   CheckLength(field, value, options.max_name_length, out);
+  // IsSafeNameChar as a table: job_type and queue are checked at every
+  // enqueue and delivery, by the runner and again by the store.
+  static const std::array<bool, 256> kSafe = [] {
+    std::array<bool, 256> t{};
+    for (int c = 0; c < 256; ++c) t[c] = IsSafeNameChar(static_cast<char>(c));
+    return t;
+  }();
+  bool all_safe = true;
+  for (const char c : value) all_safe &= kSafe[static_cast<unsigned char>(c)];
+  if (all_safe) return;
   for (std::size_t i = 0; i < value.size(); ++i) {
     if (!IsSafeNameChar(value[i])) {
       out->push_back({std::string(field),
@@ -1118,7 +1128,7 @@ std::string NewJobId(TimePoint now) {
   std::string id;
   id.reserve(4 + internal::kUlidLength);  // No reallocation when the ULID is appended.
   id += "job_";
-  id += generator->Next(now);
+  generator->AppendTo(now, &id);
   return id;
 }
 

@@ -446,6 +446,21 @@ Status Complete(const Delivery& d, const Completion& c, TimePoint now, JobChange
   return Status::Ok();
 }
 
+Status Complete(Delivery&& d, const Completion& c, TimePoint now, JobChange* out) {
+  JOBPACT_RETURN_IF_ERROR(CheckComplete(d, c));
+  // Start(d.job, *out), but the lease token moves to the condition: the
+  // completion clears the record's lease anyway (ApplyComplete).
+  out->expect = WriteCondition{};
+  out->expect.status = d.job.status;
+  out->expect.epoch = d.job.epoch;
+  out->expect.lease_token = std::move(d.job.lease_token);
+  out->append.clear();
+  out->record = std::move(d.job);
+  out->record.history.clear();
+  ApplyComplete(out->record, c, now, *out);
+  return Status::Ok();
+}
+
 Result<JobChange> Renew(const JobRecord& record, const Lease& lease, Duration extension,
                         std::string_view checkpoint, TimePoint now) {
   if (extension <= Duration::zero()) return Status::InvalidArgument("extension must be > 0");

@@ -15,8 +15,9 @@
 #ifndef JOBPACT_SRC_INTERNAL_ULID_H_
 #define JOBPACT_SRC_INTERNAL_ULID_H_
 
-#include <unistd.h>
+#include <pthread.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -39,7 +40,10 @@ class UlidGenerator {
  public:
   // Seeded from std::random_device, and reseeded after fork() so that a
   // forked worker does not repeat its parent's sequence.
-  UlidGenerator() : deterministic_(false) { Reseed(); }
+  UlidGenerator() : deterministic_(false) {
+    WatchForks();
+    Reseed();
+  }
   // A fixed seed, for tests that want a reproducible random part. Not
   // reseeded after fork().
   explicit UlidGenerator(std::uint64_t seed) : engine_(seed), deterministic_(true) {}
@@ -51,12 +55,30 @@ class UlidGenerator {
   // returned before. Times before 1970 count as 0; times past the 48-bit
   // range (year 10889) as its maximum.
   std::string Next(TimePoint now) {
+    std::string out(kUlidLength, '0');
+    Write(now, out.data());
+    return out;
+  }
+
+  // The same, appended to `*out` (no string of its own: NewJobId builds
+  // "job_" + ULID in one allocation).
+  void AppendTo(TimePoint now, std::string* out) {
+    const std::size_t at = out->size();
+    out->resize(at + kUlidLength);
+    Write(now, out->data() + at);
+  }
+
+ private:
+  // Writes the next ULID's 26 characters at `out`.
+  void Write(TimePoint now, char* out) {
     std::uint64_t ms = ClampMillis(now);
     std::uint64_t hi;  // 48-bit time << 16 | top 16 random bits.
     std::uint64_t lo;  // Low 64 random bits.
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!deterministic_ && ::getpid() != pid_) Reseed();
+      // A fork since the last seed (a relaxed load, not a getpid() system
+      // call per id): the child would otherwise repeat the parent's ids.
+      if (!deterministic_ && ForkCount().load(std::memory_order_relaxed) != forks_seen_) Reseed();
       if (has_last_ && ms <= last_ms_) {
         ms = last_ms_;
         // Increment the 80-bit random part. Overflow (2^80 ids in one
@@ -77,16 +99,27 @@ class UlidGenerator {
       lo = rand_lo_;
     }
     // 26 characters of 5 bits hold 130 bits: the first carries the top 3.
-    std::string out(kUlidLength, '0');
     for (std::size_t i = kUlidLength; i-- > 0;) {
       out[i] = kCrockfordAlphabet[lo & 0x1F];
       lo = (lo >> 5) | (hi << 59);
       hi >>= 5;
     }
-    return out;
   }
 
- private:
+  // Forks of this process so far, counted in the child by a pthread_atfork
+  // handler installed once, by the first seeded generator.
+  static std::atomic<unsigned>& ForkCount() {
+    static std::atomic<unsigned> forks{0};
+    return forks;
+  }
+  static void WatchForks() {
+    static const bool installed = [] {
+      ::pthread_atfork(nullptr, nullptr,
+                       [] { ForkCount().fetch_add(1, std::memory_order_relaxed); });
+      return true;
+    }();
+    (void)installed;
+  }
   static std::uint64_t ClampMillis(TimePoint now) {
     const auto ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
@@ -100,7 +133,7 @@ class UlidGenerator {
     std::random_device device;
     std::seed_seq seq{device(), device(), device(), device(), device(), device()};
     engine_.seed(seq);
-    pid_ = ::getpid();
+    forks_seen_ = ForkCount().load(std::memory_order_relaxed);
   }
   // REQUIRES: mu_ held.
   void FreshRandom() {
@@ -111,7 +144,7 @@ class UlidGenerator {
   std::mutex mu_;
   std::mt19937_64 engine_;      // Guarded by mu_.
   const bool deterministic_;    // Immutable after construction.
-  pid_t pid_ = 0;               // Guarded by mu_.
+  unsigned forks_seen_ = 0;     // Guarded by mu_. ForkCount() at the last seed.
   bool has_last_ = false;       // Guarded by mu_.
   std::uint64_t last_ms_ = 0;   // Guarded by mu_.
   std::uint64_t rand_hi_ = 0;   // Guarded by mu_. 16 bits used.

@@ -21,30 +21,30 @@ Status ControlCache::Refresh() {
   return Status::Ok();
 }
 
-Status ControlCache::RefreshIfDue() {
+Status ControlCache::RefreshIfDue(TimePoint now) {
   if (stale_.load(std::memory_order_acquire) ||
-      clock_.Now().time_since_epoch().count() >= due_at_.load(std::memory_order_acquire)) {
+      now.time_since_epoch().count() >= due_at_.load(std::memory_order_acquire)) {
     return Refresh();
   }
   return Status::Ok();
 }
 
 std::shared_ptr<const ControlState> ControlCache::Get(Status* error) {
-  Status s = RefreshIfDue();
+  Status s = RefreshIfDue(clock_.Now());
   if (error != nullptr) *error = std::move(s);
   std::lock_guard<std::mutex> lock(mu_);
   return state_;
 }
 
-bool ControlCache::TypePaused(std::string_view job_type) {
-  RefreshIfDue().IgnoreError();  // Fail static: the last state read stands.
+bool ControlCache::TypePaused(std::string_view job_type, TimePoint now) {
+  RefreshIfDue(now).IgnoreError();  // Fail static: the last state read stands.
   if (empty_.load(std::memory_order_acquire)) return false;
   std::lock_guard<std::mutex> lock(mu_);
   return state_->TypePaused(job_type);
 }
 
-bool ControlCache::RoutesToDlq(std::string_view job_type, FailureClass c) {
-  RefreshIfDue().IgnoreError();
+bool ControlCache::RoutesToDlq(std::string_view job_type, FailureClass c, TimePoint now) {
+  RefreshIfDue(now).IgnoreError();
   if (empty_.load(std::memory_order_acquire)) return false;
   std::lock_guard<std::mutex> lock(mu_);
   return state_->RoutesToDlq(job_type, c);

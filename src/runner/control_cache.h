@@ -36,21 +36,24 @@ class ControlCache {
   void Invalidate() { stale_.store(true, std::memory_order_release); }
 
   // Shortcuts for the pipeline; false while no rule of the kind is set.
-  bool TypePaused(std::string_view job_type);
-  bool RoutesToDlq(std::string_view job_type, FailureClass c);
+  // `now` is the caller's reading of the clock (the pipeline has one), so
+  // that the common case, no rule set and the state not due, is two atomic
+  // loads and no clock read.
+  bool TypePaused(std::string_view job_type, TimePoint now);
+  bool RoutesToDlq(std::string_view job_type, FailureClass c, TimePoint now);
 
  private:
   QueueAdmin& admin_;
   const Clock& clock_;
   const Duration refresh_;
-  // Reads the state again if it is due.
-  Status RefreshIfDue();
+  // Reads the state again if it is due at `now`.
+  Status RefreshIfDue(TimePoint now);
 
   std::atomic<bool> stale_{true};
   // When the state is due again (clock ticks since the epoch).
   std::atomic<Duration::rep> due_at_{0};
   // Set while the last state read holds no rule at all: the common case
-  // costs two atomic loads and a clock read per delivery, no lock.
+  // costs two atomic loads per delivery, no lock.
   std::atomic<bool> empty_{true};
   std::mutex mu_;
   std::shared_ptr<const ControlState> state_;  // Guarded by mu_.

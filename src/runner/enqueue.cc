@@ -34,7 +34,7 @@ void RunnerCore::ReportEnqueued(const Envelope& env, const EnqueueResult& r) {
   Emit(e);
 }
 
-Result<EnqueueResult> RunnerCore::Enqueue(Envelope env) {
+Result<EnqueueResult> RunnerCore::Enqueue(Envelope&& env) {
   std::vector<FieldError> problems = PrepareEnvelope(env, clock().Now());
   if (!problems.empty()) {
     return Status::InvalidArgument("invalid envelope: " + JoinProblems(problems));

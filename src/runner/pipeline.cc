@@ -174,7 +174,7 @@ std::optional<Completion> RunnerCore::CheckCancelled(const DeliveryRun& run) con
 // The store's lease step leases no job of a paused type; this catches the
 // ones leased (in a batch) just before the pause.
 std::optional<Completion> RunnerCore::CheckPaused(const DeliveryRun& run) const {
-  if (!control_->TypePaused(run.env().job_type)) return std::nullopt;
+  if (!control_->TypePaused(run.env().job_type, run.now)) return std::nullopt;
   return Requeue(run, reason::kPaused, JitteredDelay(kPausedMinDelay, kPausedMaxDelay), false,
                  std::nullopt);
 }
@@ -388,7 +388,7 @@ Completion RunnerCore::ClassifyAndDecide(DeliveryRun& run) {
 Completion RunnerCore::DecideFailure(const DeliveryRun& run, Failure failure, TimePoint finished,
                                      bool timed_out) {
   const Envelope& env = run.env();
-  if (control_->RoutesToDlq(env.job_type, failure.failure_class)) {
+  if (control_->RoutesToDlq(env.job_type, failure.failure_class, finished)) {
     // SPEC 10 safe action: an operator routes this class of the type to the
     // DLQ, whatever the retry policy says.
     Completion c = EndWith(JobStatus::kDeadLettered, reason::kRoutedToDlq);
@@ -466,8 +466,11 @@ bool RunnerCore::ApplyRetryBudget(const Envelope& env, Completion& c, TimePoint&
 
 void RunnerCore::Finish(DeliveryRun& run, Completion c) {
   const bool record_after_ack = RecordOrReleaseClaim(run, c);
+  // The delivered record is not read after the ack, only its lease and
+  // envelope (the lock, the key, the event), which the rvalue Complete
+  // leaves as they were: the backend need not copy the record.
   const Status acked = run.given_back ? Status::Aborted("the lease was given back at shutdown")
-                                      : options_.queue->Complete(run.d, c);
+                                      : options_.queue->Complete(std::move(run.d), c);
   if (record_after_ack && acked.ok()) RecordAfterAck(run, c);
   ReleaseLock(run);
   ReportCompletion(run, c, acked);

@@ -139,7 +139,7 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
 
   // The JobRunner API (see job_runner.h).
   Status Handle(std::string_view job_type, Handler handler, HandlerOptions options);
-  Result<EnqueueResult> Enqueue(Envelope envelope);
+  Result<EnqueueResult> Enqueue(Envelope&& envelope);
   Result<std::vector<EnqueueResult>> EnqueueBatch(std::vector<Envelope> envelopes);
   Result<EnqueueResult> EnqueueJson(std::string_view raw);
   Status Start();

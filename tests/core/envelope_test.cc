@@ -1,5 +1,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -1055,6 +1057,50 @@ TEST(UlidTest, HundredThousandIdsInOneMillisecondAreStrictlyIncreasing) {
     ASSERT_LT(previous, next) << i;
     previous = std::move(next);
   }
+}
+
+TEST(UlidTest, AppendToWritesWhatNextWould) {
+  internal::UlidGenerator next(13);
+  internal::UlidGenerator append(13);
+  for (int i = 0; i < 3; ++i) {
+    const TimePoint t = kAug17At10 + Millis(i / 2);
+    std::string out = "job_";
+    append.AppendTo(t, &out);
+    EXPECT_EQ(out, "job_" + next.Next(t)) << i;
+  }
+}
+
+TEST(UlidTest, AForkedChildDoesNotRepeatItsParentsNextMillisecond) {
+  // The fork is noticed without a getpid() per id (a pthread_atfork
+  // counter): the child reseeds, so its next millisecond's random part is
+  // not its parent's.
+  internal::UlidGenerator gen;
+  gen.Next(kAug17At10).size();
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const std::string id = gen.Next(kAug17At10 + Millis(5));
+    const ssize_t n = ::write(fds[1], id.data(), id.size());
+    ::_exit(n == static_cast<ssize_t>(id.size()) ? 0 : 1);
+  }
+  ::close(fds[1]);
+  char buf[internal::kUlidLength] = {};
+  std::size_t got = 0;
+  while (got < sizeof(buf)) {
+    const ssize_t n = ::read(fds[0], buf + got, sizeof(buf) - got);
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_EQ(got, sizeof(buf));
+  const std::string from_child(buf, sizeof(buf));
+  const std::string from_parent = gen.Next(kAug17At10 + Millis(5));
+  EXPECT_EQ(from_child.substr(0, 10), from_parent.substr(0, 10));
+  EXPECT_NE(from_child, from_parent);
 }
 
 TEST(NewJobIdTest, HasThePrefixAndCrockfordCharacters) {

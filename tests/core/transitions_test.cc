@@ -629,6 +629,11 @@ TEST(TransitionsTest, OutParameterFormsGiveTheResultForms) {
   JobChange out;
   ASSERT_THAT(engine::Complete(DeliveryOf(r), done, kT0, &out), IsOk());
   ExpectSameChange(out, engine::Complete(DeliveryOf(r), done, kT0).value());
+  // The consuming form (the runner hands its delivery over): the same change.
+  JobChange consumed;
+  ASSERT_THAT(engine::Complete(Delivery(DeliveryOf(r)), done, kT0, &consumed), IsOk());
+  ExpectSameChange(consumed, out);
+  EXPECT_TRUE(consumed.record.history.empty());
 
   Envelope env = MakeEnvelope();
   env.dedup_key = "d1";
@@ -641,6 +646,11 @@ TEST(TransitionsTest, OutParameterFormsGiveTheResultForms) {
   stale.lease.epoch = 1;
   JobChange refused;
   EXPECT_THAT(engine::Complete(stale, done, kT0, &refused), StatusIs(StatusCode::kAborted));
+  // On an error the consuming form leaves the delivery as it was.
+  EXPECT_THAT(engine::Complete(std::move(stale), done, kT0, &refused),
+              StatusIs(StatusCode::kAborted));
+  ExpectSameButHistory(stale.job, r);
+  EXPECT_EQ(stale.job.history.size(), r.history.size());
   env.job_id.clear();
   EXPECT_THAT(engine::NewJob(env, kT0, &refused), StatusIs(StatusCode::kInvalidArgument));
 }

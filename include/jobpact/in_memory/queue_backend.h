@@ -75,6 +75,8 @@ class JOBPACT_EXPORT InMemoryQueueBackend final : public StoreBackend {
                                                 const EnqueueOptions& options,
                                                 TimePoint now) override;
   std::vector<Status> WriteJobs(std::vector<JobWrite>& writes) override;
+  // WriteJobs stores a change field by field and leaves its envelope alone.
+  bool WritesKeepEnvelopes() const override { return true; }
   Result<std::vector<Delivery>> LeaseJobs(const DequeueRequest& request, TimePoint now) override;
   Result<Lease> RenewLease(const Lease& lease, TimePoint expires_at, std::string_view checkpoint,
                            TimePoint now) override;

@@ -6,6 +6,8 @@
 
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -98,6 +100,54 @@ TEST_F(InMemoryQueueBackendTest, StoresWhatTheEngineComputesForEachChange) {
   EXPECT_EQ(done.envelope.attempt, 2);
   EXPECT_EQ(done.finished_at, clock_->Now());
   EXPECT_EQ(done.history.size(), 5u);
+}
+
+// The runner hands its delivery over (Complete(Delivery&&)): the store moves
+// the record into the write instead of copying it, keeps the same record as
+// the const& form, and gives the caller its lease and envelope back.
+TEST_F(InMemoryQueueBackendTest, CompletingAnRvalueStoresTheSameAndGivesTheEnvelopeBack) {
+  ASSERT_THAT(queue_.Enqueue(FullEnvelope("job_rvalue_0001"), {}).status(), IsOk());
+  Envelope second = FullEnvelope("job_rvalue_0002");
+  second.dedup_key += ":2";  // Not a duplicate of the first.
+  ASSERT_THAT(queue_.Enqueue(second, {}).status(), IsOk());
+  Completion retry;
+  retry.to = JobStatus::kRetryScheduled;
+  retry.reason = "lock_busy";
+  retry.ready_at = clock_->Now() + Seconds(2);
+  retry.delay = Seconds(2);
+  retry.spend_attempt = false;  // The engine changes the attempt: it must come back unchanged.
+  retry.lock_wait = true;
+  retry.checkpoint = "a checkpoint longer than the small buffer";
+
+  Delivery by_ref = DequeueOne();
+  ASSERT_THAT(queue_.Complete(by_ref, retry), IsOk());
+  Delivery by_value = DequeueOne();
+  const Delivery before = by_value;
+  QueueBackend& base = queue_;
+  ASSERT_THAT(base.Complete(std::move(by_value), retry), IsOk());
+
+  EXPECT_EQ(SerializeEnvelope(by_value.job.envelope), SerializeEnvelope(before.job.envelope));
+  EXPECT_EQ(by_value.job.envelope.attempt, before.job.envelope.attempt);
+  EXPECT_EQ(by_value.lease.job_id, before.lease.job_id);
+  EXPECT_EQ(by_value.lease.token, before.lease.token);
+  EXPECT_EQ(by_value.lease.epoch, before.lease.epoch);
+
+  // What a completion writes, of the job completed by reference and of the
+  // one completed by value.
+  const auto written = [](const JobRecord& r) {
+    return std::make_tuple(r.status, r.envelope.attempt, r.lock_waits, r.checkpoint, r.reason,
+                           r.ready_at, r.previous_delay, r.epoch, r.lease_token, r.history.size());
+  };
+  EXPECT_EQ(written(queue_.Get("job_rvalue_0002").value()),
+            written(queue_.Get("job_rvalue_0001").value()));
+
+  // A stale completion is refused, and still gives the envelope and the
+  // lease back (the write refused it, after the engine took the record).
+  Delivery stale = before;
+  EXPECT_EQ(base.Complete(std::move(stale), retry).code(), StatusCode::kAborted);
+  EXPECT_EQ(SerializeEnvelope(stale.job.envelope), SerializeEnvelope(before.job.envelope));
+  EXPECT_EQ(stale.job.envelope.attempt, before.job.envelope.attempt);
+  EXPECT_EQ(stale.lease.token, before.lease.token);
 }
 
 TEST_F(InMemoryQueueBackendTest, DedupKeySurvivesThePurgeOfTheJobItCameFrom) {
