@@ -7,8 +7,8 @@
 //
 // Contract for every implementation: methods are called concurrently from
 // worker threads with no jobpact lock held, must be cheap, and must not
-// throw (they are noexcept; the runner still guards calls into user sinks
-// and reports a throwing sink once).
+// throw: they are noexcept, so an exception escaping a sink ends the process
+// (std::terminate). Catch inside the sink what its own client may throw.
 #ifndef JOBPACT_METRICS_SINK_H_
 #define JOBPACT_METRICS_SINK_H_
 
