@@ -1001,6 +1001,13 @@ void ParseInto(std::string_view text, const ValidationOptions& options, Envelope
   r.String("queue", &env->queue);
   r.Int("priority", &env->priority);
 
+  // A rule over two fields must not judge the default standing in for a
+  // value that could not be read (that field is reported already): a zero
+  // duration skips the timeout / visibility-timeout rule, and its own
+  // "must be > 0" is filtered out below with the field.
+  if (failed.count("timeout_seconds") != 0) env->timeout = Duration::zero();
+  if (failed.count("visibility_timeout_seconds") != 0) env->visibility_timeout = Duration::zero();
+
   // The payload was just produced by dump(), so only its size needs checking.
   std::vector<FieldError> rule_errors;
   ValidateInto(*env, options, /*check_payload_syntax=*/false, &rule_errors);

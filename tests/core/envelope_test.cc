@@ -457,6 +457,15 @@ TEST(ParseEnvelopeTest, FractionalMaxAttemptsIsOneProblem) {
               ElementsAre(ErrorOn("max_attempts", "must be an integer, got 2.5")));
 }
 
+TEST(ParseEnvelopeTest, AnUnreadableTimeoutIsOneProblemNotAlsoTheVisibilityRule) {
+  // The default 30 s timeout must not stand in for the unreadable one and
+  // make a 20 s visibility timeout look too short.
+  EXPECT_THAT(ErrorsOf(Patched(R"({"timeout_seconds":"soon","visibility_timeout_seconds":20})")),
+              ElementsAre(ErrorOn("timeout_seconds", "must be a number of seconds")));
+  EXPECT_THAT(ErrorsOf(Patched(R"({"timeout_seconds":10,"visibility_timeout_seconds":"x"})")),
+              ElementsAre(ErrorOn("visibility_timeout_seconds", "must be a number of seconds")));
+}
+
 TEST(ParseEnvelopeTest, EveryBadIntegerFieldIsOneProblem) {
   for (const char* field : {"attempt", "max_attempts", "priority"}) {
     for (const char* bad :
