@@ -8,22 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "src/internal/names.h"
+#include "src/internal/stored_validation.h"
 
 namespace jobpact {
 namespace {
 
-// ValidateEnvelope with no size or buffer bounds: what a store must be able
-// to decode again, whatever ValidationOptions the producer used.
-const ValidationOptions& StorableValidation() {
-  static const ValidationOptions options = [] {
-    ValidationOptions o;
-    o.visibility_buffer = -std::chrono::hours(24 * 365 * 100);
-    o.max_payload_bytes = static_cast<std::size_t>(-1);
-    o.max_name_length = static_cast<std::size_t>(-1);
-    return o;
-  }();
-  return options;
-}
 
 // What a store must find to write over `r`.
 WriteCondition ConditionOf(const JobRecord& r) {
@@ -233,7 +222,7 @@ Status CheckStorable(const Envelope& env) {
     return Status::InvalidArgument("job_id is empty (pass the envelope through PrepareForEnqueue)");
   }
   if (env.queue.empty()) return Status::InvalidArgument("queue is empty");
-  std::vector<FieldError> problems = ValidateEnvelope(env, StorableValidation());
+  std::vector<FieldError> problems = ValidateEnvelope(env, internal::StoredEnvelopeValidation());
   if (problems.empty()) return Status::Ok();
   std::string message = "envelope of job " + env.job_id + " cannot be stored:";
   for (const FieldError& p : problems) {

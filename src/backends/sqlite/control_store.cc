@@ -24,7 +24,8 @@ std::string ClassColumn(ControlKind kind, FailureClass c) {
 
 }  // namespace
 
-Result<ControlState> LoadControlOn(Connection& conn) {
+// The rules, read through `conn`.
+static Result<ControlState> LoadControlOn(Connection& conn) {
   ControlState state;
   JOBPACT_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,

@@ -1,7 +1,7 @@
 // Private: the operator-side tables of a SQLite file (schema version 2):
 // jobpact_control (the rules every process obeys), jobpact_control_audit
-// and jobpact_policies. The queue's storage primitives forward here; the
-// lease step reads the rules inside its own write transaction.
+// and jobpact_policies. The queue's storage primitives forward here (the
+// lease step reads the rules in its own SQL, inside its transaction).
 #ifndef JOBPACT_SRC_BACKENDS_SQLITE_CONTROL_STORE_H_
 #define JOBPACT_SRC_BACKENDS_SQLITE_CONTROL_STORE_H_
 
@@ -17,9 +17,6 @@
 namespace jobpact {
 namespace sqlite {
 namespace internal {
-
-// The rules, read through `conn` (in whatever transaction it is in).
-Result<ControlState> LoadControlOn(Connection& conn);
 
 Result<ControlState> LoadControl(SqliteBackend::Core& core);
 Status WriteControl(SqliteBackend::Core& core, const ControlWrite& write);

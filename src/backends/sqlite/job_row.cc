@@ -8,17 +8,6 @@ namespace jobpact {
 namespace sqlite {
 namespace internal {
 
-const ValidationOptions& LenientValidation() {
-  static const ValidationOptions options = [] {
-    ValidationOptions o;
-    o.visibility_buffer = -std::chrono::hours(24 * 365 * 100);
-    o.max_payload_bytes = static_cast<std::size_t>(-1);
-    o.max_name_length = static_cast<std::size_t>(-1);
-    return o;
-  }();
-  return options;
-}
-
 Result<std::vector<Transition>> ParseHistory(const std::string& text) {
   std::vector<Transition> out;
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);

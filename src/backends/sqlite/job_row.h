@@ -18,6 +18,7 @@
 #include "jobpact/job_status.h"
 #include "jobpact/queue_backend.h"
 #include "src/backends/sqlite/connection.h"
+#include "src/internal/stored_validation.h"
 
 namespace jobpact {
 namespace sqlite {
@@ -61,11 +62,6 @@ enum JobCol {
   kColPriority,
   kColCancelRequested,
 };
-
-// ParseEnvelope validates; stored envelopes were valid when enqueued, but
-// possibly under the producer's own (looser) ValidationOptions, so reading
-// them back must not apply the defaults' bounds again.
-const ValidationOptions& LenientValidation();
 
 Result<std::vector<Transition>> ParseHistory(const std::string& text);
 
@@ -120,7 +116,9 @@ std::optional<Failure> ReadFailure(const Row& st) {
 template <typename Row>
 Result<JobRecord> ReadJobRow(const Row& st, bool with_history = true) {
   JobRecord rec;
-  Result<Envelope> env = ParseEnvelope(st.Text(kColEnvelope), LenientValidation());
+  // Stored under the producer's bounds, which may be looser than ours.
+  Result<Envelope> env =
+      ParseEnvelope(st.Text(kColEnvelope), ::jobpact::internal::StoredEnvelopeValidation());
   if (env.ok()) {
     rec.envelope = std::move(*env);
   } else if (!st.IsNull(kColRawEnvelope)) {

@@ -433,18 +433,21 @@ Result<std::vector<Delivery>> SqliteQueueBackend::LeaseJobs(const DequeueRequest
     // How many more jobs each limited type may start: the query above keeps
     // out types already at their limit; this keeps one batch from taking a
     // type past it.
-    JOBPACT_ASSIGN_OR_RETURN(ControlState control, internal::LoadControlOn(conn));
+    // One statement: the rows of limited types only, each with its room.
     std::map<std::string, std::int64_t, std::less<>> room;
-    for (const ControlRule& rule : control.rules) {
-      if (rule.kind != ControlKind::kConcurrencyLimit) continue;
+    {
       JOBPACT_ASSIGN_OR_RETURN(
           sqlite3_stmt * raw,
-          conn.Prepare("SELECT count(*) FROM jobpact_jobs WHERE status = 'running' AND job_type "
-                       "= ?1"));
+          conn.Prepare("SELECT c.subject, c.limit_value - (SELECT count(*) FROM jobpact_jobs r "
+                       "WHERE r.status = 'running' AND r.job_type = c.subject) FROM "
+                       "jobpact_control c WHERE c.kind = 'concurrency_limit'"));
       Stmt st(raw);
-      st.Bind(1, rule.subject);
-      if (int rc = st.Step(); rc != SQLITE_ROW) return conn.Error(rc, "Dequeue");
-      room[rule.subject] = rule.limit - st.Int(0);
+      while (true) {
+        int rc = st.Step();
+        if (rc == SQLITE_DONE) break;
+        if (rc != SQLITE_ROW) return conn.Error(rc, "Dequeue");
+        room[st.Text(0)] = st.Int(1);
+      }
     }
     for (int round = 0; round < 8 && static_cast<int>(out.size()) < request.max_jobs; ++round) {
       std::vector<CopiedRow> rows;
