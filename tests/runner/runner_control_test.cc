@@ -126,6 +126,38 @@ TEST(RunnerControlTest, ARouteSendsTheFailureClassOfTheTypeStraightToTheDlq) {
   EXPECT_EQ(h.StatusOf(mail), JobStatus::kRetryScheduled) << "other classes retry as usual";
 }
 
+TEST(RunnerControlTest, AControlStateThatCannotBeReadLeavesTheLastOneInForce) {
+  // Fail static: a store that cannot be read must not lift a route (or a
+  // pause) the runner has already seen.
+  Harness h;
+  int runs = 0;
+  ASSERT_THAT(h.Handle("pdf.render",
+                       [&](JobContext&) -> Status {
+                         ++runs;
+                         throw std::runtime_error("renderer crashed");
+                       }),
+              IsOk());
+  ControlRule route;
+  route.kind = ControlKind::kRouteToDlq;
+  route.subject = "pdf.render";
+  route.failure_class = FailureClass::kUnknown;
+  route.actor = "alice";
+  route.reason = "stop retrying";
+  ASSERT_THAT(h.queue().SetControl(route), IsOk());
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());  // The runner reads the route.
+  // The route is cleared in the store, but the runner cannot read it again.
+  ASSERT_THAT(h.queue().ClearControl({ControlKind::kRouteToDlq, "pdf.render",
+                                      FailureClass::kUnknown},
+                                     "alice", "done"),
+              IsOk());
+  h.faults().FailNext(QueueMethod::kReadControl, Status::Unavailable("store down"), 100);
+  std::string id = EnqueueOk(h, MakeJob("pdf.render"));
+  h.clock().Advance(Seconds(5));
+  ASSERT_THAT(h.RunUntilIdle(), IsOk());
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(h.Job(id).reason, reason::kRoutedToDlq) << "the last state read stands";
+}
+
 TEST(RunnerControlTest, AnOperatorCancelStopsTheRunningHandlerAtItsHeartbeat) {
   Harness h;
   bool saw_cancel = false;
