@@ -275,6 +275,12 @@ class JOBPACT_EXPORT QueueBackend {
   // and jobs of a type at its concurrency limit, are left where they are.
   // Empty when nothing is ready.
   virtual Result<std::vector<Delivery>> Dequeue(const DequeueRequest& request) = 0;
+  // Dequeue into `*out`, which is cleared first; the caller may keep the
+  // vector across calls so that its buffer (a batch of ~1 KB deliveries) is
+  // not allocated again per call, as a worker loop does. Same deliveries and
+  // errors as Dequeue; on an error `*out` is empty. The default calls
+  // Dequeue and moves its result in.
+  virtual Status DequeueInto(const DequeueRequest& request, std::vector<Delivery>* out);
 
   // Extends a live lease to now + extension and, if not empty, stores the
   // checkpoint (heartbeat). kAborted if the lease is stale (epoch or token

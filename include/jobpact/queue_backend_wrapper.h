@@ -86,6 +86,8 @@ class JOBPACT_EXPORT QueueBackendWrapper : public QueueBackend, public QueueAdmi
   Result<std::string> DeadLetterInvalid(std::string_view raw,
                                         const std::vector<FieldError>& problems) override;
   Result<std::vector<Delivery>> Dequeue(const DequeueRequest& request) override;
+  // Forwarded as QueueMethod::kDequeue, like Dequeue.
+  Status DequeueInto(const DequeueRequest& request, std::vector<Delivery>* out) override;
   Result<Lease> Renew(const Lease& lease, Duration extension, std::string_view checkpoint) override;
   Status Complete(const Delivery& delivery, const Completion& completion) override;
   // Forwarded as QueueMethod::kComplete, like the const& form.

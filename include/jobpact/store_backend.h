@@ -88,10 +88,10 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
   Result<std::string> DeadLetterInvalid(std::string_view raw,
                                         const std::vector<FieldError>& problems) final;
   Result<std::vector<Delivery>> Dequeue(const DequeueRequest& request) final;
+  Status DequeueInto(const DequeueRequest& request, std::vector<Delivery>* out) final;
   Result<Lease> Renew(const Lease& lease, Duration extension, std::string_view checkpoint) final;
   Status Complete(const Delivery& delivery, const Completion& completion) final;
-  // Lends the delivery's envelope to the write instead of copying the
-  // record, if WritesKeepEnvelopes(); otherwise as the const& form.
+  // As the const& form (the delivery is left as it was).
   Status Complete(Delivery&& delivery, const Completion& completion) final;
   std::vector<Status> CompleteBatch(const std::vector<CompletionRequest>& requests) final;
   Result<std::vector<LeaseRecovery>> RecoverExpiredLeases(int max_recoveries) final;
@@ -120,6 +120,15 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
 
   const std::shared_ptr<Clock>& clock() const { return clock_; }
 
+  // True if every envelope Dequeue delivers is the very object Enqueue
+  // stored after engine::CheckStorable, never decoded from storage since (a
+  // store that keeps its records in process memory). A runner then skips at
+  // delivery the checks CheckStorable made for certain (the payload's JSON
+  // syntax, the character sets of names and keys) and applies the rest of
+  // its ValidationOptions. Default false (a store that decodes what it
+  // delivers: storage can be corrupted or written by another version).
+  virtual bool DeliversStoredEnvelopes() const { return false; }
+
  protected:
   // REQUIRES: clock != nullptr (null: SystemClock::Default()).
   explicit StoreBackend(std::shared_ptr<Clock> clock);
@@ -146,12 +155,21 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
   // alone. May move from `writes`.
   virtual std::vector<Status> WriteJobs(std::vector<JobWrite>& writes) = 0;
 
-  // True if WriteJobs only reads each write's change.record.envelope (never
-  // moves from it or changes it). Complete(Delivery&&) then moves the
-  // delivered record into the write and gives its envelope back after the
-  // write, instead of copying the record. Default false (a store may move
-  // the whole change into its own record).
-  virtual bool WritesKeepEnvelopes() const { return false; }
+  // Optional, for a store that holds its records in process memory: true
+  // if it implements CompleteInPlace, which Complete and CompleteBatch then
+  // call instead of computing the change from the delivered copy of the
+  // record and handing it to WriteJobs. Default false.
+  virtual bool CompletesInPlace() const { return false; }
+
+  // Completes the delivery whose lease is `lease` on the stored record
+  // itself, in one atomic step: kNotFound for an unknown job, kAborted if
+  // the record no longer matches the lease (status running, epoch, token);
+  // else runs `completion.transactional_effect` (if set) inside the step,
+  // aborting on its error, then applies engine::CompleteInPlace, appends its
+  // entry (AppendHistory) and re-indexes the job. Called only if
+  // CompletesInPlace(); the default returns kUnimplemented.
+  virtual Status CompleteInPlace(const Lease& lease, const Completion& completion,
+                                 TimePoint now);
 
   // Leases up to request.max_jobs ready jobs of request.queues (empty: all),
   // highest priority first, then oldest ready_at, then job id, obeying the
@@ -161,9 +179,11 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
   // over jobs stay as they are (never leased and handed back). Each as
   // engine::Deliver(record, token, now) gives it, with a token unique per
   // delivery in this store (request.worker_id kept in it for diagnosis).
-  // REQUIRES: request.max_jobs >= 1.
-  virtual Result<std::vector<Delivery>> LeaseJobs(const DequeueRequest& request,
-                                                  TimePoint now) = 0;
+  // The deliveries go into `*out` (empty on entry; its capacity is the
+  // caller's to reuse); on an error nothing may be left in it.
+  // REQUIRES: request.max_jobs >= 1, out->empty().
+  virtual Status LeaseJobs(const DequeueRequest& request, TimePoint now,
+                           std::vector<Delivery>* out) = 0;
 
   // Extends the live lease to `expires_at` and keeps `checkpoint` if not
   // empty. kAborted for a stale lease (or a job no longer running),

@@ -177,6 +177,17 @@ JOBPACT_EXPORT Status Complete(const Delivery& delivery, const Completion& compl
 JOBPACT_EXPORT Status Complete(Delivery&& delivery, const Completion& completion, TimePoint now,
                                JobChange* out);
 
+// The same, applied in place to the STORED record (a store that holds its
+// records in memory, under its own lock): `record` becomes what writing
+// Complete(delivery, ...)'s change over it gives (JobChange's rules: an
+// empty completion checkpoint keeps the stored one, the stored audit trail
+// and cancel request are kept; its history untouched), and `*rest` gets the
+// rest of the change (append, placement, expect; rest->record is not
+// touched). `lease` is the delivery's. On an error neither is changed.
+JOBPACT_EXPORT Status CompleteInPlace(JobRecord& record, const Lease& lease,
+                                      const Completion& completion, TimePoint now,
+                                      JobChange* rest);
+
 // A heartbeat: the lease extended to now + extension, `checkpoint` kept if
 // not empty. No transition. kAborted for a stale lease; kInvalidArgument for
 // extension <= 0.

@@ -32,6 +32,14 @@ Result<std::vector<EnqueueResult>> QueueBackend::EnqueueBatch(const std::vector<
   });
 }
 
+Status QueueBackend::DequeueInto(const DequeueRequest& request, std::vector<Delivery>* out) {
+  out->clear();
+  Result<std::vector<Delivery>> batch = Dequeue(request);
+  if (!batch.ok()) return batch.status();
+  *out = std::move(*batch);
+  return Status::Ok();
+}
+
 Status QueueBackend::Complete(Delivery&& delivery, const Completion& completion) {
   return Complete(static_cast<const Delivery&>(delivery), completion);
 }

@@ -152,6 +152,13 @@ Result<std::vector<Delivery>> QueueBackendWrapper::Dequeue(const DequeueRequest&
                                                 [&] { return target_->Dequeue(request); });
 }
 
+Status QueueBackendWrapper::DequeueInto(const DequeueRequest& request,
+                                        std::vector<Delivery>* out) {
+  out->clear();
+  return Forward<Status>(QueueMethod::kDequeue,
+                         [&] { return target_->DequeueInto(request, out); });
+}
+
 Result<Lease> QueueBackendWrapper::Renew(const Lease& lease, Duration extension,
                                          std::string_view checkpoint) {
   return Forward<Result<Lease>>(QueueMethod::kRenew,

@@ -79,7 +79,14 @@ Result<std::string> StoreBackend::DeadLetterInvalid(std::string_view raw,
 }
 
 Result<std::vector<Delivery>> StoreBackend::Dequeue(const DequeueRequest& request) {
-  return Guarded("Dequeue", [&]() -> Result<std::vector<Delivery>> {
+  std::vector<Delivery> out;
+  JOBPACT_RETURN_IF_ERROR(DequeueInto(request, &out));
+  return out;
+}
+
+Status StoreBackend::DequeueInto(const DequeueRequest& request, std::vector<Delivery>* out) {
+  out->clear();
+  Status s = Guarded("Dequeue", [&]() -> Status {
     if (request.max_jobs < 1) return Status::InvalidArgument("max_jobs must be >= 1");
     for (const std::string& q : request.queues) {
       if (!internal::IsSafeName(q)) {
@@ -87,8 +94,10 @@ Result<std::vector<Delivery>> StoreBackend::Dequeue(const DequeueRequest& reques
                                        "' is not a safe name ([A-Za-z0-9._:-], at most 255)");
       }
     }
-    return LeaseJobs(request, clock_->Now());
+    return LeaseJobs(request, clock_->Now(), out);
   });
+  if (!s.ok()) out->clear();
+  return s;
 }
 
 Result<Lease> StoreBackend::Renew(const Lease& lease, Duration extension,
@@ -115,6 +124,7 @@ Status StoreBackend::WriteOne(JobChange&& change) {
 
 Status StoreBackend::Complete(const Delivery& delivery, const Completion& completion) {
   return Guarded("Complete", [&]() -> Status {
+    if (CompletesInPlace()) return CompleteInPlace(delivery.lease, completion, clock_->Now());
     // The engine writes the change into the write itself (no ~1 KB move).
     std::vector<JobWrite> writes(1);
     JOBPACT_RETURN_IF_ERROR(
@@ -125,34 +135,23 @@ Status StoreBackend::Complete(const Delivery& delivery, const Completion& comple
 }
 
 Status StoreBackend::Complete(Delivery&& delivery, const Completion& completion) {
-  if (!WritesKeepEnvelopes()) return Complete(static_cast<const Delivery&>(delivery), completion);
-  return Guarded("Complete", [&]() -> Status {
-    std::vector<JobWrite> writes(1);
-    JobChange& change = writes[0].change;
-    const int attempt = delivery.job.envelope.attempt;
-    // On an error the delivery is left as it was.
-    JOBPACT_RETURN_IF_ERROR(
-        engine::Complete(std::move(delivery), completion, clock_->Now(), &change));
-    // The envelope goes back to the caller whatever the write does (the
-    // engine changed only its attempt); the rest of the record stays moved.
-    struct GiveBack {
-      Envelope& to;
-      Envelope& from;
-      int attempt;
-      ~GiveBack() {
-        to = std::move(from);
-        to.attempt = attempt;
-      }
-    } give_back{delivery.job.envelope, change.record.envelope, attempt};
-    if (completion.transactional_effect) writes[0].effect = &completion.transactional_effect;
-    return WriteOne(writes);
-  });
+  return Complete(static_cast<const Delivery&>(delivery), completion);
+}
+
+Status StoreBackend::CompleteInPlace(const Lease&, const Completion&, TimePoint) {
+  return Status::Unimplemented("CompleteInPlace: this store does not complete in place");
 }
 
 std::vector<Status> StoreBackend::CompleteBatch(const std::vector<CompletionRequest>& requests) {
   std::vector<Status> out(requests.size());
   Status failed = Guarded("CompleteBatch", [&]() -> Status {
     const TimePoint now = clock_->Now();
+    if (CompletesInPlace()) {
+      for (std::size_t i = 0; i < requests.size(); ++i) {
+        out[i] = CompleteInPlace(requests[i].delivery.lease, requests[i].completion, now);
+      }
+      return Status::Ok();
+    }
     std::vector<JobWrite> writes;
     std::vector<std::size_t> index;  // writes[k] is requests[index[k]].
     writes.reserve(requests.size());

@@ -27,6 +27,7 @@
 
 #include "src/core/bounded_json.h"
 #include "src/internal/names.h"
+#include "src/internal/stored_validation.h"
 #include "src/internal/ulid.h"
 
 namespace jobpact {
@@ -125,12 +126,13 @@ void CheckLength(std::string_view field, std::string_view value, std::size_t max
 
 // job_type and queue: [A-Za-z0-9._:-]+, bounded.
 void CheckSafeName(std::string_view field, std::string_view value, const ValidationOptions& options,
-                   std::vector<FieldError>* out) {
+                   bool check_chars, std::vector<FieldError>* out) {
   if (value.empty()) {
     out->push_back({std::string(field), "is required and must not be empty"});
     return;
   }
   CheckLength(field, value, options.max_name_length, out);
+  if (!check_chars) return;
   // IsSafeNameChar as a table: job_type and queue are checked at every
   // enqueue and delivery, by the runner and again by the store.
   static const std::array<bool, 256> kSafe = [] {
@@ -178,9 +180,9 @@ bool AllKeyChars(std::string_view value) {
 
 // Optional keys and ids: empty, or printable ASCII without whitespace, bounded.
 void CheckKey(std::string_view field, std::string_view value, const ValidationOptions& options,
-              std::vector<FieldError>* out) {
+              bool check_chars, std::vector<FieldError>* out) {
   CheckLength(field, value, options.max_name_length, out);
-  if (AllKeyChars(value)) return;
+  if (!check_chars || AllKeyChars(value)) return;
   for (std::size_t i = 0; i < value.size(); ++i) {
     if (!IsKeyChar(value[i])) {
       out->push_back(
@@ -234,11 +236,20 @@ void CheckBackoff(const BackoffSpec& spec, std::vector<FieldError>* out) {
   out->push_back({field, std::string(message)});
 }
 
-void ValidateInto(const Envelope& env, const ValidationOptions& options, bool check_payload_syntax,
+// Which rules ValidateInto applies beyond the bounds (sizes, lengths,
+// timeouts, priority, backoff), which it always applies.
+struct Checks {
+  bool payload_syntax = true;  // The payload is JSON within the depth bound.
+  bool characters = true;      // Names and keys are in their character sets.
+};
+
+void ValidateInto(const Envelope& env, const ValidationOptions& options, Checks checks,
                   std::vector<FieldError>* out) {
-  CheckKey("job_id", env.job_id, options, out);
-  CheckSafeName("job_type", env.job_type, options, out);
-  CheckKey("tenant_id", env.tenant_id, options, out);
+  const bool chars = checks.characters;
+  const bool check_payload_syntax = checks.payload_syntax;
+  CheckKey("job_id", env.job_id, options, chars, out);
+  CheckSafeName("job_type", env.job_type, options, chars, out);
+  CheckKey("tenant_id", env.tenant_id, options, chars, out);
 
   if (env.payload.size() > options.max_payload_bytes) {
     out->push_back({"payload", fmt::format("is {} bytes, over the limit of {} bytes",
@@ -259,7 +270,7 @@ void ValidateInto(const Envelope& env, const ValidationOptions& options, bool ch
     }
   }
 
-  CheckKey("idempotency_key", env.idempotency_key, options, out);
+  CheckKey("idempotency_key", env.idempotency_key, options, chars, out);
   if (env.attempt < 0) {
     out->push_back({"attempt", fmt::format("must be >= 0, got {}", env.attempt)});
   }
@@ -268,7 +279,7 @@ void ValidateInto(const Envelope& env, const ValidationOptions& options, bool ch
   if (env.max_attempts < 0) {
     out->push_back({"max_attempts", fmt::format("must be >= 1, got {}", env.max_attempts)});
   }
-  CheckKey("trace_id", env.trace_id, options, out);
+  CheckKey("trace_id", env.trace_id, options, chars, out);
   CheckPositive("timeout_seconds", env.timeout, out);
   CheckPositive("visibility_timeout_seconds", env.visibility_timeout, out);
   if (env.timeout > Duration::zero() && env.visibility_timeout > Duration::zero() &&
@@ -282,8 +293,8 @@ void ValidateInto(const Envelope& env, const ValidationOptions& options, bool ch
                      FormatSecondsValue(env.timeout + options.visibility_buffer),
                      FormatSecondsValue(env.visibility_timeout))});
   }
-  CheckKey("lock_key", env.lock_key, options, out);
-  CheckKey("dedup_key", env.dedup_key, options, out);
+  CheckKey("lock_key", env.lock_key, options, chars, out);
+  CheckKey("dedup_key", env.dedup_key, options, chars, out);
   if (env.retry_policy) CheckBackoff(*env.retry_policy, out);
   if (env.ttl) {
     CheckPositive("ttl_seconds", *env.ttl, out);
@@ -291,7 +302,7 @@ void ValidateInto(const Envelope& env, const ValidationOptions& options, bool ch
       out->push_back({"ttl_seconds", "must not be given together with expires_at"});
     }
   }
-  CheckSafeName("queue", env.queue, options, out);
+  CheckSafeName("queue", env.queue, options, chars, out);
   if (env.priority < kMinPriority || env.priority > kMaxPriority) {
     out->push_back({"priority", fmt::format("must be within [{}, {}], got {}", kMinPriority,
                                             kMaxPriority, env.priority)});
@@ -544,7 +555,7 @@ void ParseInto(std::string_view text, const ValidationOptions& options, Envelope
 
   // The payload was just produced by dump(), so only its size needs checking.
   std::vector<FieldError> rule_errors;
-  ValidateInto(*env, options, /*check_payload_syntax=*/false, &rule_errors);
+  ValidateInto(*env, options, Checks{/*payload_syntax=*/false, /*characters=*/true}, &rule_errors);
   for (FieldError& e : rule_errors) {
     if (failed.count(e.field) == 0) errors->push_back(std::move(e));
   }
@@ -568,12 +579,27 @@ Json NumberJson(double x) {
 std::vector<FieldError> ValidateEnvelope(const Envelope& env, const ValidationOptions& options) {
   std::vector<FieldError> errors;
   try {
-    ValidateInto(env, options, /*check_payload_syntax=*/true, &errors);
+    ValidateInto(env, options, Checks{}, &errors);
   } catch (const std::exception& e) {  // Allocation failure: report, do not throw.
     errors.push_back({"$", std::string("validation failed: ") + e.what()});
   }
   return errors;
 }
+
+namespace internal {
+
+std::vector<FieldError> ValidateStoredEnvelopeBounds(const Envelope& env,
+                                                     const ValidationOptions& options) {
+  std::vector<FieldError> errors;
+  try {
+    ValidateInto(env, options, Checks{/*payload_syntax=*/false, /*characters=*/false}, &errors);
+  } catch (const std::exception& e) {
+    errors.push_back({"$", std::string("validation failed: ") + e.what()});
+  }
+  return errors;
+}
+
+}  // namespace internal
 
 Result<Envelope> ParseEnvelope(std::string_view json, const ValidationOptions& options,
                                std::vector<FieldError>* errors) {

@@ -26,7 +26,11 @@ WriteCondition ConditionOf(const JobRecord& r) {
 // A change of the stored record `r` starts with the condition the store must
 // find, and no entries yet.
 void Start(const JobRecord& r, JobChange& ch) {
-  ch.expect = ConditionOf(r);
+  // Field by field: a store's reused change keeps its buffers.
+  ch.expect.new_job = false;
+  ch.expect.status = r.status;
+  ch.expect.epoch = r.epoch;
+  ch.expect.lease_token = r.lease_token;
   ch.append.clear();
 }
 
@@ -101,14 +105,25 @@ Status CheckComplete(const Delivery& d, const Completion& c) {
   return CheckTransition(JobStatus::kRunning, c.to);
 }
 
+// How ApplyComplete treats what a store keeps of the running record.
+enum class CompleteOn {
+  // A copy of the delivered record: the change carries the completion's
+  // checkpoint and clears the cancel request; the store then keeps its own
+  // where JobChange says so.
+  kDeliveredCopy,
+  // The stored record itself: what the store would have kept stays.
+  kStoredRecord,
+};
+
 // REQUIRES: CheckComplete passed, Start(r, ch) done.
-void ApplyComplete(JobRecord& r, const Completion& c, TimePoint now, JobChange& ch) {
+void ApplyComplete(JobRecord& r, const Completion& c, TimePoint now, JobChange& ch,
+                   CompleteOn on = CompleteOn::kDeliveredCopy) {
   if (!c.spend_attempt && r.envelope.attempt > 0) --r.envelope.attempt;
   if (c.lock_wait) ++r.lock_waits;
   if (c.failure) r.last_failure = c.failure;
   // The delivered record's checkpoint may be older than the one a heartbeat
   // stored since: only a checkpoint the outcome carries is written.
-  r.checkpoint = c.checkpoint;
+  if (on == CompleteOn::kDeliveredCopy || !c.checkpoint.empty()) r.checkpoint = c.checkpoint;
   r.reason = c.reason;
   if (c.to == JobStatus::kSucceeded) r.result = c.result;
   switch (c.to) {
@@ -124,7 +139,7 @@ void ApplyComplete(JobRecord& r, const Completion& c, TimePoint now, JobChange& 
       break;
   }
   ClearLease(r);
-  r.cancel_requested = false;
+  if (on == CompleteOn::kDeliveredCopy) r.cancel_requested = false;
   End(r, ch, c.to, c.reason, now);
 }
 
@@ -447,6 +462,15 @@ Status Complete(Delivery&& d, const Completion& c, TimePoint now, JobChange* out
   out->record = std::move(d.job);
   out->record.history.clear();
   ApplyComplete(out->record, c, now, *out);
+  return Status::Ok();
+}
+
+Status CompleteInPlace(JobRecord& record, const Lease& lease, const Completion& c, TimePoint now,
+                       JobChange* rest) {
+  JOBPACT_RETURN_IF_ERROR(CheckLease(record, lease));
+  JOBPACT_RETURN_IF_ERROR(CheckTransition(JobStatus::kRunning, c.to));
+  Start(record, *rest);
+  ApplyComplete(record, c, now, *rest, CompleteOn::kStoredRecord);
   return Status::Ok();
 }
 

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <vector>
 
 #include "jobpact/job.h"
 
@@ -24,6 +25,17 @@ inline const ValidationOptions& StoredEnvelopeValidation() {
   }();
   return options;
 }
+
+// ValidateEnvelope(env, options) for an envelope known to have passed
+// engine::CheckStorable unchanged since (a store that keeps it in process
+// memory, StoreBackend::DeliversStoredEnvelopes): the rules CheckStorable
+// does not apply (the sizes, lengths and visibility buffer of `options`,
+// which may be stricter than the producer's) and the cheap rules, without
+// the ones it applied for certain (the payload's JSON syntax, the character
+// sets of names and keys). The same problems ValidateEnvelope would report
+// for such an envelope.
+std::vector<FieldError> ValidateStoredEnvelopeBounds(const Envelope& env,
+                                                     const ValidationOptions& options);
 
 }  // namespace internal
 }  // namespace jobpact

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/internal/stored_validation.h"
 #include "src/runner/job_context.h"
 #include "src/runner/runner_core.h"
 
@@ -125,7 +126,9 @@ Duration RunnerCore::LockBusyDelay() const {
 
 // 1. Validate: a producer may have written straight to the backend.
 std::optional<Completion> RunnerCore::Validate(const DeliveryRun& run) const {
-  std::vector<FieldError> problems = ValidateEnvelope(run.env(), options_.validation);
+  std::vector<FieldError> problems =
+      store_checked_envelopes_ ? ValidateStoredEnvelopeBounds(run.env(), options_.validation)
+                               : ValidateEnvelope(run.env(), options_.validation);
   if (problems.empty()) return std::nullopt;
   return EndWith(JobStatus::kDeadLettered, reason::kInvalidEnvelope,
                  Failure{FailureClass::kPermanent, std::string(reason::kInvalidEnvelope),

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "jobpact/store_backend.h"
 #include "src/internal/names.h"
 
 namespace jobpact {
@@ -31,6 +32,13 @@ bool IsBlank(std::string_view s) {
                      [](char c) { return std::isspace(static_cast<unsigned char>(c)); });
 }
 
+namespace {
+bool StoreChecksEnvelopes(const QueueBackend& queue) {
+  const auto* store = dynamic_cast<const StoreBackend*>(&queue);
+  return store != nullptr && store->DeliversStoredEnvelopes();
+}
+}  // namespace
+
 RunnerCore::RunnerCore(JobRunnerOptions options)
     : options_(std::move(options)),
       logger_(options_.logger_name, options_.log_level, options_.json_logs, options_.clock),
@@ -38,7 +46,8 @@ RunnerCore::RunnerCore(JobRunnerOptions options)
       worker_prefix_(options_.runner_id + "/w"),
       handlers_(std::make_shared<const HandlerMap>()),
       control_(std::make_unique<ControlCache>(*options_.backend.admin, *options_.clock,
-                                              options_.poll_interval)) {
+                                              options_.poll_interval)),
+      store_checked_envelopes_(StoreChecksEnvelopes(*options_.queue)) {
   OperationsOptions ops;
   ops.clock = options_.clock;
   // The listener reports each replay and discard as a transition event; the

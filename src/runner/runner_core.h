@@ -303,6 +303,10 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
 
   // The store's control state as last read (pause, routes to the DLQ).
   std::unique_ptr<ControlCache> control_;
+  // The queue is a store whose deliveries are the envelopes it checked at
+  // enqueue (StoreBackend::DeliversStoredEnvelopes): step 1 then applies
+  // only the checks that store could not make for this runner.
+  const bool store_checked_envelopes_;
   // The DLQ actions, through the operator facade (dead_letters.cc).
   std::unique_ptr<Operations> ops_;
   std::mutex published_mu_;

@@ -620,6 +620,105 @@ TEST(TransitionsTest, DeliverInPlaceLeavesTheRecordAloneOnAnError) {
   EXPECT_TRUE(rest.append.empty());
 }
 
+// What a store writing `change` over `stored` holds afterwards, by
+// JobChange's rules (the reference for the in-place forms).
+JobRecord WrittenOver(const JobRecord& stored, const JobChange& change) {
+  JobRecord to = stored;
+  const JobRecord& from = change.record;
+  to.envelope.attempt = from.envelope.attempt;
+  to.envelope.max_attempts = from.envelope.max_attempts;
+  to.status = from.status;
+  to.enqueued_at = from.enqueued_at;
+  to.ready_at = from.ready_at;
+  to.updated_at = from.updated_at;
+  to.finished_at = from.finished_at;
+  to.epoch = from.epoch;
+  to.lease_recoveries = from.lease_recoveries;
+  to.lock_waits = from.lock_waits;
+  to.previous_delay = from.previous_delay;
+  if (!from.checkpoint.empty()) to.checkpoint = from.checkpoint;
+  to.last_failure = from.last_failure;
+  to.reason = from.reason;
+  to.result = from.result;
+  to.lease_token = from.lease_token;
+  to.lease_expires_at = from.lease_expires_at;
+  to.raw_input = from.raw_input;
+  if (change.expect.status == JobStatus::kRunning) {
+    to.cancel_requested = to.cancel_requested || from.cancel_requested;
+  } else {
+    to.audit = from.audit;
+    to.cancel_requested = from.cancel_requested;
+  }
+  return to;
+}
+
+TEST(TransitionsTest, CompleteInPlaceGivesWhatWritingCompletesChangeGives) {
+  // The delivered copy is older than the stored record: a heartbeat stored
+  // a newer checkpoint, an operator's cancel added an audit line and the
+  // cancel request since the delivery.
+  JobRecord delivered = FullRecord();
+  delivered.cancel_requested = false;
+  delivered.audit.clear();
+  delivered.checkpoint = "page=1";
+  JobRecord stored = delivered;
+  stored.checkpoint = "page=3";
+  stored.cancel_requested = true;
+  stored.audit = {"cancel by bob: wrong order"};
+  const Delivery d = DeliveryOf(delivered);
+
+  for (JobStatus to : {JobStatus::kSucceeded, JobStatus::kRetryScheduled, JobStatus::kQueued,
+                       JobStatus::kFailed, JobStatus::kDeadLettered, JobStatus::kDiscarded}) {
+    for (bool with_checkpoint : {false, true}) {
+      for (bool spend : {false, true}) {
+        SCOPED_TRACE(std::string(JobStatusName(to)) + (with_checkpoint ? " checkpoint" : "") +
+                     (spend ? " spent" : " given back"));
+        Completion c = To(to);
+        c.spend_attempt = spend;
+        c.lock_wait = !spend;
+        c.result = "{\"ok\":true}";
+        c.failure = Failure{FailureClass::kTransient, "timeout", "slow"};
+        c.delay = Seconds(4);
+        if (with_checkpoint) c.checkpoint = "page=9";
+        const JobChange change = engine::Complete(d, c, kT0 + Seconds(2)).value();
+        const JobRecord expected = WrittenOver(stored, change);
+
+        JobRecord in_place = stored;
+        JobChange rest;
+        ASSERT_THAT(engine::CompleteInPlace(in_place, d.lease, c, kT0 + Seconds(2), &rest),
+                    IsOk());
+        ExpectSameButHistory(in_place, expected);
+        EXPECT_EQ(in_place.history.size(), stored.history.size());  // The entry is in rest.
+        rest.record = change.record;
+        ExpectSameChange(rest, change);
+      }
+    }
+  }
+}
+
+TEST(TransitionsTest, CompleteInPlaceRefusesAStaleLeaseOrAnIllegalTarget) {
+  const JobRecord r = FullRecord();
+  Lease stale = DeliveryOf(r).lease;
+  stale.epoch = r.epoch - 1;
+  JobRecord stored = r;
+  JobChange rest;
+  EXPECT_THAT(engine::CompleteInPlace(stored, stale, To(JobStatus::kSucceeded), kT0, &rest),
+              StatusIs(StatusCode::kAborted));
+  Lease other_token = DeliveryOf(r).lease;
+  other_token.token = "w9#1";
+  EXPECT_THAT(engine::CompleteInPlace(stored, other_token, To(JobStatus::kSucceeded), kT0, &rest),
+              StatusIs(StatusCode::kAborted));
+  EXPECT_THAT(
+      engine::CompleteInPlace(stored, DeliveryOf(r).lease, To(JobStatus::kRunning), kT0, &rest),
+      StatusIs(StatusCode::kFailedPrecondition));
+  ExpectSameButHistory(stored, r);
+  EXPECT_TRUE(rest.append.empty());
+
+  JobRecord done = RecordIn(JobStatus::kSucceeded);
+  EXPECT_THAT(engine::CompleteInPlace(done, DeliveryOf(r).lease, To(JobStatus::kSucceeded), kT0,
+                                      &rest),
+              StatusIs(StatusCode::kAborted));
+}
+
 TEST(TransitionsTest, OutParameterFormsGiveTheResultForms) {
   JobRecord r = FullRecord();
   r.cancel_requested = false;

@@ -56,6 +56,8 @@ class JOBPACT_EXPORT InMemoryQueueBackend final : public StoreBackend {
   ~InMemoryQueueBackend() override;
 
   std::string_view Name() const override { return "in_memory"; }
+  // Deliveries copy the records Enqueue stored; nothing is decoded.
+  bool DeliversStoredEnvelopes() const override { return true; }
 
   // --- Inspection and fault injection, for tests and demos ---
 
@@ -75,9 +77,11 @@ class JOBPACT_EXPORT InMemoryQueueBackend final : public StoreBackend {
                                                 const EnqueueOptions& options,
                                                 TimePoint now) override;
   std::vector<Status> WriteJobs(std::vector<JobWrite>& writes) override;
-  // WriteJobs stores a change field by field and leaves its envelope alone.
-  bool WritesKeepEnvelopes() const override { return true; }
-  Result<std::vector<Delivery>> LeaseJobs(const DequeueRequest& request, TimePoint now) override;
+  // Completions apply the engine to the stored record (no copy of it).
+  bool CompletesInPlace() const override { return true; }
+  Status CompleteInPlace(const Lease& lease, const Completion& completion, TimePoint now) override;
+  Status LeaseJobs(const DequeueRequest& request, TimePoint now,
+                   std::vector<Delivery>* out) override;
   Result<Lease> RenewLease(const Lease& lease, TimePoint expires_at, std::string_view checkpoint,
                            TimePoint now) override;
   Result<std::vector<JobChange>> RecoverJobs(int max_recoveries, TimePoint now) override;

@@ -164,8 +164,32 @@ class InMemoryQueueBackend::Impl {
     return out;
   }
 
-  Result<std::vector<Delivery>> LeaseJobs(const DequeueRequest& request, TimePoint now) {
-    std::vector<Delivery> out;
+  Status CompleteInPlace(const Lease& lease, const Completion& completion, TimePoint now) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = jobs_.find(lease.job_id);
+    if (it == jobs_.end()) return Status::NotFound("no job " + lease.job_id);
+    Entry& e = *it->second;
+    if (e.record.status != JobStatus::kRunning || e.record.epoch != lease.epoch ||
+        e.record.lease_token != lease.token) {
+      WriteCondition expect;
+      expect.status = JobStatus::kRunning;
+      expect.epoch = lease.epoch;
+      return Stale(e.record, expect);
+    }
+    if (completion.transactional_effect) {
+      // Runs under mu_, so that its effect and the write are one step.
+      Status s = internal::Guarded("transactional_effect",
+                                   [&] { return completion.transactional_effect(nullptr); });
+      if (!s.ok()) return s;
+    }
+    Unindex(it->first, e);
+    Status s = engine::CompleteInPlace(e.record, lease, completion, now, &rest_);
+    if (s.ok()) AppendHistory(e.record.history, std::move(rest_.append));
+    Index(it->first, e, s.ok() ? rest_.placement : e.placed);
+    return s;
+  }
+
+  Status LeaseJobs(const DequeueRequest& request, TimePoint now, std::vector<Delivery>& out) {
     std::lock_guard<std::mutex> lock(mu_);
     PromoteDue(now);
     // The (queue, type) sets to lease from: those asked for, less what the
@@ -222,6 +246,7 @@ class InMemoryQueueBackend::Impl {
       Status s = engine::DeliverInPlace(e.record, std::move(token), now, &rest);
       if (!s.ok()) {  // An index out of step with its record: a bug here.
         Index(id, e, e.placed);
+        out.clear();
         return s;
       }
       AppendHistory(e.record.history, std::move(rest.append));
@@ -235,7 +260,7 @@ class InMemoryQueueBackend::Impl {
       d.lease = Lease{e.record.envelope.job_id, e.record.lease_token, e.record.epoch,
                       e.record.lease_expires_at, e.record.cancel_requested};
     }
-    return out;
+    return Status::Ok();
   }
 
   Result<Lease> RenewLease(const Lease& lease, TimePoint expires_at, std::string_view checkpoint,
@@ -630,6 +655,8 @@ class InMemoryQueueBackend::Impl {
   // By (queue, job type); a set is never erased, so Entry::queue stays valid.
   std::map<std::pair<std::string, std::string>, QueueState, PairLess> queues_;
   ControlState control_;
+  // CompleteInPlace's scratch: its history entry's buffer is reused.
+  JobChange rest_;
   std::deque<std::string> control_audit_;  // Newest last.
   std::map<std::string, PublishedPolicy, std::less<>> policies_;
   std::set<TimeKey> scheduled_;
@@ -653,9 +680,13 @@ Result<std::vector<EnqueueResult>> InMemoryQueueBackend::InsertJobs(std::vector<
 std::vector<Status> InMemoryQueueBackend::WriteJobs(std::vector<JobWrite>& writes) {
   return impl_->WriteJobs(writes);
 }
-Result<std::vector<Delivery>> InMemoryQueueBackend::LeaseJobs(const DequeueRequest& request,
-                                                              TimePoint now) {
-  return impl_->LeaseJobs(request, now);
+Status InMemoryQueueBackend::CompleteInPlace(const Lease& lease, const Completion& completion,
+                                             TimePoint now) {
+  return impl_->CompleteInPlace(lease, completion, now);
+}
+Status InMemoryQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint now,
+                                       std::vector<Delivery>* out) {
+  return impl_->LeaseJobs(request, now, *out);
 }
 Result<Lease> InMemoryQueueBackend::RenewLease(const Lease& lease, TimePoint expires_at,
                                                std::string_view checkpoint, TimePoint now) {

@@ -76,7 +76,8 @@ class SqliteQueueBackend final : public StoreBackend {
   }
 
   std::vector<Status> WriteJobs(std::vector<JobWrite>& writes) override;
-  Result<std::vector<Delivery>> LeaseJobs(const DequeueRequest& request, TimePoint now) override;
+  Status LeaseJobs(const DequeueRequest& request, TimePoint now,
+                   std::vector<Delivery>* deliveries) override;
   Result<Lease> RenewLease(const Lease& lease, TimePoint expires_at, std::string_view checkpoint,
                            TimePoint now) override;
   Result<std::vector<JobChange>> RecoverJobs(int max_recoveries, TimePoint now) override;
@@ -385,14 +386,14 @@ Status SqliteQueueBackend::CompleteClaimOn(Connection& conn, const JobChange& c,
   return Status::Ok();
 }
 
-Result<std::vector<Delivery>> SqliteQueueBackend::LeaseJobs(const DequeueRequest& request,
-                                                            TimePoint now) {
-  std::vector<Delivery> out;
+Status SqliteQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint now,
+                                     std::vector<Delivery>* deliveries) {
+  std::vector<Delivery>& out = *deliveries;
   // The queue filter is a JSON array, so one cached statement serves every
   // list of queues.
   std::string queues_json;
   if (!request.queues.empty()) queues_json = nlohmann::json(request.queues).dump();
-  JOBPACT_SQLITE_RETURN_IF_ERROR(core_->Write("Dequeue", [&](Connection& conn) -> Status {
+  Status s = core_->Write("Dequeue", [&](Connection& conn) -> Status {
     out.clear();  // The write may be retried.
     const std::int64_t now_ns = ToNs(now);
     // The candidates in dequeue order, obeying the control state in the same
@@ -499,8 +500,9 @@ Result<std::vector<Delivery>> SqliteQueueBackend::LeaseJobs(const DequeueRequest
       if (!ask_again) break;
     }
     return Status::Ok();
-  }));
-  return out;
+  });
+  if (!s.ok()) out.clear();
+  return s;
 }
 
 Result<Lease> SqliteQueueBackend::RenewLease(const Lease& lease, TimePoint expires_at,

@@ -241,6 +241,34 @@ TEST_P(QueueBackendContract, DequeueRejectsMaxJobsBelowOne) {
   EXPECT_THAT(queue_->Dequeue(req).status(), StatusIs(StatusCode::kInvalidArgument));
 }
 
+TEST_P(QueueBackendContract, DequeueIntoGivesWhatDequeueGivesInTheCallersVector) {
+  for (int i = 0; i < 3; ++i) Put(MakeJob("job_" + std::to_string(i)));
+  std::vector<Delivery> batch(4);  // Stale content: cleared first.
+  batch[0].job.envelope.job_id = "stale";
+  DequeueRequest req;
+  req.max_jobs = 2;
+  ASSERT_THAT(queue_->DequeueInto(req, &batch), IsOk());
+  ASSERT_EQ(batch.size(), 2u);
+  EXPECT_EQ(batch[0].job.envelope.job_id, "job_0");
+  EXPECT_EQ(batch[1].job.envelope.job_id, "job_1");
+  for (const Delivery& d : batch) {
+    EXPECT_EQ(d.job.status, JobStatus::kRunning);
+    EXPECT_EQ(d.lease.job_id, d.job.envelope.job_id);
+    EXPECT_EQ(d.lease.token, d.job.lease_token);
+  }
+  // The same vector again: the rest, then nothing.
+  ASSERT_THAT(queue_->DequeueInto(req, &batch), IsOk());
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0].job.envelope.job_id, "job_2");
+  ASSERT_THAT(queue_->DequeueInto(req, &batch), IsOk());
+  EXPECT_THAT(batch, IsEmpty());
+  // An error leaves it empty.
+  batch.resize(1);
+  req.max_jobs = 0;
+  EXPECT_THAT(queue_->DequeueInto(req, &batch), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(batch, IsEmpty());
+}
+
 // --- Completion outcomes ---
 
 TEST_P(QueueBackendContract, CompleteSucceededStoresTheResult) {

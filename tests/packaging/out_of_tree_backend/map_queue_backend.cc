@@ -106,8 +106,8 @@ Status MapQueueBackend::WriteLocked(jobpact::JobWrite& w) {
   return Status::Ok();
 }
 
-Result<std::vector<jobpact::Delivery>> MapQueueBackend::LeaseJobs(
-    const jobpact::DequeueRequest& request, TimePoint now) {
+Status MapQueueBackend::LeaseJobs(const jobpact::DequeueRequest& request, TimePoint now,
+                                  std::vector<jobpact::Delivery>* out) {
   std::lock_guard<std::mutex> lock(mu_);
   // The control state: paused types and queues are passed over, and a type
   // with a concurrency limit gets at most (limit - running) more.
@@ -134,18 +134,17 @@ Result<std::vector<jobpact::Delivery>> MapQueueBackend::LeaseJobs(
   };
   std::sort(ready.begin(), ready.end(),
             [&](const JobRecord* a, const JobRecord* b) { return order(a) < order(b); });
-  std::vector<jobpact::Delivery> out;
   for (JobRecord* r : ready) {
-    if (static_cast<int>(out.size()) == request.max_jobs) break;
+    if (static_cast<int>(out->size()) == request.max_jobs) break;
     auto limited = room.find(r->envelope.job_type);
     if (limited != room.end() && limited->second-- <= 0) continue;
     std::string token = request.worker_id + "#" + std::to_string(++deliveries_);
     JOBPACT_ASSIGN_OR_RETURN(JobChange c, jobpact::engine::Deliver(*r, std::move(token), now));
     Apply(*r, std::move(c));
-    out.push_back({*r, {r->envelope.job_id, r->lease_token, r->epoch, r->lease_expires_at,
-                        r->cancel_requested}});
+    out->push_back({*r, {r->envelope.job_id, r->lease_token, r->epoch, r->lease_expires_at,
+                         r->cancel_requested}});
   }
-  return out;
+  return Status::Ok();
 }
 
 Result<jobpact::Lease> MapQueueBackend::RenewLease(const jobpact::Lease& lease,

@@ -38,8 +38,8 @@ class MapQueueBackend final : public jobpact::StoreBackend {
       std::vector<jobpact::JobChange>& jobs, const jobpact::EnqueueOptions& options,
       jobpact::TimePoint now) override;
   std::vector<jobpact::Status> WriteJobs(std::vector<jobpact::JobWrite>& writes) override;
-  jobpact::Result<std::vector<jobpact::Delivery>> LeaseJobs(const jobpact::DequeueRequest& request,
-                                                            jobpact::TimePoint now) override;
+  jobpact::Status LeaseJobs(const jobpact::DequeueRequest& request, jobpact::TimePoint now,
+                            std::vector<jobpact::Delivery>* out) override;
   jobpact::Result<jobpact::Lease> RenewLease(const jobpact::Lease& lease,
                                              jobpact::TimePoint expires_at,
                                              std::string_view checkpoint,
