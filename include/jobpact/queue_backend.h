@@ -282,6 +282,15 @@ class JOBPACT_EXPORT QueueBackend {
   // Dequeue and moves its result in.
   virtual Status DequeueInto(const DequeueRequest& request, std::vector<Delivery>* out);
 
+  // For a store several processes share: blocks up to `timeout` until a job
+  // may have become ready (an enqueue or a requeue by any process), so an
+  // idle worker starts new work at once instead of after its poll interval.
+  // True if woken (a Dequeue tells whether the work is still there: another
+  // worker may have taken it), false on timeout. kUnimplemented (the
+  // default) if the backend cannot wait: a runner then sleeps its poll
+  // interval between empty Dequeues, woken early only by its own enqueues.
+  virtual Result<bool> WaitForWork(Duration timeout);
+
   // Extends a live lease to now + extension and, if not empty, stores the
   // checkpoint (heartbeat). kAborted if the lease is stale (epoch or token
   // differs) or the job is no longer running; kNotFound for an unknown job.

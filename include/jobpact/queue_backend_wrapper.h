@@ -88,6 +88,8 @@ class JOBPACT_EXPORT QueueBackendWrapper : public QueueBackend, public QueueAdmi
   Result<std::vector<Delivery>> Dequeue(const DequeueRequest& request) override;
   // Forwarded as QueueMethod::kDequeue, like Dequeue.
   Status DequeueInto(const DequeueRequest& request, std::vector<Delivery>* out) override;
+  // Forwarded as is (not intercepted: it changes nothing).
+  Result<bool> WaitForWork(Duration timeout) override { return target_->WaitForWork(timeout); }
   Result<Lease> Renew(const Lease& lease, Duration extension, std::string_view checkpoint) override;
   Status Complete(const Delivery& delivery, const Completion& completion) override;
   // Forwarded as QueueMethod::kComplete, like the const& form.

@@ -40,6 +40,10 @@ Status QueueBackend::DequeueInto(const DequeueRequest& request, std::vector<Deli
   return Status::Ok();
 }
 
+Result<bool> QueueBackend::WaitForWork(Duration) {
+  return Status::Unimplemented("WaitForWork: this backend cannot wait for work");
+}
+
 Status QueueBackend::Complete(Delivery&& delivery, const Completion& completion) {
   return Complete(static_cast<const Delivery&>(delivery), completion);
 }

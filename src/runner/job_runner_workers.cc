@@ -153,7 +153,31 @@ void RunnerCore::SpawnWorkerLocked(bool replacement) {
   slots_.push_back(std::move(slot));
 }
 
+bool RunnerCore::WaitInStore(std::uint64_t seen_enqueues, TimePoint until) {
+  // In slices, so that Shutdown and this runner's own enqueues (which the
+  // store also wakes for) are noticed within one.
+  constexpr Duration kSlice = std::chrono::milliseconds(100);
+  while (!stopping_.load() && enqueue_seq_.load(std::memory_order_seq_cst) == seen_enqueues) {
+    const TimePoint now = clock().Now();
+    if (now >= until) return true;
+    Result<bool> woken = options_.queue->WaitForWork(std::min(kSlice, until - now));
+    if (!woken.ok()) {
+      // Cannot wait there (or the store is down: the next Dequeue says so).
+      if (woken.status().code() == StatusCode::kUnimplemented) store_wakes_.store(false);
+      return false;
+    }
+    if (*woken) return true;
+  }
+  return true;
+}
+
 void RunnerCore::IdleWait(std::uint64_t seen_enqueues) {
+  if (seen_enqueues != ~std::uint64_t{0} && store_wakes_.load()) {
+    idle_workers_.fetch_add(1, std::memory_order_seq_cst);
+    const bool waited = WaitInStore(seen_enqueues, clock().Now() + options_.poll_interval);
+    idle_workers_.fetch_sub(1, std::memory_order_seq_cst);
+    if (waited) return;
+  }
   std::unique_lock<std::mutex> l(work_mu_);
   idle_workers_.fetch_add(1, std::memory_order_seq_cst);
   const TimePoint until = clock().Now() + options_.poll_interval;

@@ -283,7 +283,13 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // --- Threads (job_runner_workers.cc) ---
   void SpawnWorkerLocked(bool replacement);  // REQUIRES: mu_ held.
   void WorkerLoop(const std::shared_ptr<WorkerSlot>& slot);
+  // Waits for work after an empty Dequeue: up to poll_interval, or until an
+  // enqueue of this runner moves enqueue_seq_ past `seen_enqueues`, or
+  // (with a store that can wake it, QueueBackend::WaitForWork) until any
+  // process makes a job ready. ~0: after an error, wait the whole interval.
   void IdleWait(std::uint64_t seen_enqueues);
+  // Waits in the store; false if it cannot (then IdleWait sleeps instead).
+  bool WaitInStore(std::uint64_t seen_enqueues, TimePoint until);
   void WatchdogLoop();
   void WatchSlot(const std::shared_ptr<WorkerSlot>& slot, TimePoint now,
                  std::vector<HungWorkerInfo>* hung);
@@ -327,6 +333,8 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   std::condition_variable work_cv_;
   std::atomic<std::uint64_t> enqueue_seq_{0};
   std::atomic<int> idle_workers_{0};
+  // False once the queue said it cannot wait for work (WaitForWork).
+  std::atomic<bool> store_wakes_{true};
 
   // The watchdog and maintenance threads wait here.
   std::mutex background_mu_;

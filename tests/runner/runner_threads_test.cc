@@ -6,13 +6,17 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "jobpact/backend.h"
 #include "jobpact/job_runner.h"
+#include "jobpact/queue_backend_wrapper.h"
 #include "jobpact/testing/harness.h"
 #include "jobpact/testing/matchers.h"
 #include "tests/runner/runner_test_util.h"
@@ -337,6 +341,89 @@ TEST(RunnerThreadsTest, GracefulShutdownGivesBackAnUnfinishedJob) {
   EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
   EXPECT_EQ(h.Job(id).envelope.attempt, 1);
   EXPECT_EQ(h.StatusOf(waiting), JobStatus::kSucceeded);
+}
+
+}  // namespace
+}  // namespace jobpact
+
+namespace jobpact {
+namespace {
+
+// A store another process also writes to, that can wake an idle worker
+// (QueueBackend::WaitForWork): Poke() stands for the other process's enqueue.
+class WakingQueue : public QueueBackendWrapper {
+ public:
+  using QueueBackendWrapper::QueueBackendWrapper;
+  Result<bool> WaitForWork(Duration timeout) override {
+    std::unique_lock<std::mutex> l(mu_);
+    waits_.fetch_add(1);
+    const bool woken = cv_.wait_for(l, timeout, [&] { return poked_; });
+    poked_ = false;
+    return woken;
+  }
+  void Poke() {
+    std::lock_guard<std::mutex> l(mu_);
+    poked_ = true;
+    cv_.notify_all();
+  }
+  int waits() const { return waits_.load(); }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool poked_ = false;
+  std::atomic<int> waits_{0};
+};
+
+TEST(RunnerThreadsTest, AnIdleWorkerWaitsInAStoreThatCanWakeIt) {
+  // Poll interval one hour: without the store's wake-up the job written by
+  // "another process" would not start within the safety timeout.
+  BackendBundle store = InMemoryBackend();
+  auto waking = std::make_shared<WakingQueue>(store.queue, store.admin);
+  JobRunnerOptions o;
+  o.backend = store;
+  o.backend.queue = waking;
+  o.workers = 1;
+  o.poll_interval = std::chrono::hours(1);
+  o.log_level = LogLevel::kOff;
+  auto runner = JobRunner::Create(o);
+  ASSERT_THAT(runner.status(), IsOk());
+  std::atomic<int> runs{0};
+  ASSERT_THAT((*runner)->Handle("email.send",
+                                [&](JobContext&) {
+                                  runs.fetch_add(1);
+                                  return Status::Ok();
+                                }),
+              IsOk());
+  ASSERT_THAT((*runner)->Start(), IsOk());
+  ASSERT_TRUE(WaitFor([&] { return waking->waits() > 0; }));  // Idle, waiting in the store.
+
+  Envelope env = MakeJob("email.send");
+  PrepareForEnqueue(env, SystemClock::Default()->Now());
+  ASSERT_THAT(store.queue->Enqueue(env, EnqueueOptions{}).status(), IsOk());  // Not the runner's.
+  waking->Poke();
+  EXPECT_TRUE(WaitFor([&] { return runs.load() == 1; }));
+  EXPECT_THAT((*runner)->Shutdown(std::chrono::seconds(10)), IsOk());
+}
+
+TEST(RunnerThreadsTest, AStoreThatCannotWaitLeavesTheWorkerToItsOwnEnqueues) {
+  // The in-memory store cannot wait (kUnimplemented): the runner's own
+  // enqueue still wakes its idle worker at once.
+  Harness h([](JobRunnerOptions& o) {
+    o.workers = 1;
+    o.poll_interval = std::chrono::hours(1);
+  });
+  std::atomic<int> runs{0};
+  ASSERT_THAT(h.Handle("email.send",
+                       [&](JobContext&) {
+                         runs.fetch_add(1);
+                         return Status::Ok();
+                       }),
+              IsOk());
+  ASSERT_THAT(h.runner().Start(), IsOk());
+  ASSERT_THAT(h.Enqueue("email.send").status(), IsOk());
+  EXPECT_TRUE(WaitFor([&] { return runs.load() == 1; }));
+  EXPECT_THAT(h.runner().Shutdown(std::chrono::seconds(10)), IsOk());
 }
 
 }  // namespace
