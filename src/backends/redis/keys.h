@@ -65,6 +65,9 @@ class RedisKeys {
   // Sorted set of held lock keys (the names), scored by expiry in ms of
   // the store's clock: List() and garbage collection.
   std::string LockIndex() const { return Fixed("locks"); }
+  // The start of every lock's key ("jobpact:{<namespace>}:lock:"), for
+  // scripts that address the locks named in LockIndex().
+  std::string LockKeyPrefix() const { return Fixed("lock") + ":"; }
   // Sorted set of idempotency keys (the names), scored by expiry in ms of
   // the store's clock: PurgeExpired().
   std::string IdempotencyIndex() const { return Fixed("idem-index"); }

@@ -9,6 +9,7 @@
 #include "src/backends/redis/client.h"
 #include "src/backends/redis/keys.h"
 #include "src/backends/redis/queue_backend.h"
+#include "src/backends/redis/stores.h"
 #include "src/internal/guarded.h"
 #include "src/internal/percent_encoding.h"
 
@@ -41,6 +42,7 @@ Result<std::shared_ptr<RedisBackend>> RedisBackend::Open(const RedisOptions& opt
     auto impl = std::make_unique<Impl>(client, keys, clock);
     // The queue store: the one place it is constructed (queue_backend.h).
     impl->queue = redis_internal::MakeRedisQueueBackend(client, keys, clock);
+    impl->locks = redis_internal::MakeRedisLockStore(client, keys, clock);
     return std::shared_ptr<RedisBackend>(new RedisBackend(std::move(impl)));
   });
 }

@@ -1,84 +1,74 @@
-// The backend conformance suite (jobpact/testing/backend_contract.h) on the
-// Redis queue store: every factory call is a fresh, empty namespace on the
-// shared test server (redis_test_server.h), whose keys are deleted when the
-// test lets go of the last store.
+// The backend conformance suites (jobpact/testing/backend_contract.h) on the
+// Redis backend's stores, against the test server (redis_test_server.h):
+// every factory call opens a RedisBackend on a fresh namespace, so tests
+// share one server without seeing each other's keys, and deletes that
+// namespace's keys when the test lets go of the stores.
+// A store the bundle does not have yet is null, and its suites skip.
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "jobpact/in_memory/idempotency_store.h"
-#include "jobpact/in_memory/lock_store.h"
+#include "jobpact/redis/redis_backend.h"
 #include "jobpact/testing/backend_contract.h"
 #include "src/backends/redis/client.h"
-#include "src/backends/redis/keys.h"
-#include "src/backends/redis/queue_backend.h"
 #include "tests/backends/redis/redis_test_server.h"
 
 namespace {
 
 using jobpact::redis_internal::RedisClient;
-using jobpact::redis_internal::RedisKeys;
+using jobpact::redis_internal::Reply;
 
-// Deletes every key of a namespace (SCAN, so it never blocks the server).
-void DeleteNamespace(RedisClient& client, const std::string& prefix) {
+// Deletes every key of `ns` (SCAN, not KEYS: the server may be shared).
+void DeleteNamespace(const jobpact::redis::RedisOptions& options) {
+  auto client = RedisClient::Connect(options);
+  if (!client.ok()) return;
   std::string cursor = "0";
   do {
-    auto r = client.Command({"SCAN", cursor, "MATCH", prefix + "*", "COUNT", "1000"});
-    if (!r.ok() || r->elements.size() != 2) return;
+    auto r = (*client)->Command(
+        {"SCAN", cursor, "MATCH", "jobpact:{" + options.key_namespace + "}:*", "COUNT", "1000"});
+    if (!r.ok() || r->type != Reply::Type::kArray || r->elements.size() != 2) return;
     cursor = r->elements[0].str;
-    std::vector<std::string> del{"DEL"};
-    for (const auto& k : r->elements[1].elements) del.push_back(k.str);
-    if (del.size() > 1) (void)client.Command(del);
+    std::vector<std::string> del = {"DEL"};
+    for (const Reply& k : r->elements[1].elements) del.push_back(k.str);
+    if (del.size() > 1) (void)(*client)->Command(del);
   } while (cursor != "0");
 }
 
 jobpact::testing::BackendSet MakeRedisSet(std::shared_ptr<jobpact::testing::ManualClock> clock) {
-  const std::string url = jobpact::redis_testing::RedisTestUrl();
-  if (url.empty()) {
+  if (jobpact::redis_testing::RedisTestUrl().empty()) {
     if (jobpact::redis_testing::RedisRequired()) {
       ADD_FAILURE() << "JOBPACT_REQUIRE_REDIS=1 but no Redis server: "
                     << jobpact::redis_testing::RedisUnavailableReason();
     }
-    return {};  // Every test skips: backend unavailable.
+    return {};  // Every test skips: "backend unavailable".
   }
-  jobpact::redis::RedisOptions options = jobpact::redis_testing::TestOptions();
-  auto client = RedisClient::Connect(options);
-  if (!client.ok()) {
-    ADD_FAILURE() << "RedisClient::Connect: " << client.status();
-    return {};
-  }
-  auto keys = RedisKeys::Create(options.key_namespace);
-  if (!keys.ok()) {
-    ADD_FAILURE() << "RedisKeys::Create: " << keys.status();
-    return {};
-  }
-  // Owns the stores; the pointers handed out alias it, so the namespace is
-  // deleted when the test lets go of the last one.
   struct Holder {
-    std::shared_ptr<RedisClient> client;
-    std::string prefix;
-    std::shared_ptr<jobpact::StoreBackend> queue;
-    std::shared_ptr<jobpact::LockStore> locks;
-    std::shared_ptr<jobpact::IdempotencyStore> idempotency;
+    jobpact::redis::RedisOptions options;
+    std::shared_ptr<jobpact::redis::RedisBackend> backend;
     ~Holder() {
-      queue.reset();
-      DeleteNamespace(*client, prefix);
+      backend.reset();
+      DeleteNamespace(options);
     }
   };
   auto holder = std::make_shared<Holder>();
-  holder->client = *client;
-  holder->prefix = keys->prefix();
-  holder->queue = jobpact::redis_internal::MakeRedisQueueBackend(*client, *keys, clock);
-  // TODO(redis-infra merge): the Redis lock and idempotency stores.
-  holder->locks = std::make_shared<jobpact::InMemoryLockStore>(clock);
-  holder->idempotency = std::make_shared<jobpact::InMemoryIdempotencyStore>(clock);
-  if (holder->queue == nullptr) {
-    ADD_FAILURE() << "MakeRedisQueueBackend returned null";
+  holder->options = jobpact::redis_testing::TestOptions();
+  auto backend = jobpact::redis::RedisBackend::Open(holder->options, clock);
+  if (!backend.ok()) {
+    ADD_FAILURE() << "RedisBackend::Open: " << backend.status();
     return {};
   }
-  return {std::shared_ptr<jobpact::QueueBackend>(holder, holder->queue.get()),
-          std::shared_ptr<jobpact::LockStore>(holder, holder->locks.get()),
-          std::shared_ptr<jobpact::IdempotencyStore>(holder, holder->idempotency.get())};
+  holder->backend = *backend;
+  jobpact::testing::BackendSet set;
+  if (auto q = holder->backend->queue()) {
+    set.queue = std::shared_ptr<jobpact::QueueBackend>(holder, q.get());
+  }
+  if (auto l = holder->backend->locks()) {
+    set.locks = std::shared_ptr<jobpact::LockStore>(holder, l.get());
+  }
+  if (auto i = holder->backend->idempotency()) {
+    set.idempotency = std::shared_ptr<jobpact::IdempotencyStore>(holder, i.get());
+  }
+  return set;
 }
 
 }  // namespace
