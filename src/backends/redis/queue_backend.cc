@@ -645,21 +645,25 @@ Result<QueueStats> RedisQueueBackend::ReadStats(TimePoint now) {
   if (r.elements.size() != 3 || r.elements[1].elements.size() != r.elements[2].elements.size()) {
     return Status::Internal("Stats: unexpected reply from redis " + client_->server_name());
   }
-  std::map<std::string, std::int64_t, std::less<>> counters;
+  // "<status>|<queue>" and "rt|<type>" (the lease step's running count).
+  std::map<std::string, QueueStats::PerQueue, std::less<>> per_queue;
   const std::vector<Reply>& flat = r.elements[0].elements;
   for (std::size_t i = 0; i + 1 < flat.size(); i += 2) {
-    std::int64_t v = 0;
+    const std::string& field = flat[i].str;
     const std::string& text = flat[i + 1].str;
-    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc()) v = 0;
-    (void)p;
-    counters[flat[i].str] = v;
+    std::int64_t v = 0;
+    if (std::from_chars(text.data(), text.data() + text.size(), v).ec != std::errc()) continue;
+    const std::size_t bar = field.find('|');
+    if (bar == std::string::npos) continue;
+    Result<JobStatus> st = ParseJobStatus(std::string_view(field).substr(0, bar));
+    if (!st.ok()) continue;  // "rt|<type>".
+    stats.by_status[*st] += v;
+    const std::string queue = field.substr(bar + 1);
+    if (queue.empty()) continue;  // Invalid envelopes belong to no queue.
+    QueueStats::PerQueue& pq = per_queue[queue];
+    if (*st == JobStatus::kQueued || *st == JobStatus::kRetryScheduled) pq.depth += v;
+    if (*st == JobStatus::kRunning) pq.running += v;
   }
-  auto counter = [&](const std::string& name) {
-    auto it = counters.find(name);
-    return it == counters.end() ? std::int64_t{0} : it->second;
-  };
-  for (JobStatus s : kAllJobStatuses) stats.by_status[s] = counter("s:" + std::string(JobStatusName(s)));
   stats.dead_letters = stats.by_status[JobStatus::kDeadLettered];
   for (std::size_t i = 0; i < r.elements[1].elements.size(); ++i) {
     const std::string& pair = r.elements[1].elements[i].str;
@@ -667,8 +671,8 @@ Result<QueueStats> RedisQueueBackend::ReadStats(TimePoint now) {
     auto [it, fresh] = stats.queues.try_emplace(queue);
     QueueStats::PerQueue& pq = it->second;
     if (fresh) {
-      pq.depth = counter("depth:" + queue);
-      pq.running = counter("run:" + queue);
+      auto c = per_queue.find(queue);
+      if (c != per_queue.end()) pq = c->second;
     }
     const std::string& oldest = r.elements[2].elements[i].str;
     if (oldest.empty()) continue;

@@ -20,8 +20,8 @@
 //   P job-ids           zset (all scores 0): every job id, by id (listing).
 //   P job-pairs         set: every "<q>|<t>" that has a ready zset.
 //   P dedup:<key>       zset: the jobs carrying a dedup key, by enqueue time.
-//   P queue-stats       hash: counters the scripts keep (s:<status>,
-//                       depth:<q>, run:<q>, runt:<type>) -- Stats() never
+//   P queue-stats       hash: counters the scripts keep ("<status>|<queue>",
+//                       "rt|<type>": running per type) -- Stats() never
 //                       scans the jobs.
 //   P lease-seq         counter: makes every lease token unique.
 //   P control, P control-audit, P control-paused-types,
@@ -89,21 +89,16 @@ local function bless(a, b)
   end
   return #a < #b
 end
+-- Counters: "<status>|<queue>" per status and queue ('' for quarantined
+-- input), "rt|<type>" running jobs per type (concurrency limits).
 local function count(st, q, t, d)
   local S = P .. 'queue-stats'
-  redis.call('HINCRBY', S, 's:' .. st, d)
-  if not q or q == '' then return end
-  if st == 'queued' or st == 'retry_scheduled' then
-    redis.call('HINCRBY', S, 'depth:' .. q, d)
-  elseif st == 'running' then
-    redis.call('HINCRBY', S, 'run:' .. q, d)
-    redis.call('HINCRBY', S, 'runt:' .. t, d)
-  end
+  redis.call('HINCRBY', S, st .. '|' .. (q or ''), d)
+  if st == 'running' and q and q ~= '' then redis.call('HINCRBY', S, 'rt|' .. t, d) end
 end
 local function hist(id, entry)
   local k = P .. 'history:' .. id
-  redis.call('RPUSH', k, entry)
-  redis.call('LTRIM', k, -MAXH, -1)
+  if redis.call('RPUSH', k, entry) > MAXH then redis.call('LTRIM', k, -MAXH, -1) end
 end
 -- Members of a time zset whose time is <= now, oldest first (at most limit).
 local function due(key, now, limit)
@@ -217,7 +212,8 @@ return out
 const char* const kWrite = R"lua(
 local id = ARGV[1]
 local jk = P .. 'job:' .. id
-local cur = redis.call('HMGET', jk, 'st', 'ep', 'tok', 'lexp', 'q', 't', 'ixk', 'ixm', 'cx', 'aud')
+local cur = redis.call('HMGET', jk, 'st', 'ep', 'tok', 'lexp', 'q', 't', 'ixk', 'ixm', 'cx', 'aud',
+                      'raw')
 if not cur[1] then return {5} end
 local quar = ARGV[6] == '1'
 if not quar then
@@ -285,7 +281,11 @@ if quar then
   kv[#kv + 1] = 'rk'; kv[#kv + 1] = ''
 end
 redis.call('HSET', jk, unpack(kv))
-if ARGV[27] == '1' then redis.call('HSET', jk, 'raw', ARGV[28]) else redis.call('HDEL', jk, 'raw') end
+if ARGV[27] == '1' then
+  redis.call('HSET', jk, 'raw', ARGV[28])
+elseif cur[11] then
+  redis.call('HDEL', jk, 'raw')
+end
 if cur[7] and cur[7] ~= '' then redis.call('ZREM', P .. cur[7], cur[8]) end
 if ARGV[31] ~= '' then redis.call('ZADD', P .. ARGV[31], ARGV[33], ARGV[32]) end
 count(cur[1], cur[5], cur[6], -1)
@@ -314,30 +314,41 @@ for _, x in ipairs(redis.call('SMEMBERS', P .. 'control-paused-queues')) do pq[x
 local room = {}
 local lim = redis.call('HGETALL', P .. 'control-limits')
 for i = 1, #lim, 2 do
-  local running = redis.call('HGET', P .. 'queue-stats', 'runt:' .. lim[i]) or '0'
+  local running = redis.call('HGET', P .. 'queue-stats', 'rt|' .. lim[i]) or '0'
   room[lim[i]] = tonumber(lim[i + 1]) - tonumber(running)
 end
--- The first max_jobs of every (queue, type) set not held, best first.
-local cands = {}
+-- The first max_jobs of every (queue, type) set not held, each in order;
+-- merged by their heads (score, then member bytes).
+local lists = {}
 for _, p in ipairs(redis.call('SMEMBERS', P .. 'job-pairs')) do
   local bar = string.find(p, '|', 1, true)
   local q, t = string.sub(p, 1, bar - 1), string.sub(p, bar + 1)
   if (want == nil or want[q]) and not pq[q] and not pt[t] and (room[t] == nil or room[t] > 0) then
     local r = redis.call('ZRANGE', P .. 'ready:' .. p, 0, max - 1, 'WITHSCORES')
-    for i = 1, #r, 2 do cands[#cands + 1] = {tonumber(r[i + 1]), r[i], t, p} end
+    if #r > 0 then lists[#lists + 1] = {r = r, i = 1, t = t, p = p} end
   end
 end
-table.sort(cands, function(a, b)
-  if a[1] ~= b[1] then return a[1] < b[1] end
-  return bless(a[2], b[2])
-end)
 local out = {}
-for _, c in ipairs(cands) do
-  if #out >= max then break end
-  local t = c[3]
-  if room[t] == nil or room[t] > 0 then
+if #lists == 0 then return out end
+-- Tokens "<worker>#<n>", n unique in the namespace (some numbers unused).
+local seq = redis.call('INCRBY', P .. 'lease-seq', max) - max
+while #out < max do
+  local best = nil
+  for _, l in ipairs(lists) do
+    if l.i < #l.r and (room[l.t] == nil or room[l.t] > 0) then
+      if best == nil then
+        best = l
+      else
+        local a, b = tonumber(l.r[l.i + 1]), tonumber(best.r[best.i + 1])
+        if a < b or (a == b and bless(l.r[l.i], best.r[best.i])) then best = l end
+      end
+    end
+  end
+  if best == nil then break end
+  local m, t, pair = best.r[best.i], best.t, best.p
+  best.i = best.i + 2
+  do
     if room[t] then room[t] = room[t] - 1 end
-    local m = c[2]
     local id = string.sub(m, 7)
     local jk = P .. 'job:' .. id
     local f = redis.call('HMGET', jk, unpack(F))
@@ -345,13 +356,14 @@ for _, c in ipairs(cands) do
       return redis.error_reply('jobpact: index out of step: job ' .. id .. ' in a ready set is ' ..
                                tostring(f[7]))
     end
-    local tok = ARGV[3] .. '#' .. redis.call('INCR', P .. 'lease-seq')
+    seq = seq + 1
+    local tok = ARGV[3] .. '#' .. fmt(seq)
     local lexp = addns(now, f[5])
     local lm = sub6(lexp) .. id
     redis.call('HSET', jk, 'st', 'running', 'ep', fmt(tonumber(f[13]) + 1),
                'att', fmt(tonumber(f[8]) + 1), 'tok', tok, 'lexp', lexp, 'upd', now,
                'ixk', 'leases', 'ixm', lm)
-    redis.call('ZREM', P .. 'ready:' .. c[4], m)
+    redis.call('ZREM', P .. 'ready:' .. pair, m)
     redis.call('ZADD', P .. 'leases', fmt(msof(lexp)), lm)
     count(f[7], f[2], f[3], -1)
     count('running', f[2], f[3], 1)
