@@ -85,6 +85,8 @@ namespace testing {
 [[maybe_unused]] static const int redis_contract_linked = contract_internal::LinkAllSuites();
 INSTANTIATE_TEST_SUITE_P(Redis, LockStoreContract, ::testing::Values(kRedis),
                          BackendFactoryName());
+INSTANTIATE_TEST_SUITE_P(Redis, IdempotencyStoreContract, ::testing::Values(kRedis),
+                         BackendFactoryName());
 // Its lock and idempotency tests run; its queue tests skip ("no
 // QueueBackend") until the queue store is there.
 INSTANTIATE_TEST_SUITE_P(Redis, ConcurrencyContract, ::testing::Values(kRedis),
@@ -93,7 +95,5 @@ INSTANTIATE_TEST_SUITE_P(Redis, ConcurrencyContract, ::testing::Values(kRedis),
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(QueueBackendContract);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(DeadLetterContract);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(QueueAdminContract);
-// Instantiated with the idempotency store (next step).
-GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(IdempotencyStoreContract);
 }  // namespace testing
 }  // namespace jobpact
