@@ -71,6 +71,8 @@ class RedisKeys {
   // Sorted set of idempotency keys (the names), scored by expiry in ms of
   // the store's clock: PurgeExpired().
   std::string IdempotencyIndex() const { return Fixed("idem-index"); }
+  // The start of every idempotency record's key ("jobpact:{<namespace>}:idem:").
+  std::string IdempotencyKeyPrefix() const { return Fixed("idem") + ":"; }
   // Control state (pause, concurrency) and its audit list, published
   // policies.
   std::string Control() const { return Fixed("control"); }

@@ -43,6 +43,7 @@ Result<std::shared_ptr<RedisBackend>> RedisBackend::Open(const RedisOptions& opt
     // The queue store: the one place it is constructed (queue_backend.h).
     impl->queue = redis_internal::MakeRedisQueueBackend(client, keys, clock);
     impl->locks = redis_internal::MakeRedisLockStore(client, keys, clock);
+    impl->idempotency = redis_internal::MakeRedisIdempotencyStore(client, keys, clock);
     return std::shared_ptr<RedisBackend>(new RedisBackend(std::move(impl)));
   });
 }

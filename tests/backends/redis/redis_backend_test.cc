@@ -198,6 +198,50 @@ TEST_F(RedisBackendTest, KeysChangedBehindTheStoresBackAreInternalErrors) {
               StatusIs(StatusCode::kInternal, HasSubstr("WRONGTYPE")));
 }
 
+TEST_F(RedisBackendTest, IdempotencyClaimsAreSharedAndResultsBinarySafe) {
+  std::shared_ptr<RedisBackend> second = MustOpen(options_);
+  ASSERT_NE(second, nullptr);
+  std::shared_ptr<IdempotencyStore> a = backend_->idempotency();
+  std::shared_ptr<IdempotencyStore> b = second->idempotency();
+  ASSERT_NE(a, nullptr);
+  Result<ClaimOutcome> mine = a->Claim("inv:ord_1", "w1", Seconds(45));
+  ASSERT_THAT(mine, IsOk());
+  EXPECT_EQ(mine->kind, ClaimOutcome::Kind::kClaimed);
+  Result<ClaimOutcome> theirs = b->Claim("inv:ord_1", "w2", Seconds(45));
+  ASSERT_THAT(theirs, IsOk());
+  EXPECT_EQ(theirs->kind, ClaimOutcome::Kind::kInProgress);
+  EXPECT_EQ(theirs->record.owner, "w1");
+  const std::string result = std::string("{\"pdf\":\"\0\xff\"}", 12) + std::string(100000, 'r');
+  ASSERT_THAT(a->Complete("inv:ord_1", "w1", result, std::chrono::hours(24)), IsOk());
+  Result<ClaimOutcome> done = b->Claim("inv:ord_1", "w2", Seconds(45));
+  ASSERT_THAT(done, IsOk());
+  EXPECT_EQ(done->kind, ClaimOutcome::Kind::kCompleted);
+  EXPECT_EQ(done->record.result, result);
+  EXPECT_EQ(done->record.expires_at, clock_->Now() + std::chrono::hours(24));
+  // Kept by Redis past the retention (GC only), decided by the clock.
+  Result<Reply> ttl = raw_->Command({"PTTL", Prefix() + "idem:inv:ord_1"});
+  ASSERT_THAT(ttl, IsOk());
+  EXPECT_GT(ttl->integer, 24LL * 3600 * 1000);
+  EXPECT_THAT(b->Claim("bad key", "w", Seconds(5)),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("idempotency key")));
+}
+
+TEST_F(RedisBackendTest, PurgeExpiredDeletesTheRecordsFromRedis) {
+  std::shared_ptr<IdempotencyStore> idem = backend_->idempotency();
+  ASSERT_THAT(idem->Claim("short", "w1", Seconds(10)), IsOk());
+  ASSERT_THAT(idem->Claim("long", "w1", Seconds(100)), IsOk());
+  clock_->Advance(Seconds(10));
+  Result<int> purged = idem->PurgeExpired();
+  ASSERT_THAT(purged, IsOk());
+  EXPECT_EQ(*purged, 1);
+  Result<Reply> exists = raw_->Command({"EXISTS", Prefix() + "idem:short", Prefix() + "idem:long"});
+  ASSERT_THAT(exists, IsOk());
+  EXPECT_EQ(exists->integer, 1);
+  Result<Reply> indexed = raw_->Command({"ZCARD", Prefix() + "idem-index"});
+  ASSERT_THAT(indexed, IsOk());
+  EXPECT_EQ(indexed->integer, 1);
+}
+
 TEST(RedisBackendDownTest, StoresReturnUnavailableWhileTheServerIsDown) {
   redis_testing::PrivateRedisServer server;
   std::string why = server.Start();
@@ -218,6 +262,8 @@ TEST(RedisBackendDownTest, StoresReturnUnavailableWhileTheServerIsDown) {
   const std::string name = "127.0.0.1:" + std::to_string(server.port());
   EXPECT_THAT(locks->Renew("k", "w1", Seconds(30)), StatusIs(StatusCode::kUnavailable, HasSubstr(name)));
   EXPECT_THAT(locks->List(10), StatusIs(StatusCode::kUnavailable, HasSubstr(name)));
+  EXPECT_THAT((*b)->idempotency()->Claim("k", "w1", Seconds(30)),
+              StatusIs(StatusCode::kUnavailable, HasSubstr(name)));
   EXPECT_THAT(RedisBackend::Open(o, clock), StatusIs(StatusCode::kUnavailable, HasSubstr(name)));
 }
 

@@ -3,7 +3,7 @@
 // every factory call opens a RedisBackend on a fresh namespace, so tests
 // share one server without seeing each other's keys, and deletes that
 // namespace's keys when the test lets go of the stores.
-// A store the bundle does not have yet is null, and its suites skip.
+// Every suite runs: queue, admin side, DLQ, locks, idempotency, concurrency.
 #include <memory>
 #include <string>
 #include <vector>
