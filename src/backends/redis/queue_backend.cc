@@ -35,6 +35,7 @@
 #include "jobpact/transitions.h"
 #include "src/backends/redis/queue_codec.h"
 #include "src/backends/redis/queue_scripts.h"
+#include "src/backends/redis/stores.h"
 #include "src/internal/guarded.h"
 
 namespace jobpact {
@@ -46,6 +47,10 @@ namespace {
 constexpr std::size_t kChunk = 1000;
 // Control audit lines kept.
 constexpr int kMaxControlAudit = 10000;
+// How long the completion script keeps an idempotency record it completes
+// (JobRunnerOptions::idempotency_retention's default; the runner's own
+// Complete after the ack then finds it done and leaves it).
+constexpr Duration kIdempotencyRetention = std::chrono::hours(24);
 
 // Whether a loaded record passes the filters of `q` (all but the order).
 bool Matches(const JobQuery& q, const JobRecord& r) {
@@ -88,8 +93,9 @@ class RedisQueueBackend final : public StoreBackend {
                     std::shared_ptr<Clock> clock)
       : StoreBackend(std::move(clock)),
         client_(std::move(client)),
+        keys_(keys),
         prefix_(keys.prefix()),
-        keys_{prefix_} {}
+        script_keys_{prefix_} {}
 
   std::string_view Name() const override { return "redis"; }
 
@@ -138,13 +144,14 @@ class RedisQueueBackend final : public StoreBackend {
   Result<std::vector<JobRecord>> LoadMany(const std::vector<std::string>& ids);
 
   const std::shared_ptr<RedisClient> client_;
+  const RedisKeys keys_;
   const std::string prefix_;
-  const std::vector<std::string> keys_;  // KEYS of every script: the prefix.
+  const std::vector<std::string> script_keys_;  // KEYS of every script: the prefix.
 };
 
 Result<Reply> RedisQueueBackend::Run(std::string_view what, const Script& script,
                                      std::vector<std::string> args) {
-  JOBPACT_ASSIGN_OR_RETURN(Reply r, client_->Eval(script, keys_, args));
+  JOBPACT_ASSIGN_OR_RETURN(Reply r, client_->Eval(script, script_keys_, args));
   if (r.is_error()) return ReplyError(what, r);
   return r;
 }
@@ -178,6 +185,12 @@ Status RedisQueueBackend::ConditionStatus(std::string_view what, std::string_vie
       return Status::Aborted(std::string(what) + ": stale lease on job " + id + " (job epoch " +
                              ep + ", status " + st + "): the job was taken over or finished");
     }
+    case 11:
+      return Status::Aborted(
+          std::string(what) + ": the idempotency claim of job " + id + " is no longer held by " +
+          "this delivery (" + (r.elements.size() > 1 ? r.elements[1].str : std::string()) +
+          " by " + (r.elements.size() > 2 ? r.elements[2].str : std::string()) +
+          "): the completion and its transactional effect were not written");
     case static_cast<long long>(StatusCode::kFailedPrecondition):
       return Status::FailedPrecondition(
           std::string(what) + ": the transactional effect of job " + id +
@@ -228,6 +241,22 @@ Status RedisQueueBackend::WriteArgs(const JobChange& c, const std::string& expir
     a->push_back(w.arg1);
     a->push_back(w.arg2);
   }
+  // A transactional success completes this delivery's idempotency claim in
+  // the same step (as the SQLite store does in its transaction).
+  const std::string& key = r.envelope.idempotency_key;
+  if (effect != nullptr && r.status == JobStatus::kSucceeded && !key.empty()) {
+    JOBPACT_ASSIGN_OR_RETURN(std::string record_key, keys_.Idempotency(key));
+    const std::int64_t now_us = ToMicros(r.updated_at);
+    a->push_back(std::move(record_key));
+    a->push_back(std::to_string(now_us));
+    a->push_back(std::to_string(now_us + ToMicros(kIdempotencyRetention)));
+    a->push_back(GcMillis(kIdempotencyRetention));
+    a->push_back(keys_.IdempotencyIndex());
+    a->push_back(key);
+    a->push_back(r.result);
+  } else {
+    a->emplace_back();
+  }
   return Status::Ok();
 }
 
@@ -258,7 +287,8 @@ Result<JobRecord> RedisQueueBackend::DecodeOrQuarantine(const std::string& id, c
     a.push_back(std::move(ix.score));
     a.emplace_back();
     a.push_back(HistoryEntryJson(q.append.back()));
-    a.emplace_back("0");
+    a.emplace_back("0");  // No effect ops,
+    a.emplace_back();     // no idempotency claim.
     JOBPACT_ASSIGN_OR_RETURN(Reply r, Run("quarantine", Scripts().write, std::move(a)));
     JOBPACT_RETURN_IF_ERROR(ConditionStatus("quarantine", id, r));
   }
@@ -358,7 +388,7 @@ std::vector<Status> RedisQueueBackend::WriteJobs(std::vector<JobWrite>& writes) 
     }
     ScriptCall call;
     call.script = &Scripts().write;
-    call.keys = keys_;
+    call.keys = script_keys_;
     Status s = WriteArgs(w.change, std::string(), effect ? &*effect : nullptr, &call.args);
     if (!s.ok()) {
       out[i] = std::move(s);
@@ -469,7 +499,7 @@ Result<std::vector<JobChange>> RedisQueueBackend::RecoverJobs(int max_recoveries
       if (!c.ok()) continue;  // Completed or renewed since it was read.
       ScriptCall call;
       call.script = &Scripts().write;
-      call.keys = keys_;
+      call.keys = script_keys_;
       JOBPACT_RETURN_IF_ERROR(WriteArgs(*c, now_arg, nullptr, &call.args));
       calls.push_back(std::move(call));
       changes.push_back(std::move(*c));

@@ -206,9 +206,12 @@ return out
 //   9..30 st att max rdy upd fin ep nrec lw pd cp fcls fcode fmsg rsn res
 //   tok lexp rawflag raw aud cx, 31 ixk, 32 ixm, 33 ixscore, 34 rsc ('' keep),
 //   35 history entry ('' none), 36 number of effect ops, then 4 per op:
-//   name key a1 a2.
+//   name key a1 a2, then the idempotency claim to complete with the write
+//   (a transactional success): its record key ('' none), now and expiry in
+//   microseconds, gc ms, the index key, the key's name, the result.
 // Returns {0}; {5} unknown job; {10, status, epoch[, 'renewed']} stale;
-// {9, message} an effect op that cannot apply (nothing written).
+// {9, message} an effect op that cannot apply (nothing written); {11,
+// state, owner} the claim is another owner's (nothing written).
 const char* const kWrite = R"lua(
 local id = ARGV[1]
 local jk = P .. 'job:' .. id
@@ -222,9 +225,19 @@ if not quar then
   end
   if ARGV[5] ~= '' and not le(cur[4], ARGV[5]) then return {10, cur[1], cur[2], 'renewed'} end
 end
+local nops = tonumber(ARGV[36])
+-- The claim of a transactional success, held by this delivery (the lease
+-- token is the claim's owner): completed in this step, so no crash can
+-- separate the effect from the record. Another owner's: nothing written.
+local io = 37 + nops * 4
+local ik = ARGV[io]
+local claim = nil
+if ik and ik ~= '' then
+  claim = redis.call('HMGET', ik, 'state', 'owner')
+  if claim[1] and claim[2] ~= ARGV[4] then return {11, claim[1], claim[2]} end
+end
 -- The transactional effect: every op is checked before anything is written
 -- (a script is not rolled back on an error), then applied with the write.
-local nops = tonumber(ARGV[36])
 local types = {set = true, del = true, pexpire = true, incrby = 'string', hset = 'hash',
                hincrby = 'hash', sadd = 'set', srem = 'set', rpush = 'list'}
 for i = 0, nops - 1 do
@@ -244,6 +257,11 @@ for i = 0, nops - 1 do
       return {9, 'effect op ' .. (i + 1) .. ' (' .. op .. '): key ' .. key .. ' is not an integer'}
     end
   end
+end
+if claim and claim[1] == 'p' then
+  redis.call('HSET', ik, 'state', 'c', 'result', ARGV[io + 6], 'exp', ARGV[io + 2])
+  redis.call('PEXPIRE', ik, ARGV[io + 3])
+  redis.call('ZADD', ARGV[io + 4], ARGV[io + 2], ARGV[io + 5])
 end
 for i = 0, nops - 1 do
   local o = 37 + i * 4

@@ -23,6 +23,7 @@
 #include "src/backends/redis/client.h"
 #include "src/backends/redis/keys.h"
 #include "src/backends/redis/queue_backend.h"
+#include "src/backends/redis/stores.h"
 #include "tests/backends/redis/redis_test_server.h"
 
 namespace jobpact {
@@ -294,6 +295,49 @@ TEST_F(RedisQueueTest, TheEffectIsWrittenIfAndOnlyIfTheCompletionIs) {
   EXPECT_THAT(queue_->Complete(d[0], done), StatusIs(StatusCode::kAborted));
   JOBPACT_ASSERT_OK_AND_ASSIGN(Reply n2, client_->Command({"GET", prefix_ + "app:done:job_a"}));
   EXPECT_EQ(n2.str, "1");
+}
+
+TEST_F(RedisQueueTest, ATransactionalSuccessCompletesItsIdempotencyClaimInTheSameStep) {
+  JOBPACT_ASSERT_OK_AND_ASSIGN(RedisKeys keys, RedisKeys::Create(options_.key_namespace));
+  auto idem = redis_internal::MakeRedisIdempotencyStore(client_, keys, clock_);
+  Envelope mine = Job("job_mine");
+  mine.idempotency_key = "invoice:1";
+  Envelope theirs = Job("job_theirs");
+  theirs.idempotency_key = "invoice:2";
+  Put(mine);
+  Put(theirs);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> d, queue_->Dequeue({{}, 2, "w"}));
+  ASSERT_EQ(d.size(), 2u);
+  const Delivery& dm = d[0].lease.job_id == "job_mine" ? d[0] : d[1];
+  const Delivery& dt = d[0].lease.job_id == "job_mine" ? d[1] : d[0];
+  // The runner's claim owner is the lease token.
+  ASSERT_THAT(idem->Claim("invoice:1", dm.lease.token, Seconds(45)).status(), IsOk());
+  // The other key was taken over by another delivery meanwhile.
+  ASSERT_THAT(idem->Claim("invoice:2", "another-delivery#9", Seconds(45)).status(), IsOk());
+  Completion done;
+  done.to = JobStatus::kSucceeded;
+  done.reason = "succeeded";
+  done.result = "invoice 1 issued";
+  done.transactional_effect = [](void* native) {
+    return static_cast<redis::RedisEffect*>(native)->IncrBy("issued", 1);
+  };
+  ASSERT_THAT(queue_->Complete(dm, done), IsOk());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<IdempotencyRecord> rec, idem->Get("invoice:1"));
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->state, IdempotencyRecord::State::kCompleted);
+  EXPECT_EQ(rec->owner, dm.lease.token);
+  EXPECT_EQ(rec->result, "invoice 1 issued");
+  // Lost claim: neither the job, nor the effect, nor the record is written.
+  EXPECT_THAT(queue_->Complete(dt, done),
+              StatusIs(StatusCode::kAborted, HasSubstr("idempotency claim")));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(JobRecord still, queue_->Get("job_theirs"));
+  EXPECT_EQ(still.status, JobStatus::kRunning);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(Reply n, client_->Command({"GET", prefix_ + "app:issued"}));
+  EXPECT_EQ(n.str, "1");
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<IdempotencyRecord> other, idem->Get("invoice:2"));
+  ASSERT_TRUE(other.has_value());
+  EXPECT_EQ(other->state, IdempotencyRecord::State::kInProgress);
+  EXPECT_EQ(other->owner, "another-delivery#9");
 }
 
 TEST_F(RedisQueueTest, StatsComeFromCountersNotFromAScanOfTheJobs) {
