@@ -87,6 +87,10 @@ TimePoint FromNsInt(std::int64_t ns) {
   return TimePoint(std::chrono::duration_cast<Duration>(std::chrono::nanoseconds(ns)));
 }
 
+// The queue store of one namespace. Holds no state of its own beyond its
+// immutable handles: every state change is one script on the server, so
+// several of these (threads, processes, hosts) share one queue.
+// Thread-safe.
 class RedisQueueBackend final : public StoreBackend {
  public:
   RedisQueueBackend(std::shared_ptr<RedisClient> client, const RedisKeys& keys,

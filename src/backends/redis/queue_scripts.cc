@@ -27,6 +27,10 @@
 //   P control, P control-audit, P control-paused-types,
 //   P control-paused-queues, P control-limits, P policies: control state.
 //
+// Redis Cluster: a script declares only KEYS[1] (the prefix, which hashes
+// by the namespace's tag) and addresses the rest from it; every key it
+// builds carries the same tag, so it is in the same slot on the same node.
+//
 // Times are nanoseconds since the Unix epoch as decimal strings (Lua numbers
 // are doubles: 2^53 ns is only 104 days). Zset scores are milliseconds
 // (exact in a double until year 287396); every member starts with the six
@@ -117,9 +121,11 @@ local function due(key, now, limit)
   end
   return out
 end
--- Moves the scheduled jobs whose time has come to their ready sets.
+-- Moves the scheduled jobs whose time has come to their ready sets, oldest
+-- first, at most PROMOTE per call so that a burst of due retries cannot hold
+-- the server: the rest follow on the next lease (or Stats) call.
 local function promote(now)
-  for _, m in ipairs(due(P .. 'scheduled', now)) do
+  for _, m in ipairs(due(P .. 'scheduled', now, PROMOTE)) do
     local id = string.sub(m, 7)
     local jk = P .. 'job:' .. id
     local f = redis.call('HMGET', jk, 'rk', 'rsc')
@@ -582,7 +588,7 @@ return {0}
 )lua";
 
 std::string WithLib(const char* body) {
-  std::string lua = "local MAXH = " + std::to_string(kMaxHistory) + "\n";
+  std::string lua = "local MAXH = " + std::to_string(kMaxHistory) + "\nlocal PROMOTE = 10000\n";
   lua += kLib;
   lua += body;
   return lua;
