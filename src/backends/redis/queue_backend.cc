@@ -550,7 +550,7 @@ Result<std::vector<JobRecord>> RedisQueueBackend::LoadMany(const std::vector<std
       JOBPACT_ASSIGN_OR_RETURN(JobRecord rec,
                                DecodeOrQuarantine(id, e.elements[0], now, false, &quarantined));
       if (!quarantined) {
-        Result<std::vector<Transition>> h = DecodeHistory(e.elements[1]);
+        Result<std::vector<Transition>> h = DecodeHistory(e.elements[1].str);
         if (h.ok()) {
           rec.history = std::move(*h);
         } else {

@@ -277,11 +277,13 @@ std::string RawFields(const Reply& f) {
   return row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-Result<std::vector<Transition>> DecodeHistory(const Reply& list) {
+Result<std::vector<Transition>> DecodeHistory(std::string_view text) {
   std::vector<Transition> out;
-  out.reserve(list.elements.size());
-  for (const Reply& e : list.elements) {
-    nlohmann::json j = nlohmann::json::parse(e.str, nullptr, /*allow_exceptions=*/false);
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    const std::string_view entry = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    nlohmann::json j = nlohmann::json::parse(entry, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object()) return Status::Internal("a stored history entry is not a JSON object");
     Transition t;
     auto from = ParseJobStatus(j.value("from", std::string()));

@@ -85,8 +85,8 @@ Result<std::string> ReadyScoreOf(const JobRecord& r);
 Result<JobRecord> DecodeRecord(std::string_view job_id, const Reply& f);
 // The stored fields as one JSON object, for a quarantined record's raw form.
 std::string RawFields(const Reply& f);
-// A stored history list (JSON entries, oldest first).
-Result<std::vector<Transition>> DecodeHistory(const Reply& list);
+// A stored history: JSON entries joined by newlines, oldest first.
+Result<std::vector<Transition>> DecodeHistory(std::string_view text);
 
 // One history entry as stored: {"from","to","at_ns","reason"[,"worker"]},
 // the SQLite store's form.

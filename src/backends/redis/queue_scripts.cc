@@ -10,8 +10,11 @@
 //                       where the job is indexed (ixk: the index key after
 //                       P, ixm: its member there; rk, rsc: its ready set
 //                       and score, for the move from scheduled to ready).
-//   P history:<id>      list: the history entries (JSON), the newest
-//                       kMaxHistory.
+//                       Its history is in it too: `h`, the newest
+//                       kMaxHistory entries (JSON, joined by newlines, which
+//                       JSON text never holds raw), and `hn` their count --
+//                       appended in the HSET every change makes anyway, so a
+//                       transition costs no extra call and a job one key.
 //   P ready:<q>|<t>     zset per (queue, job type) -- '|' is in no safe name,
 //                       so the pair is unambiguous: ready jobs.
 //   P scheduled         zset: queued / retry_scheduled jobs not ready yet.
@@ -100,9 +103,18 @@ local function count(st, q, t, d)
   redis.call('HINCRBY', S, st .. '|' .. (q or ''), d)
   if st == 'running' and q and q ~= '' then redis.call('HINCRBY', S, 'rt|' .. t, d) end
 end
-local function hist(id, entry)
-  local k = P .. 'history:' .. id
-  if redis.call('RPUSH', k, entry) > MAXH then redis.call('LTRIM', k, -MAXH, -1) end
+-- History `h` of `n` entries with `entry` appended, the oldest dropped
+-- beyond MAXH: the new h and n.
+local function happend(h, n, entry)
+  n = tonumber(n or '0') or 0
+  if not h or h == '' or n == 0 then return entry, 1 end
+  h = h .. '\n' .. entry
+  n = n + 1
+  while n > MAXH do
+    h = string.sub(h, string.find(h, '\n', 1, true) + 1)
+    n = n - 1
+  end
+  return h, n
 end
 -- Members of a time zset whose time is <= now, oldest first (at most limit).
 local function due(key, now, limit)
@@ -140,6 +152,10 @@ end
 local F = {'env', 'q', 't', 'pr', 'vis', 'dk', 'st', 'att', 'max', 'rdy', 'upd', 'fin', 'ep',
            'nrec', 'lw', 'pd', 'cp', 'fcls', 'fcode', 'fmsg', 'rsn', 'res', 'tok', 'lexp', 'raw',
            'aud', 'cx', 'enq'}
+-- F and the history (h, hn): fields 29 and 30.
+local FH = {unpack(F)}
+FH[#FH + 1] = 'h'
+FH[#FH + 1] = 'hn'
 )lua";
 
 // InsertJobs. ARGV: window_start ('' no dedup), n, then 36 per job:
@@ -189,14 +205,13 @@ for i = 0, n - 1 do
       'cp', ARGV[o + 18], 'fcls', ARGV[o + 19], 'fcode', ARGV[o + 20], 'fmsg', ARGV[o + 21],
       'rsn', ARGV[o + 22], 'res', ARGV[o + 23], 'tok', ARGV[o + 24], 'lexp', ARGV[o + 25],
       'aud', ARGV[o + 28], 'cx', ARGV[o + 29], 'ixk', ARGV[o + 30], 'ixm', ARGV[o + 31],
-      'rk', ARGV[o + 33], 'rsc', ARGV[o + 34])
+      'rk', ARGV[o + 33], 'rsc', ARGV[o + 34], 'h', ARGV[o + 35], 'hn', '1')
     if ARGV[o + 26] == '1' then redis.call('HSET', jk, 'raw', ARGV[o + 27]) end
     if ARGV[o + 30] ~= '' then redis.call('ZADD', P .. ARGV[o + 30], ARGV[o + 32], ARGV[o + 31]) end
     redis.call('ZADD', P .. 'job-ids', 0, id)
     if q ~= '' then redis.call('SADD', P .. 'job-pairs', q .. '|' .. t) end
     if dk ~= '' then redis.call('ZADD', P .. 'dedup:' .. dk, fmt(msof(enq)), sub6(enq) .. id) end
     count(st, q, t, 1)
-    hist(id, ARGV[o + 35])
     out[#out + 1] = 0
     out[#out + 1] = id
     out[#out + 1] = st
@@ -222,7 +237,7 @@ const char* const kWrite = R"lua(
 local id = ARGV[1]
 local jk = P .. 'job:' .. id
 local cur = redis.call('HMGET', jk, 'st', 'ep', 'tok', 'lexp', 'q', 't', 'ixk', 'ixm', 'cx', 'aud',
-                      'raw')
+                      'raw', 'h', 'hn')
 if not cur[1] then return {5} end
 local quar = ARGV[6] == '1'
 if not quar then
@@ -298,24 +313,26 @@ local kv = {'st', ARGV[9], 'att', ARGV[10], 'max', ARGV[11], 'rdy', ARGV[12], 'u
             'ixk', ARGV[31], 'ixm', ARGV[32]}
 if ARGV[19] ~= '' then kv[#kv + 1] = 'cp'; kv[#kv + 1] = ARGV[19] end
 if ARGV[34] ~= '' then kv[#kv + 1] = 'rsc'; kv[#kv + 1] = ARGV[34] end
+local h, hn = cur[12], cur[13]
+if quar then h, hn = '', '0' end
+if ARGV[35] ~= '' then
+  local nh, nn = happend(h, hn, ARGV[35])
+  kv[#kv + 1] = 'h'; kv[#kv + 1] = nh
+  kv[#kv + 1] = 'hn'; kv[#kv + 1] = fmt(nn)
+end
 if quar then
   q, t = ARGV[7], ARGV[8]
   kv[#kv + 1] = 'q'; kv[#kv + 1] = q
   kv[#kv + 1] = 't'; kv[#kv + 1] = t
   kv[#kv + 1] = 'rk'; kv[#kv + 1] = ''
 end
+if ARGV[27] == '1' then kv[#kv + 1] = 'raw'; kv[#kv + 1] = ARGV[28] end
 redis.call('HSET', jk, unpack(kv))
-if ARGV[27] == '1' then
-  redis.call('HSET', jk, 'raw', ARGV[28])
-elseif cur[11] then
-  redis.call('HDEL', jk, 'raw')
-end
+if ARGV[27] ~= '1' and cur[11] then redis.call('HDEL', jk, 'raw') end
 if cur[7] and cur[7] ~= '' then redis.call('ZREM', P .. cur[7], cur[8]) end
 if ARGV[31] ~= '' then redis.call('ZADD', P .. ARGV[31], ARGV[33], ARGV[32]) end
 count(cur[1], cur[5], cur[6], -1)
 count(ARGV[9], q, t, 1)
-if quar then redis.call('DEL', P .. 'history:' .. id) end
-if ARGV[35] ~= '' then hist(id, ARGV[35]) end
 return {0}
 )lua";
 
@@ -375,7 +392,12 @@ while #out < max do
     if room[t] then room[t] = room[t] - 1 end
     local id = string.sub(m, 7)
     local jk = P .. 'job:' .. id
-    local f = redis.call('HMGET', jk, unpack(F))
+    local f = redis.call('HMGET', jk, unpack(FH))
+    local h, hn = happend(f[29], f[30], '{"from":"' .. tostring(f[7]) ..
+                          '","to":"running","at_ns":' .. now .. ',"reason":' .. ARGV[5] ..
+                          ',"worker":' .. ARGV[4] .. '}')
+    f[30] = nil
+    f[29] = nil
     if f[7] ~= 'queued' and f[7] ~= 'retry_scheduled' then
       return redis.error_reply('jobpact: index out of step: job ' .. id .. ' in a ready set is ' ..
                                tostring(f[7]))
@@ -386,13 +408,11 @@ while #out < max do
     local lm = sub6(lexp) .. id
     redis.call('HSET', jk, 'st', 'running', 'ep', fmt(tonumber(f[13]) + 1),
                'att', fmt(tonumber(f[8]) + 1), 'tok', tok, 'lexp', lexp, 'upd', now,
-               'ixk', 'leases', 'ixm', lm)
+               'ixk', 'leases', 'ixm', lm, 'h', h, 'hn', fmt(hn))
     redis.call('ZREM', P .. 'ready:' .. pair, m)
     redis.call('ZADD', P .. 'leases', fmt(msof(lexp)), lm)
     count(f[7], f[2], f[3], -1)
     count('running', f[2], f[3], 1)
-    hist(id, '{"from":"' .. f[7] .. '","to":"running","at_ns":' .. now .. ',"reason":' ..
-             ARGV[5] .. ',"worker":' .. ARGV[4] .. '}')
     out[#out + 1] = {id, tok, lexp, f}
   end
 end
@@ -443,17 +463,19 @@ return {0}
 )lua";
 
 // Records. ARGV: with_history ('1'), then ids. Per id: false (none) or
-// {fields, history}.
+// {fields, history (entries joined by newlines)}.
 const char* const kLoad = R"lua(
 local out = {}
 for i = 2, #ARGV do
   local jk = P .. 'job:' .. ARGV[i]
-  local f = redis.call('HMGET', jk, unpack(F))
+  local f = redis.call('HMGET', jk, unpack(FH))
   if not f[7] then
     out[#out + 1] = false
   else
-    local h = {}
-    if ARGV[1] == '1' then h = redis.call('LRANGE', P .. 'history:' .. ARGV[i], 0, -1) end
+    local h = f[29] or ''
+    f[30] = nil
+    f[29] = nil
+    if ARGV[1] ~= '1' then h = '' end
     out[#out + 1] = {f, h}
   end
 end
@@ -532,7 +554,7 @@ for i = 1, #r, 2 do
   redis.call('ZREM', P .. 'job-ids', id)
   if f[4] and f[4] ~= '' then redis.call('ZREM', P .. 'dedup:' .. f[4], sub6(f[5]) .. id) end
   if f[1] then count(f[1], f[2], f[3], -1) end
-  redis.call('DEL', jk, P .. 'history:' .. id)
+  redis.call('DEL', jk)
   n = n + 1
 end
 return {n, #r / 2}

@@ -187,15 +187,19 @@ TEST(RedisCrashTest, KilledWorkersLoseNoJobAndTheCompletionEffectHappensOnce) {
   // one this test killed (the delivery entries of the raw history).
   std::set<std::string> lost;
   for (const std::string& id : ids) {
+    // The stored history: JSON entries, one per line.
     JOBPACT_ASSERT_OK_AND_ASSIGN(redis_internal::Reply h,
-                                 client->Command({"LRANGE", prefix + "history:" + id, "0", "-1"}));
+                                 client->Command({"HGET", prefix + "job:" + id, "h"}));
     std::string last_worker;
-    for (const redis_internal::Reply& e : h.elements) {
-      const std::size_t w = e.str.find("\"worker\":\"");
-      if (w != std::string::npos) {
-        last_worker = e.str.substr(w + 10, e.str.find('"', w + 10) - w - 10);
-      }
-      if (e.str.find("\"reason\":\"lease_expired") != std::string::npos) lost.insert(last_worker);
+    std::size_t at = 0;
+    while (at < h.str.size()) {
+      std::size_t nl = h.str.find('\n', at);
+      if (nl == std::string::npos) nl = h.str.size();
+      const std::string e = h.str.substr(at, nl - at);
+      at = nl + 1;
+      const std::size_t w = e.find("\"worker\":\"");
+      if (w != std::string::npos) last_worker = e.substr(w + 10, e.find('"', w + 10) - w - 10);
+      if (e.find("\"reason\":\"lease_expired") != std::string::npos) lost.insert(last_worker);
     }
   }
   for (const std::string& worker : lost) {
