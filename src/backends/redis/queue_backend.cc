@@ -45,6 +45,8 @@ namespace {
 // Jobs read or written per script call where a step is chunked (recovery,
 // purge, listing pages), so no call holds the server for long.
 constexpr std::size_t kChunk = 1000;
+// Writes per write_many script call (WriteJobs).
+constexpr std::size_t kWritesPerCall = 64;
 // Control audit lines kept.
 constexpr int kMaxControlAudit = 10000;
 // How long the completion script keeps an idempotency record it completes
@@ -369,9 +371,11 @@ Result<std::vector<EnqueueResult>> RedisQueueBackend::InsertJobs(std::vector<Job
 
 std::vector<Status> RedisQueueBackend::WriteJobs(std::vector<JobWrite>& writes) {
   std::vector<Status> out(writes.size());
+  // The writes go in groups of kWritesPerCall, one write_many script each,
+  // all groups in one round trip: each write is checked and written alone
+  // inside its script (a refused one leaves the others as they are).
   std::vector<ScriptCall> calls;
-  std::vector<std::size_t> index;  // calls[k] is writes[index[k]].
-  calls.reserve(writes.size());
+  std::vector<std::vector<std::size_t>> index;  // index[c][k]: write k of call c.
   for (std::size_t i = 0; i < writes.size(); ++i) {
     const JobWrite& w = writes[i];
     const std::string& id = w.change.record.envelope.job_id;
@@ -390,30 +394,45 @@ std::vector<Status> RedisQueueBackend::WriteJobs(std::vector<JobWrite>& writes) 
         continue;
       }
     }
-    ScriptCall call;
-    call.script = &Scripts().write;
-    call.keys = script_keys_;
-    Status s = WriteArgs(w.change, std::string(), effect ? &*effect : nullptr, &call.args);
+    std::vector<std::string> args;
+    Status s = WriteArgs(w.change, std::string(), effect ? &*effect : nullptr, &args);
     if (!s.ok()) {
       out[i] = std::move(s);
       continue;
     }
-    calls.push_back(std::move(call));
-    index.push_back(i);
+    if (calls.empty() || index.back().size() >= kWritesPerCall) {
+      ScriptCall call;
+      call.script = &Scripts().write_many;
+      call.keys = script_keys_;
+      call.args.emplace_back();  // The count, set below.
+      calls.push_back(std::move(call));
+      index.emplace_back();
+    }
+    std::vector<std::string>& a = calls.back().args;
+    a.push_back(std::to_string(args.size()));
+    a.insert(a.end(), std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
+    index.back().push_back(i);
   }
   if (calls.empty()) return out;
+  for (std::size_t c = 0; c < calls.size(); ++c) calls[c].args[0] = std::to_string(index[c].size());
   Result<std::vector<Reply>> replies = client_->EvalPipeline(calls);
-  if (!replies.ok()) {
-    for (std::size_t k : index) out[k] = replies.status();
-    return out;
-  }
-  if (replies->size() != calls.size()) {
-    for (std::size_t k : index) out[k] = Status::Internal("Complete: wrong number of replies");
-    return out;
-  }
-  for (std::size_t k = 0; k < calls.size(); ++k) {
-    const std::size_t i = index[k];
-    out[i] = ConditionStatus("write job", writes[i].change.record.envelope.job_id, (*replies)[k]);
+  for (std::size_t c = 0; c < calls.size(); ++c) {
+    const Reply* r = replies.ok() && c < replies->size() ? &(*replies)[c] : nullptr;
+    for (std::size_t k = 0; k < index[c].size(); ++k) {
+      const std::size_t i = index[c][k];
+      if (!replies.ok()) {
+        out[i] = replies.status();
+      } else if (r == nullptr || r->is_error() || r->type != Reply::Type::kArray ||
+                 r->elements.size() != index[c].size()) {
+        out[i] = r != nullptr && r->is_error()
+                     ? ReplyError("Complete", *r)
+                     : Status::Internal("Complete: unexpected reply from redis " +
+                                        client_->server_name());
+      } else {
+        out[i] = ConditionStatus("write job", writes[i].change.record.envelope.job_id,
+                                 r->elements[k]);
+      }
+    }
   }
   return out;
 }

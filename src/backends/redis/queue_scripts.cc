@@ -234,28 +234,30 @@ return out
 // {9, message} an effect op that cannot apply (nothing written); {11,
 // state, owner} the claim is another owner's (nothing written).
 const char* const kWrite = R"lua(
-local id = ARGV[1]
+local function one(base)
+local function a(k) return ARGV[base + k] end
+local id = a(1)
 local jk = P .. 'job:' .. id
 local cur = redis.call('HMGET', jk, 'st', 'ep', 'tok', 'lexp', 'q', 't', 'ixk', 'ixm', 'cx', 'aud',
                       'raw', 'h', 'hn')
 if not cur[1] then return {5} end
-local quar = ARGV[6] == '1'
+local quar = a(6) == '1'
 if not quar then
-  if cur[1] ~= ARGV[2] or cur[2] ~= ARGV[3] or (cur[3] or '') ~= ARGV[4] then
+  if cur[1] ~= a(2) or cur[2] ~= a(3) or (cur[3] or '') ~= a(4) then
     return {10, cur[1], cur[2]}
   end
-  if ARGV[5] ~= '' and not le(cur[4], ARGV[5]) then return {10, cur[1], cur[2], 'renewed'} end
+  if a(5) ~= '' and not le(cur[4], a(5)) then return {10, cur[1], cur[2], 'renewed'} end
 end
-local nops = tonumber(ARGV[36])
+local nops = tonumber(a(36))
 -- The claim of a transactional success, held by this delivery (the lease
 -- token is the claim's owner): completed in this step, so no crash can
 -- separate the effect from the record. Another owner's: nothing written.
 local io = 37 + nops * 4
-local ik = ARGV[io]
+local ik = a(io)
 local claim = nil
 if ik and ik ~= '' then
   claim = redis.call('HMGET', ik, 'state', 'owner')
-  if claim[1] and claim[2] ~= ARGV[4] then return {11, claim[1], claim[2]} end
+  if claim[1] and claim[2] ~= a(4) then return {11, claim[1], claim[2]} end
 end
 -- The transactional effect: every op is checked before anything is written
 -- (a script is not rolled back on an error), then applied with the write.
@@ -263,7 +265,7 @@ local types = {set = true, del = true, pexpire = true, incrby = 'string', hset =
                hincrby = 'hash', sadd = 'set', srem = 'set', rpush = 'list'}
 for i = 0, nops - 1 do
   local o = 37 + i * 4
-  local op, key = ARGV[o], ARGV[o + 1]
+  local op, key = a(o), a(o + 1)
   local want = types[op]
   if not want then return {9, 'effect op ' .. (i + 1) .. ': unknown op ' .. op} end
   if want ~= true then
@@ -273,20 +275,20 @@ for i = 0, nops - 1 do
     end
     local num = nil
     if op == 'incrby' then num = redis.call('GET', key) end
-    if op == 'hincrby' then num = redis.call('HGET', key, ARGV[o + 2]) end
+    if op == 'hincrby' then num = redis.call('HGET', key, a(o + 2)) end
     if num and not string.match(num, '^%-?%d+$') then
       return {9, 'effect op ' .. (i + 1) .. ' (' .. op .. '): key ' .. key .. ' is not an integer'}
     end
   end
 end
 if claim and claim[1] == 'p' then
-  redis.call('HSET', ik, 'state', 'c', 'result', ARGV[io + 6], 'exp', ARGV[io + 2])
-  redis.call('PEXPIRE', ik, ARGV[io + 3])
-  redis.call('ZADD', ARGV[io + 4], ARGV[io + 2], ARGV[io + 5])
+  redis.call('HSET', ik, 'state', 'c', 'result', a(io + 6), 'exp', a(io + 2))
+  redis.call('PEXPIRE', ik, a(io + 3))
+  redis.call('ZADD', a(io + 4), a(io + 2), a(io + 5))
 end
 for i = 0, nops - 1 do
   local o = 37 + i * 4
-  local op, key, a1, a2 = ARGV[o], ARGV[o + 1], ARGV[o + 2], ARGV[o + 3]
+  local op, key, a1, a2 = a(o), a(o + 1), a(o + 2), a(o + 3)
   if op == 'set' then
     if a2 ~= '' then redis.call('SET', key, a1, 'PX', a2) else redis.call('SET', key, a1) end
   elseif op == 'del' then redis.call('DEL', key)
@@ -299,41 +301,42 @@ for i = 0, nops - 1 do
   elseif op == 'rpush' then redis.call('RPUSH', key, a1)
   end
 end
-local aud, cx = ARGV[29], ARGV[30]
-if not quar and ARGV[2] == 'running' then
+local aud, cx = a(29), a(30)
+if not quar and a(2) == 'running' then
   -- An operator's cancel may have added to them since the change was read.
   aud = cur[10] or '[]'
   if cur[9] == '1' then cx = '1' end
 end
 local q, t = cur[5], cur[6]
-local kv = {'st', ARGV[9], 'att', ARGV[10], 'max', ARGV[11], 'rdy', ARGV[12], 'upd', ARGV[13],
-            'fin', ARGV[14], 'ep', ARGV[15], 'nrec', ARGV[16], 'lw', ARGV[17], 'pd', ARGV[18],
-            'fcls', ARGV[20], 'fcode', ARGV[21], 'fmsg', ARGV[22], 'rsn', ARGV[23],
-            'res', ARGV[24], 'tok', ARGV[25], 'lexp', ARGV[26], 'aud', aud, 'cx', cx,
-            'ixk', ARGV[31], 'ixm', ARGV[32]}
-if ARGV[19] ~= '' then kv[#kv + 1] = 'cp'; kv[#kv + 1] = ARGV[19] end
-if ARGV[34] ~= '' then kv[#kv + 1] = 'rsc'; kv[#kv + 1] = ARGV[34] end
+local kv = {'st', a(9), 'att', a(10), 'max', a(11), 'rdy', a(12), 'upd', a(13),
+            'fin', a(14), 'ep', a(15), 'nrec', a(16), 'lw', a(17), 'pd', a(18),
+            'fcls', a(20), 'fcode', a(21), 'fmsg', a(22), 'rsn', a(23),
+            'res', a(24), 'tok', a(25), 'lexp', a(26), 'aud', aud, 'cx', cx,
+            'ixk', a(31), 'ixm', a(32)}
+if a(19) ~= '' then kv[#kv + 1] = 'cp'; kv[#kv + 1] = a(19) end
+if a(34) ~= '' then kv[#kv + 1] = 'rsc'; kv[#kv + 1] = a(34) end
 local h, hn = cur[12], cur[13]
 if quar then h, hn = '', '0' end
-if ARGV[35] ~= '' then
-  local nh, nn = happend(h, hn, ARGV[35])
+if a(35) ~= '' then
+  local nh, nn = happend(h, hn, a(35))
   kv[#kv + 1] = 'h'; kv[#kv + 1] = nh
   kv[#kv + 1] = 'hn'; kv[#kv + 1] = fmt(nn)
 end
 if quar then
-  q, t = ARGV[7], ARGV[8]
+  q, t = a(7), a(8)
   kv[#kv + 1] = 'q'; kv[#kv + 1] = q
   kv[#kv + 1] = 't'; kv[#kv + 1] = t
   kv[#kv + 1] = 'rk'; kv[#kv + 1] = ''
 end
-if ARGV[27] == '1' then kv[#kv + 1] = 'raw'; kv[#kv + 1] = ARGV[28] end
+if a(27) == '1' then kv[#kv + 1] = 'raw'; kv[#kv + 1] = a(28) end
 redis.call('HSET', jk, unpack(kv))
-if ARGV[27] ~= '1' and cur[11] then redis.call('HDEL', jk, 'raw') end
+if a(27) ~= '1' and cur[11] then redis.call('HDEL', jk, 'raw') end
 if cur[7] and cur[7] ~= '' then redis.call('ZREM', P .. cur[7], cur[8]) end
-if ARGV[31] ~= '' then redis.call('ZADD', P .. ARGV[31], ARGV[33], ARGV[32]) end
+if a(31) ~= '' then redis.call('ZADD', P .. a(31), a(33), a(32)) end
 count(cur[1], cur[5], cur[6], -1)
-count(ARGV[9], q, t, 1)
+count(a(9), q, t, 1)
 return {0}
+end
 )lua";
 
 // LeaseJobs. ARGV: 1 now, 2 max_jobs, 3 worker (for the token), 4 the
@@ -609,6 +612,24 @@ redis.call('LTRIM', P .. 'control-audit', -tonumber(ARGV[8]), -1)
 return {0}
 )lua";
 
+// One write: ARGV as above.
+const char* const kWriteOne = R"lua(
+return one(0)
+)lua";
+
+// Several writes in one call, each checked and written alone (a refused
+// one leaves the others as they are). ARGV: n, then per write the number
+// of its arguments and its arguments as above. Returns one reply per write.
+const char* const kWriteMany = R"lua(
+local out = {}
+local pos = 2
+for i = 1, tonumber(ARGV[1]) do
+  out[i] = one(pos)
+  pos = pos + 1 + tonumber(ARGV[pos])
+end
+return out
+)lua";
+
 std::string WithLib(const char* body) {
   std::string lua = "local MAXH = " + std::to_string(kMaxHistory) + "\nlocal PROMOTE = 10000\n";
   lua += kLib;
@@ -620,11 +641,11 @@ std::string WithLib(const char* body) {
 
 const QueueScripts& Scripts() {
   static const QueueScripts* const scripts = new QueueScripts{
-      Script(WithLib(kInsert)),   Script(WithLib(kWrite)),    Script(WithLib(kLease)),
+      Script(WithLib(kInsert)),   Script(WithLib(kWrite) + kWriteOne),    Script(WithLib(kLease)),
       Script(WithLib(kRenew)),    Script(WithLib(kExpired)),  Script(WithLib(kCancel)),
       Script(WithLib(kLoad)),     Script(WithLib(kScanIds)),  Script(WithLib(kScanTime)),
       Script(WithLib(kFindDup)),  Script(WithLib(kPurge)),    Script(WithLib(kStats)),
-      Script(WithLib(kControl)),
+      Script(WithLib(kControl)),  Script(WithLib(kWrite) + kWriteMany),
   };
   return *scripts;
 }

@@ -27,6 +27,7 @@ struct QueueScripts {
   Script purge;       // DeleteJobs, one chunk.
   Script stats;       // ReadStats from the counters (no scan of jobs).
   Script control;     // WriteControl: a rule and its audit line.
+  Script write_many;  // Several writes (WriteJobs' batch) in one call.
 };
 
 // The scripts, built once. Thread-safe.
