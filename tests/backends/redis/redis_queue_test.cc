@@ -3,9 +3,18 @@
 // namespace, stats from counters, big batches, the script cache flushed
 // mid-run, the Redis transactional effect, and the exact time order kept
 // by millisecond zset scores.
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <filesystem>
+#include <mutex>
 #include <chrono>
 #include <map>
+#include <random>
 #include <memory>
 #include <set>
 #include <string>
@@ -51,6 +60,67 @@ std::vector<std::string> Keys(RedisClient& client, const std::string& pattern) {
   } while (cursor != "0");
   return out;
 }
+
+// A redis-server of this test's own with appendonly yes and appendfsync
+// always (every acknowledged write is on disk), restartable on the same
+// port and directory. Killed (SIGKILL, by PID) by Kill() and the destructor.
+class DurableRedisServer {
+ public:
+  ~DurableRedisServer() {
+    Kill();
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+  // "" or what went wrong.
+  std::string Start(int port) {
+    if (dir_.empty()) {
+      std::string tmpl = (std::filesystem::temp_directory_path() / "jobpact_raof_XXXXXX").string();
+      if (mkdtemp(tmpl.data()) == nullptr) return "mkdtemp failed";
+      dir_ = tmpl;
+    }
+    port_ = port;
+    const std::string p = std::to_string(port);
+    const pid_t parent = getpid();
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(1);
+      const std::string log = dir_ + "/redis.log";
+      execlp("redis-server", "redis-server", "--port", p.c_str(), "--bind", "127.0.0.1", "--dir",
+             dir_.c_str(), "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+             "--daemonize", "no", "--logfile", log.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    for (int i = 0; i < 250; ++i) {
+      auto opts = redis::ParseRedisUrl("redis://127.0.0.1:" + p);
+      if (opts.ok()) {
+        auto c = RedisClient::Connect(*opts);
+        if (c.ok()) {
+          auto r = (*c)->Command({"PING"});
+          if (r.ok() && r->str == "PONG") return "";
+        }
+      }
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return "redis-server exited at start (see " + dir_ + "/redis.log)";
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return "redis-server did not answer PING within 5 s";
+  }
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  std::string dir_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
 
 class RedisQueueTest : public ::testing::Test {
  protected:
@@ -391,6 +461,99 @@ TEST_F(RedisQueueTest, StatsComeFromCountersNotFromAScanOfTheJobs) {
   }
   // 4 pairs x 5 priority bands, each seek plus the one finding nothing.
   EXPECT_LE(calls["zrangebyscore"], 4 * 6 + 1);
+}
+
+TEST_F(RedisQueueTest, ARestartOfAnAppendFsyncAlwaysServerLosesNoAcknowledgedWrite) {
+  // A random high port (redis_test_server.cc's free-port helper is
+  // private to it); a taken one fails the start and the next is tried.
+  DurableRedisServer server;
+  std::string started = "not tried";
+  int port = 0;
+  std::mt19937 rng(std::random_device{}());
+  for (int attempt = 0; attempt < 5 && !started.empty(); ++attempt) {
+    port = 20000 + static_cast<int>(rng() % 20000);
+    started = server.Start(port);
+  }
+  if (!started.empty()) GTEST_SKIP() << "no durable redis-server: " << started;
+  JOBPACT_ASSERT_OK_AND_ASSIGN(redis::RedisOptions opts,
+                               redis::ParseRedisUrl("redis://127.0.0.1:" + std::to_string(port)));
+  opts.key_namespace = "restart";
+  opts.command_timeout = Seconds(2);
+  opts.reconnect_backoff_min = Millis(20);
+  opts.reconnect_backoff_max = Millis(200);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(auto client, RedisClient::Connect(opts));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(RedisKeys keys, RedisKeys::Create("restart"));
+  auto clock = SystemClock::Default();
+  auto queue = MakeRedisQueueBackend(client, keys, clock);
+
+  std::mutex mu;
+  std::vector<std::string> enqueued, completed;
+  std::atomic<int> unavailable{0};
+  std::atomic<bool> stop{false};
+  std::thread producer([&] {
+    for (int i = 0; !stop.load(); ++i) {
+      Envelope env;
+      env.job_type = "t";
+      PrepareForEnqueue(env, clock->Now());
+      auto r = queue->Enqueue(env, {});
+      if (r.ok()) {
+        std::lock_guard<std::mutex> l(mu);
+        enqueued.push_back(r->job_id);
+      } else {
+        ++unavailable;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+  });
+  std::thread consumer([&] {
+    while (!stop.load()) {
+      auto d = queue->Dequeue({{}, 4, "w"});
+      if (!d.ok() || d->empty()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        continue;
+      }
+      std::vector<CompletionRequest> acks;
+      for (Delivery& x : *d) {
+        CompletionRequest r;
+        r.delivery = std::move(x);
+        r.completion.to = JobStatus::kSucceeded;
+        r.completion.reason = "succeeded";
+        acks.push_back(std::move(r));
+      }
+      std::vector<Status> s = queue->CompleteBatch(acks);
+      std::lock_guard<std::mutex> l(mu);
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        if (s[i].ok()) completed.push_back(acks[i].delivery.lease.job_id);
+      }
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  server.Kill();  // In the middle of enqueues and completions.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(server.Start(port), "");
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  stop.store(true);
+  producer.join();
+  consumer.join();
+  EXPECT_GT(unavailable.load(), 0) << "the restart was not seen by the producer";
+  ASSERT_GT(enqueued.size(), 0u);
+  ASSERT_GT(completed.size(), 0u);
+  // Every acknowledged enqueue is there, every acknowledged completion is
+  // succeeded.
+  std::set<std::string> done(completed.begin(), completed.end());
+  for (const std::string& id : enqueued) {
+    JOBPACT_ASSERT_OK_AND_ASSIGN(JobRecord r, queue->Get(id));
+    if (done.count(id) > 0) {
+      EXPECT_EQ(r.status, JobStatus::kSucceeded) << id;
+    }
+  }
+  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, queue->Stats());
+  std::int64_t total = 0;
+  for (const auto& [status, n] : st.by_status) total += n;
+  EXPECT_GE(total, static_cast<std::int64_t>(enqueued.size()));
+  EXPECT_GE(st.by_status[JobStatus::kSucceeded], static_cast<std::int64_t>(done.size()));
+  std::printf("restart: %zu enqueues and %zu completions acknowledged, %d calls refused meanwhile\n",
+              enqueued.size(), done.size(), unavailable.load());
 }
 
 TEST_F(RedisQueueTest, BigBatchesGoInOneCallAndEachWriteStandsAlone) {
