@@ -1,5 +1,6 @@
-// The Lua scripts of the Redis queue store. docs/backends.md has the key
-// table; in short, with P = "jobpact:{<ns>}:" (KEYS[1]):
+// The Lua scripts of the Redis queue store, and its part of the key table
+// (docs/backends.md has the locks' and claims'), with P = "jobpact:{<ns>}:"
+// (KEYS[1]):
 //
 //   P job:<id>          hash: the record. `env` (the envelope JSON, written
 //                       once: no change alters it but attempt and
@@ -29,6 +30,8 @@
 //   P lease-seq         counter: makes every lease token unique.
 //   P control, P control-audit, P control-paused-types,
 //   P control-paused-queues, P control-limits, P policies: control state.
+//   P app:<key>         the application's keys a transactional effect writes
+//                       (jobpact/redis/redis_effect.h).
 //
 // Redis Cluster: a script declares only KEYS[1] (the prefix, which hashes
 // by the namespace's tag) and addresses the rest from it; every key it
