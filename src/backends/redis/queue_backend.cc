@@ -13,16 +13,22 @@
 //     and writes each change conditionally (also on the lease still being
 //     expired, so a renewal in between wins), several in one round trip.
 // All time is the `now` passed in (the store's Clock), never Redis TIME.
+//
+// Sizes: EnqueueBatch is one script (all or nothing), which the server runs
+// at roughly 30 us per job here, so batches of a few thousand keep it from
+// holding the server long (Redis answers BUSY to others past its
+// lua-time-limit, 5 s). Writes go 64 to a script, recovery and purges
+// 1000 jobs to a script, listings a page of 1000 ids at a time.
 #include "src/backends/redis/queue_backend.h"
 
 #include <algorithm>
 #include <charconv>
-#include <tuple>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
