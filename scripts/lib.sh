@@ -12,6 +12,7 @@ JOBPACT_PACKAGES=(
   libfmt-dev libspdlog-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev libcli11-dev
+  redis-server libhiredis-dev
 )
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
@@ -43,4 +44,55 @@ configure_and_build() {
   fi
   log "Building $dir"
   cmake --build "$dir" -j "$JOBPACT_JOBS"
+}
+
+# start_redis DIR: starts a private redis-server for the tests on a free
+# 127.0.0.1 port, with its own data directory DIR (created), durable like a
+# production setting (appendonly yes, appendfsync everysec), its PID in
+# DIR/redis.pid. Exports JOBPACT_REDIS_URL and JOBPACT_REDIS_PID; installs
+# an EXIT trap that stops it, so it goes even when a later step fails.
+start_redis() {
+  local dir="$1" attempt port i
+  mkdir -p "$dir"
+  for attempt in 1 2 3 4 5; do
+    # A port nothing listens on (a refused connect); the server may still
+    # lose a race for it, hence the attempts.
+    port=$((20000 + RANDOM % 40000))
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then continue; fi
+    redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --daemonize no \
+      --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" \
+      --save '' --appendonly yes --appendfsync everysec >/dev/null 2>&1 &
+    JOBPACT_REDIS_PID=$!
+    trap stop_redis EXIT
+    for i in $(seq 1 100); do
+      kill -0 "$JOBPACT_REDIS_PID" 2>/dev/null || break
+      if redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG; then
+        export JOBPACT_REDIS_URL="redis://127.0.0.1:${port}/0"
+        export JOBPACT_REDIS_PID JOBPACT_REDIS_DIR="$dir"
+        log "Redis test server: $JOBPACT_REDIS_URL (PID $JOBPACT_REDIS_PID, data in $dir)"
+        return 0
+      fi
+      sleep 0.05
+    done
+    stop_redis
+  done
+  echo "redis-server did not start; its log ($dir/redis.log):" >&2
+  cat "$dir/redis.log" >&2 || true
+  return 1
+}
+
+# stop_redis: stops the server start_redis started, by its PID (never by
+# name: other redis-servers on the machine are not ours).
+stop_redis() {
+  if [ -n "${JOBPACT_REDIS_PID:-}" ] && kill -0 "$JOBPACT_REDIS_PID" 2>/dev/null; then
+    kill "$JOBPACT_REDIS_PID" 2>/dev/null || true
+    local i
+    for i in $(seq 1 100); do
+      kill -0 "$JOBPACT_REDIS_PID" 2>/dev/null || break
+      sleep 0.05
+    done
+    kill -9 "$JOBPACT_REDIS_PID" 2>/dev/null || true
+    log "Redis test server stopped (PID $JOBPACT_REDIS_PID)"
+  fi
+  JOBPACT_REDIS_PID=""
 }

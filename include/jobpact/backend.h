@@ -16,6 +16,8 @@
 //   - SqliteBackend::bundle(): the stores of an open SQLite file
 //     (jobpact/sqlite/sqlite_backend.h), when you also need the
 //     SqliteBackend itself (transactional enqueue, RunInTransaction).
+//   - RedisBackend::bundle(): the stores of one Redis server and key
+//     namespace (jobpact/redis/redis_backend.h).
 //
 // URLs (the grammar is RFC 3986's, read the way file: URIs are, RFC 8089):
 //   memory:                       the in-memory stores (nothing after the
@@ -50,6 +52,15 @@
 //   max_connections=N             SqliteOptions::max_connections
 //   idempotency_retention_ms=N    SqliteOptions::idempotency_retention
 // memory: takes no parameters.
+//
+// Redis URLs (jobpact/redis/redis_backend.h, redis::ParseRedisUrl, has the
+// whole grammar and its parameters):
+//   redis://[user[:password]@]host[:port][/db][?namespace=NAME&...]
+//   redis+unix://[user[:password]@]/path/to/redis.sock[?db=N&namespace=NAME]
+// e.g. redis://app:s3cret@10.0.0.5:6379/0?namespace=orders&pool_size=16.
+// The bundle's url names the user but never the password. rediss:// (TLS)
+// is refused with kUnimplemented: Debian's hiredis 0.14 has no TLS (use a
+// TLS-terminating proxy such as stunnel on loopback).
 //
 // Example:
 //   // JOBS_URL=sqlite:///var/lib/orders/jobs.db?busy_timeout_ms=2000
@@ -86,9 +97,10 @@ struct BackendBundle {
   std::shared_ptr<QueueAdmin> admin;
   std::shared_ptr<LockStore> locks;
   std::shared_ptr<IdempotencyStore> idempotency;
-  // For logs and status pages: the backend's name ("in_memory", "sqlite")
-  // and where it is ("memory:", "sqlite:///var/lib/orders/jobs.db"). A URL
-  // here never holds a password.
+  // For logs and status pages: the backend's name ("in_memory", "sqlite",
+  // "redis") and where it is ("memory:", "sqlite:///var/lib/orders/jobs.db",
+  // "redis://app@10.0.0.5:6379/0?namespace=orders"). A URL here never holds
+  // a password.
   std::string name;
   std::string url;
 
@@ -114,11 +126,15 @@ JOBPACT_EXPORT BackendBundle InMemoryBackend(std::shared_ptr<Clock> clock = null
 //     repeated query parameter, a bad value), or an unknown scheme (the
 //     message names it and lists the known ones). Each names what is wrong.
 //   kUnimplemented: a scheme this version knows but does not implement yet
-//     (redis:, postgres:), or sqlite: in a build without the SQLite backend
-//     (configure jobpact with -DJOBPACT_WITH_SQLITE=ON).
+//     (postgres:); rediss: (no TLS); sqlite: or redis: in a build without
+//     that backend (configure jobpact with -DJOBPACT_WITH_SQLITE=ON or
+//     -DJOBPACT_WITH_REDIS=ON); redis: while the build's Redis backend has
+//     no queue store yet.
 //   Otherwise the backend's own error from opening it, e.g. for sqlite:
 //     those of SqliteBackend::Open (a corrupt file, a newer schema, a
-//     read-only directory, ...), each naming the file.
+//     read-only directory, ...), each naming the file; for redis: those of
+//     RedisBackend::Open (kUnavailable naming the server, kFailedPrecondition
+//     for refused credentials or database).
 // Defined in jobpact::backends (link it; jobpact::jobpact alone lacks it).
 // Thread-safe.
 JOBPACT_EXPORT Result<BackendBundle> OpenBackend(std::string_view url,

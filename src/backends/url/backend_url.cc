@@ -3,8 +3,8 @@
 // No registry filled by static initialisers (a linker drops those from a
 // static library when nothing references their object file): this one
 // function knows every scheme, and the optional backends are compiled in
-// when their target exists (JOBPACT_BACKENDS_WITH_SQLITE, set by
-// src/backends/url/CMakeLists.txt).
+// when their target exists (JOBPACT_BACKENDS_WITH_SQLITE and
+// JOBPACT_BACKENDS_WITH_REDIS, set by src/backends/url/CMakeLists.txt).
 #include "src/backends/url/backend_url.h"
 
 #include <cctype>
@@ -24,6 +24,9 @@
 #include "jobpact/status.h"
 #include "jobpact/version.h"
 #include "src/internal/percent_encoding.h"
+#ifdef JOBPACT_BACKENDS_WITH_REDIS
+#include "jobpact/redis/redis_backend.h"
+#endif
 
 namespace jobpact {
 namespace internal {
@@ -251,13 +254,14 @@ Result<SqliteUrl> ParseSqliteUrl(const BackendUrl& url) {
 
 namespace {
 
-constexpr char kKnownSchemes[] = "memory:, sqlite:, and (not implemented yet) redis:, postgres:";
+constexpr char kKnownSchemes[] =
+    "memory:, sqlite:, redis:, redis+unix:, and (not implemented yet) postgres:";
 
 Status NotImplementedYet(std::string_view backend) {
   return Status::Unimplemented(std::string("OpenBackend: the ") + std::string(backend) +
                                " backend is not implemented in this version of jobpact (" +
                                JOBPACT_VERSION_STRING +
-                               "); the backends available are memory: and sqlite:");
+                               "); the backends available are memory:, sqlite: and redis:");
 }
 
 Result<BackendBundle> OpenMemory(const internal::BackendUrl& url, std::shared_ptr<Clock> clock) {
@@ -289,17 +293,57 @@ Result<BackendBundle> OpenSqlite(std::string_view raw, const internal::BackendUr
 #endif
 }
 
+// True if `url` starts with redis:, rediss: or redis+unix: (any case).
+bool IsRedisScheme(std::string_view url) {
+  const std::size_t colon = url.find(':');
+  if (colon == std::string_view::npos) return false;
+  std::string scheme;
+  for (char c : url.substr(0, colon)) {
+    scheme.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  }
+  return scheme == "redis" || scheme == "rediss" || scheme == "redis+unix";
+}
+
+// redis:, redis+unix: and rediss: (refused: no TLS), parsed by
+// redis::ParseRedisUrl from the raw URL (it has its own authority rules:
+// userinfo, IPv6 hosts, the database as the path).
+Result<BackendBundle> OpenRedis(std::string_view raw, std::shared_ptr<Clock> clock) {
+#ifdef JOBPACT_BACKENDS_WITH_REDIS
+  JOBPACT_ASSIGN_OR_RETURN(redis::RedisOptions options, redis::ParseRedisUrl(raw));
+  JOBPACT_ASSIGN_OR_RETURN(std::shared_ptr<redis::RedisBackend> backend,
+                           redis::RedisBackend::Open(options, std::move(clock)));
+  BackendBundle bundle = backend->bundle();  // Its url never holds the password.
+  if (!bundle.complete()) {
+    return Status::Unimplemented(
+        "OpenBackend: this build's Redis backend has no queue store yet (only its lock and "
+        "idempotency stores, through jobpact::redis::RedisBackend::Open); a redis: URL opens "
+        "a bundle once it has");
+  }
+  return bundle;
+#else
+  (void)raw;
+  (void)clock;
+  return Status::Unimplemented(
+      "OpenBackend: the redis backend is not built into this jobpact; configure jobpact with "
+      "-DJOBPACT_WITH_REDIS=ON (it needs hiredis, Debian: libhiredis-dev; it builds "
+      "jobpact::redis, which jobpact::backends then links)");
+#endif
+}
+
 }  // namespace
 
 Result<BackendBundle> OpenBackend(std::string_view url, const BackendOpenOptions& options) {
   // Nothing may escape: a std::bad_alloc (or anything else) becomes a Status.
   try {
-    JOBPACT_ASSIGN_OR_RETURN(internal::BackendUrl parsed, internal::ParseBackendUrl(url));
     std::shared_ptr<Clock> clock = options.clock ? options.clock : SystemClock::Default();
+    // Redis URLs go to their own parser before the generic one, whose
+    // messages may quote parts of the authority (a fragment, say), where a
+    // Redis URL keeps its password.
+    if (IsRedisScheme(url)) return OpenRedis(url, std::move(clock));
+    JOBPACT_ASSIGN_OR_RETURN(internal::BackendUrl parsed, internal::ParseBackendUrl(url));
     const std::string& scheme = parsed.scheme;
     if (scheme == "memory") return OpenMemory(parsed, std::move(clock));
     if (scheme == "sqlite") return OpenSqlite(url, parsed, std::move(clock));
-    if (scheme == "redis" || scheme == "rediss") return NotImplementedYet("redis");
     if (scheme == "postgres" || scheme == "postgresql") return NotImplementedYet("postgres");
     return Status::InvalidArgument("OpenBackend: unknown backend scheme \"" + scheme +
                                    ":\" (known: " + kKnownSchemes + ")");

@@ -1,0 +1,324 @@
+#include "src/backends/redis/queue_codec.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "jobpact/job.h"
+#include "jobpact/job_status.h"
+#include "src/internal/stored_validation.h"
+
+namespace jobpact {
+namespace redis_internal {
+namespace {
+
+constexpr std::int64_t kNsPerMs = 1000000;
+// Ready scores: 2001 priority bands of 2^42 ms each (see queue_scripts.cc).
+constexpr std::int64_t kBand = std::int64_t{1} << 42;
+
+std::int64_t ToNs(TimePoint t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+std::int64_t ToNs(Duration d) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
+TimePoint FromNs(std::int64_t ns) {
+  return TimePoint(std::chrono::duration_cast<Duration>(std::chrono::nanoseconds(ns)));
+}
+
+bool ParseInt(std::string_view s, std::int64_t* out) {
+  if (s.empty()) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+// The six sub-millisecond digits of `ns` and the member for job `id`.
+std::string Member(std::int64_t ns, std::string_view id) {
+  char digits[8];
+  std::snprintf(digits, sizeof digits, "%06lld", static_cast<long long>(ns % kNsPerMs));
+  std::string m(digits, 6);
+  m += id;
+  return m;
+}
+
+const std::string& Str(const Reply& f, int i) { return f.elements[static_cast<std::size_t>(i)].str; }
+
+}  // namespace
+
+Result<std::string> TimeArg(TimePoint t, std::string_view what) {
+  const std::int64_t ns = ToNs(t);
+  if (ns < 0) {
+    return Status::InvalidArgument("the Redis store keeps no time before 1970 (" +
+                                   std::string(what) + " is " + FormatRfc3339(t) + ")");
+  }
+  return std::to_string(ns);
+}
+
+std::string TimeArgClamped(TimePoint t) { return std::to_string(std::max<std::int64_t>(0, ToNs(t))); }
+
+Result<TimePoint> ParseTime(std::string_view ns, std::string_view what) {
+  std::int64_t v = 0;
+  if (!ParseInt(ns, &v)) {
+    return Status::Internal("stored " + std::string(what) + " is not a time: '" +
+                            std::string(ns) + "'");
+  }
+  return FromNs(v);
+}
+
+Status AppendRecordArgs(const JobRecord& r, std::vector<std::string>* a) {
+  a->emplace_back(JobStatusName(r.status));
+  a->push_back(std::to_string(r.envelope.attempt));
+  a->push_back(std::to_string(r.envelope.max_attempts));
+  JOBPACT_ASSIGN_OR_RETURN(std::string ready, TimeArg(r.ready_at, "ready_at"));
+  a->push_back(std::move(ready));
+  JOBPACT_ASSIGN_OR_RETURN(std::string updated, TimeArg(r.updated_at, "updated_at"));
+  a->push_back(std::move(updated));
+  if (r.finished_at) {
+    JOBPACT_ASSIGN_OR_RETURN(std::string fin, TimeArg(*r.finished_at, "finished_at"));
+    a->push_back(std::move(fin));
+  } else {
+    a->emplace_back();
+  }
+  a->push_back(std::to_string(r.epoch));
+  a->push_back(std::to_string(r.lease_recoveries));
+  a->push_back(std::to_string(r.lock_waits));
+  a->push_back(std::to_string(ToNs(r.previous_delay)));
+  a->push_back(r.checkpoint);
+  if (r.last_failure) {
+    a->emplace_back(FailureClassName(r.last_failure->failure_class));
+    a->push_back(r.last_failure->code);
+    a->push_back(r.last_failure->message);
+  } else {
+    a->emplace_back();
+    a->emplace_back();
+    a->emplace_back();
+  }
+  a->push_back(r.reason);
+  a->push_back(r.result);
+  a->push_back(r.lease_token);
+  if (r.lease_token.empty()) {
+    a->emplace_back("0");
+  } else {
+    JOBPACT_ASSIGN_OR_RETURN(std::string exp, TimeArg(r.lease_expires_at, "lease_expires_at"));
+    a->push_back(std::move(exp));
+  }
+  a->emplace_back(r.raw_input ? "1" : "0");
+  a->push_back(r.raw_input.value_or(std::string()));
+  a->push_back(r.audit.empty()
+                   ? std::string("[]")
+                   : nlohmann::json(r.audit).dump(-1, ' ', false,
+                                                  nlohmann::json::error_handler_t::replace));
+  a->emplace_back(r.cancel_requested ? "1" : "0");
+  return Status::Ok();
+}
+
+std::string ReadyKeyOf(const JobRecord& r) {
+  if (r.envelope.queue.empty()) return {};
+  return "ready:" + r.envelope.queue + "|" + r.envelope.job_type;
+}
+
+Result<std::string> ReadyScoreOf(const JobRecord& r) {
+  const std::int64_t ns = ToNs(r.ready_at);
+  if (ns < 0) return Status::InvalidArgument("the Redis store keeps no ready_at before 1970");
+  const int priority = std::clamp(r.envelope.priority, -1000, 1000);
+  const std::int64_t ms = std::min(ns / kNsPerMs, kBand - 1);
+  return std::to_string((1000 - priority) * kBand + ms);
+}
+
+Result<IndexEntry> IndexOf(const JobRecord& r, JobPlacement placement) {
+  IndexEntry e;
+  TimePoint at;
+  switch (placement) {
+    case JobPlacement::kReady: {
+      if (r.envelope.queue.empty()) {
+        return Status::Internal("job " + r.envelope.job_id + " has no queue and cannot be ready");
+      }
+      e.key = ReadyKeyOf(r);
+      JOBPACT_ASSIGN_OR_RETURN(e.score, ReadyScoreOf(r));
+      e.member = Member(std::max<std::int64_t>(0, ToNs(r.ready_at)), r.envelope.job_id);
+      return e;
+    }
+    case JobPlacement::kScheduled:
+      e.key = "scheduled";
+      at = r.ready_at;
+      break;
+    case JobPlacement::kLeased:
+      e.key = "leases";
+      at = r.lease_expires_at;
+      break;
+    case JobPlacement::kDeadLettered:
+      e.key = "dlq";
+      at = r.finished_at.value_or(r.updated_at);
+      break;
+    case JobPlacement::kFinal:
+      e.key = "finished";
+      at = r.finished_at.value_or(r.updated_at);
+      break;
+  }
+  const std::int64_t ns = ToNs(at);
+  if (ns < 0) {
+    return Status::InvalidArgument("the Redis store keeps no time before 1970 (job " +
+                                   r.envelope.job_id + ")");
+  }
+  e.member = Member(ns, r.envelope.job_id);
+  e.score = std::to_string(ns / kNsPerMs);
+  return e;
+}
+
+Result<JobRecord> DecodeRecord(std::string_view job_id, const Reply& f) {
+  const std::string id(job_id);
+  if (f.type != Reply::Type::kArray || f.elements.size() != kRecordFieldCount) {
+    return Status::Internal("stored record of job " + id + " has the wrong shape");
+  }
+  auto bad = [&](std::string_view what) {
+    return Status::Internal("stored record of job " + id + ": " + std::string(what));
+  };
+  JobRecord rec;
+  const bool has_raw = !f.elements[kFRaw].is_nil();
+  Result<Envelope> env =
+      ParseEnvelope(Str(f, kFEnv), ::jobpact::internal::StoredEnvelopeValidation());
+  if (env.ok()) {
+    rec.envelope = std::move(*env);
+  } else if (has_raw) {
+    // Quarantined input kept in the DLQ: what could be read of it.
+    rec.envelope.job_type = Str(f, kFType);
+    rec.envelope.queue = Str(f, kFQueue);
+    nlohmann::json stored =
+        nlohmann::json::parse(Str(f, kFEnv), nullptr, /*allow_exceptions=*/false);
+    if (stored.is_object()) {
+      auto trace = stored.find("trace_id");
+      if (trace != stored.end() && trace->is_string()) {
+        rec.envelope.trace_id = trace->get<std::string>();
+      }
+      auto created = stored.find("created_at");
+      if (created != stored.end() && created->is_string()) {
+        Result<TimePoint> t = ParseRfc3339(created->get<std::string>());
+        if (t.ok()) rec.envelope.created_at = *t;
+      }
+    }
+  } else {
+    return bad("the envelope does not parse: " + env.status().message());
+  }
+  rec.envelope.job_id = id;
+  std::int64_t v = 0;
+  auto integer = [&](int field, std::string_view what) -> Result<std::int64_t> {
+    if (!ParseInt(Str(f, field), &v)) return bad(std::string(what) + " is not a number");
+    return v;
+  };
+  auto time = [&](int field, std::string_view what) -> Result<TimePoint> {
+    JOBPACT_ASSIGN_OR_RETURN(std::int64_t ns, integer(field, what));
+    return FromNs(ns);
+  };
+  JOBPACT_ASSIGN_OR_RETURN(std::int64_t attempt, integer(kFAttempt, "attempt"));
+  JOBPACT_ASSIGN_OR_RETURN(std::int64_t max_attempts, integer(kFMaxAttempts, "max_attempts"));
+  rec.envelope.attempt = static_cast<int>(attempt);
+  rec.envelope.max_attempts = static_cast<int>(max_attempts);
+  Result<JobStatus> status = ParseJobStatus(Str(f, kFStatus));
+  if (!status.ok()) return bad("status: " + status.status().message());
+  rec.status = *status;
+  JOBPACT_ASSIGN_OR_RETURN(rec.enqueued_at, time(kFEnqueuedAt, "enqueued_at"));
+  JOBPACT_ASSIGN_OR_RETURN(rec.ready_at, time(kFReadyAt, "ready_at"));
+  JOBPACT_ASSIGN_OR_RETURN(rec.updated_at, time(kFUpdatedAt, "updated_at"));
+  if (!Str(f, kFFinishedAt).empty()) {
+    JOBPACT_ASSIGN_OR_RETURN(rec.finished_at, time(kFFinishedAt, "finished_at"));
+  }
+  JOBPACT_ASSIGN_OR_RETURN(rec.epoch, integer(kFEpoch, "epoch"));
+  JOBPACT_ASSIGN_OR_RETURN(std::int64_t recoveries, integer(kFRecoveries, "lease_recoveries"));
+  rec.lease_recoveries = static_cast<int>(recoveries);
+  JOBPACT_ASSIGN_OR_RETURN(std::int64_t lock_waits, integer(kFLockWaits, "lock_waits"));
+  rec.lock_waits = static_cast<int>(lock_waits);
+  JOBPACT_ASSIGN_OR_RETURN(std::int64_t delay, integer(kFPreviousDelay, "previous_delay"));
+  rec.previous_delay = std::chrono::duration_cast<Duration>(std::chrono::nanoseconds(delay));
+  rec.checkpoint = Str(f, kFCheckpoint);
+  if (!Str(f, kFFailureClass).empty()) {
+    Failure failure;
+    Result<FailureClass> c = ParseFailureClass(Str(f, kFFailureClass));
+    failure.failure_class = c.ok() ? *c : FailureClass::kUnknown;
+    failure.code = Str(f, kFFailureCode);
+    failure.message = Str(f, kFFailureMessage);
+    rec.last_failure = std::move(failure);
+  }
+  rec.reason = Str(f, kFReason);
+  rec.result = Str(f, kFResult);
+  rec.lease_token = Str(f, kFToken);
+  if (!rec.lease_token.empty()) {
+    JOBPACT_ASSIGN_OR_RETURN(rec.lease_expires_at, time(kFLeaseExp, "lease_expires_at"));
+  }
+  if (has_raw) rec.raw_input = Str(f, kFRaw);
+  const std::string& audit = Str(f, kFAudit);
+  if (!audit.empty() && audit != "[]") {
+    nlohmann::json j = nlohmann::json::parse(audit, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_array()) return bad("the audit trail is not a JSON array");
+    for (const auto& line : j) {
+      if (line.is_string()) rec.audit.push_back(line.get<std::string>());
+    }
+  }
+  rec.cancel_requested = Str(f, kFCancel) == "1";
+  return rec;
+}
+
+std::string RawFields(const Reply& f) {
+  static const char* const kNames[kRecordFieldCount] = {
+      "env", "q",  "t",  "pr", "vis",  "dk",    "st",   "att", "max", "rdy",
+      "upd", "fin", "ep", "nrec", "lw", "pd",   "cp",   "fcls", "fcode", "fmsg",
+      "rsn", "res", "tok", "lexp", "raw", "aud", "cx",  "enq"};
+  nlohmann::json row = nlohmann::json::object();
+  for (std::size_t i = 0; i < f.elements.size() && i < kRecordFieldCount; ++i) {
+    if (f.elements[i].is_nil()) {
+      row[kNames[i]] = nullptr;
+    } else {
+      row[kNames[i]] = f.elements[i].str;
+    }
+  }
+  return row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+Result<std::vector<Transition>> DecodeHistory(std::string_view text) {
+  std::vector<Transition> out;
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    const std::string_view entry = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    nlohmann::json j = nlohmann::json::parse(entry, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) return Status::Internal("a stored history entry is not a JSON object");
+    Transition t;
+    auto from = ParseJobStatus(j.value("from", std::string()));
+    auto to = ParseJobStatus(j.value("to", std::string()));
+    if (!from.ok()) return from.status();
+    if (!to.ok()) return to.status();
+    t.from = *from;
+    t.to = *to;
+    t.at = FromNs(j.value("at_ns", std::int64_t{0}));
+    t.reason = j.value("reason", std::string());
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::string JsonString(std::string_view text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string HistoryEntryJson(const Transition& t, std::string_view worker) {
+  std::string out = "{\"from\":\"";
+  out += JobStatusName(t.from);
+  out += "\",\"to\":\"";
+  out += JobStatusName(t.to);
+  out += "\",\"at_ns\":";
+  out += std::to_string(ToNs(t.at));
+  out += ",\"reason\":";
+  out += JsonString(t.reason);
+  if (!worker.empty()) {
+    out += ",\"worker\":";
+    out += JsonString(worker);
+  }
+  out += '}';
+  return out;
+}
+
+}  // namespace redis_internal
+}  // namespace jobpact

@@ -1,0 +1,100 @@
+// Private to the Redis queue store: how a JobRecord is laid out in the job
+// hash (see queue_scripts.cc for the key table) -- the fields a record is
+// read with, decoding them, the arguments every change writes, and where a
+// job is indexed for its placement.
+#ifndef JOBPACT_SRC_BACKENDS_REDIS_QUEUE_CODEC_H_
+#define JOBPACT_SRC_BACKENDS_REDIS_QUEUE_CODEC_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "jobpact/clock.h"
+#include "jobpact/queue_backend.h"
+#include "jobpact/result.h"
+#include "jobpact/transitions.h"
+#include "src/backends/redis/client.h"
+
+namespace jobpact {
+namespace redis_internal {
+
+// The fields of a record as the scripts read them (the Lua table F), in
+// this order.
+enum RecordField {
+  kFEnv,    // The envelope JSON (SerializeEnvelope), written once.
+  kFQueue,  // Fixed at enqueue: queue, job type, priority, visibility
+  kFType,   // timeout (ns), dedup key.
+  kFPriority,
+  kFVisibility,
+  kFDedup,
+  kFStatus,  // What a change writes: status, attempt, max_attempts, ...
+  kFAttempt,
+  kFMaxAttempts,
+  kFReadyAt,
+  kFUpdatedAt,
+  kFFinishedAt,  // '' if unset.
+  kFEpoch,
+  kFRecoveries,
+  kFLockWaits,
+  kFPreviousDelay,
+  kFCheckpoint,
+  kFFailureClass,  // '' if no failure.
+  kFFailureCode,
+  kFFailureMessage,
+  kFReason,
+  kFResult,
+  kFToken,     // '' if no lease.
+  kFLeaseExp,  // "0" if no lease.
+  kFRaw,       // Absent (nil) unless quarantined input.
+  kFAudit,     // JSON array of strings.
+  kFCancel,    // "0" / "1".
+  kFEnqueuedAt,
+  kRecordFieldCount,
+};
+
+// Times as the scripts hold them: nanoseconds since the epoch, in decimal.
+// kInvalidArgument for a time before 1970 (the scores and the scripts'
+// arithmetic take non-negative times), naming `what`.
+Result<std::string> TimeArg(TimePoint t, std::string_view what);
+// The same, clamping a time before 1970 to the epoch (a bound of a range).
+std::string TimeArgClamped(TimePoint t);
+Result<TimePoint> ParseTime(std::string_view ns, std::string_view what);
+
+// Appends the 22 values of `r` that a change writes, in the order of the
+// insert and write scripts: st att max rdy upd fin ep nrec lw pd cp fcls
+// fcode fmsg rsn res tok lexp rawflag raw aud cx.
+Status AppendRecordArgs(const JobRecord& r, std::vector<std::string>* args);
+
+// Where a job sits in the indexes: the key (after the namespace prefix),
+// its member there and its score.
+struct IndexEntry {
+  std::string key;
+  std::string member;
+  std::string score;
+};
+Result<IndexEntry> IndexOf(const JobRecord& r, JobPlacement placement);
+// "ready:<queue>|<type>": the job's ready set; empty for quarantined input.
+std::string ReadyKeyOf(const JobRecord& r);
+// Its score there: (1000 - priority) * 2^42 + ready_at in ms.
+Result<std::string> ReadyScoreOf(const JobRecord& r);
+
+// A record from its fields (`f`, an array of kRecordFieldCount), without
+// history. kInternal naming the job and the problem if it does not decode
+// (the caller quarantines it).
+Result<JobRecord> DecodeRecord(std::string_view job_id, const Reply& f);
+// The stored fields as one JSON object, for a quarantined record's raw form.
+std::string RawFields(const Reply& f);
+// A stored history: JSON entries joined by newlines, oldest first.
+Result<std::vector<Transition>> DecodeHistory(std::string_view text);
+
+// One history entry as stored: {"from","to","at_ns","reason"[,"worker"]},
+// the SQLite store's form.
+std::string HistoryEntryJson(const Transition& t, std::string_view worker = {});
+// `text` as a JSON string literal.
+std::string JsonString(std::string_view text);
+
+}  // namespace redis_internal
+}  // namespace jobpact
+
+#endif  // JOBPACT_SRC_BACKENDS_REDIS_QUEUE_CODEC_H_

@@ -1,0 +1,657 @@
+// The Lua scripts of the Redis queue store, and its part of the key table
+// (docs/backends.md has the locks' and claims'), with P = "jobpact:{<ns>}:"
+// (KEYS[1]):
+//
+//   P job:<id>          hash: the record. `env` (the envelope JSON, written
+//                       once: no change alters it but attempt and
+//                       max_attempts, which are fields), the fields every
+//                       change writes (st att max rdy upd fin ep nrec lw pd
+//                       cp fcls fcode fmsg rsn res tok lexp raw aud cx), the
+//                       fixed ones the scripts need (q t pr vis dk enq), and
+//                       where the job is indexed (ixk: the index key after
+//                       P, ixm: its member there; rk, rsc: its ready set
+//                       and score, for the move from scheduled to ready).
+//                       Its history is in it too: `h`, the newest
+//                       kMaxHistory entries (JSON, joined by newlines, which
+//                       JSON text never holds raw), and `hn` their count --
+//                       appended in the HSET every change makes anyway, so a
+//                       transition costs no extra call and a job one key.
+//   P ready:<q>|<t>     zset per (queue, job type) -- '|' is in no safe name,
+//                       so the pair is unambiguous: ready jobs.
+//   P scheduled         zset: queued / retry_scheduled jobs not ready yet.
+//   P leases            zset: running jobs by lease expiry.
+//   P dlq, P finished   zsets: DLQ entries and final jobs by finished_at.
+//   P job-ids           zset (all scores 0): every job id, by id (listing).
+//   P job-pairs         set: every "<q>|<t>" that has a ready zset.
+//   P dedup:<key>       zset: the jobs carrying a dedup key, by enqueue time.
+//   P queue-stats       hash: counters the scripts keep ("<status>|<queue>",
+//                       "rt|<type>": running per type) -- Stats() never
+//                       scans the jobs.
+//   P lease-seq         counter: makes every lease token unique.
+//   P control, P control-audit, P control-paused-types,
+//   P control-paused-queues, P control-limits, P policies: control state.
+//   P app:<key>         the application's keys a transactional effect writes
+//                       (jobpact/redis/redis_effect.h).
+//
+// Redis Cluster: a script declares only KEYS[1] (the prefix, which hashes
+// by the namespace's tag) and addresses the rest from it; every key it
+// builds carries the same tag, so it is in the same slot on the same node.
+//
+// Times are nanoseconds since the Unix epoch as decimal strings (Lua numbers
+// are doubles: 2^53 ns is only 104 days). Zset scores are milliseconds
+// (exact in a double until year 287396); every member starts with the six
+// sub-millisecond digits of its time, and Redis orders equal scores by
+// member bytes, so (score, member) orders by the exact time, then job id.
+// A ready score is (1000 - priority) * 2^42 + ready_at in ms: 2001
+// priorities times 2^42 ms (year 2109) stays below 2^53.
+#include "src/backends/redis/queue_scripts.h"
+
+#include <string>
+
+#include "jobpact/queue_backend.h"
+
+namespace jobpact {
+namespace redis_internal {
+namespace {
+
+// Shared by every script (prepended to each).
+const char* const kLib = R"lua(
+local P = KEYS[1]
+local BAND = 4398046511104
+local function fmt(x) return string.format('%d', x) end
+-- The last six digits (sub-millisecond part) of a time, zero-padded.
+local function sub6(ns)
+  local n = #ns
+  if n >= 6 then return string.sub(ns, n - 5) end
+  return string.rep('0', 6 - n) .. ns
+end
+-- The whole milliseconds of a time.
+local function msof(ns)
+  local n = #ns
+  if n <= 6 then return 0 end
+  return tonumber(string.sub(ns, 1, n - 6))
+end
+-- The time (ns string) of a zset entry: score ms and member's six digits.
+local function mns(ms, m)
+  if ms == 0 then return fmt(tonumber(string.sub(m, 1, 6))) end
+  return fmt(ms) .. string.sub(m, 1, 6)
+end
+-- a <= b, both times.
+local function le(a, b)
+  local am, bm = msof(a), msof(b)
+  if am ~= bm then return am < bm end
+  return tonumber(sub6(a)) <= tonumber(sub6(b))
+end
+-- a + b, both times (or durations).
+local function addns(a, b)
+  local ms = msof(a) + msof(b)
+  local s = tonumber(sub6(a)) + tonumber(sub6(b))
+  if s >= 1000000 then ms = ms + 1; s = s - 1000000 end
+  if ms == 0 then return fmt(s) end
+  return fmt(ms) .. string.format('%06d', s)
+end
+-- a < b by bytes (Lua's < follows the server's locale collation).
+local function bless(a, b)
+  local n = math.min(#a, #b)
+  for i = 1, n do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+-- Counters: "<status>|<queue>" per status and queue ('' for quarantined
+-- input), "rt|<type>" running jobs per type (concurrency limits).
+local function count(st, q, t, d)
+  local S = P .. 'queue-stats'
+  redis.call('HINCRBY', S, st .. '|' .. (q or ''), d)
+  if st == 'running' and q and q ~= '' then redis.call('HINCRBY', S, 'rt|' .. t, d) end
+end
+-- History `h` of `n` entries with `entry` appended, the oldest dropped
+-- beyond MAXH: the new h and n.
+local function happend(h, n, entry)
+  n = tonumber(n or '0') or 0
+  if not h or h == '' or n == 0 then return entry, 1 end
+  h = h .. '\n' .. entry
+  n = n + 1
+  while n > MAXH do
+    h = string.sub(h, string.find(h, '\n', 1, true) + 1)
+    n = n - 1
+  end
+  return h, n
+end
+-- Members of a time zset whose time is <= now, oldest first (at most limit).
+local function due(key, now, limit)
+  local nm, nsub = msof(now), tonumber(sub6(now))
+  local r
+  if limit then
+    r = redis.call('ZRANGEBYSCORE', key, '-inf', fmt(nm), 'WITHSCORES', 'LIMIT', 0, limit)
+  else
+    r = redis.call('ZRANGEBYSCORE', key, '-inf', fmt(nm), 'WITHSCORES')
+  end
+  local out = {}
+  for i = 1, #r, 2 do
+    local m = r[i]
+    if tonumber(r[i + 1]) == nm and tonumber(string.sub(m, 1, 6)) > nsub then break end
+    out[#out + 1] = m
+  end
+  return out
+end
+-- Moves the scheduled jobs whose time has come to their ready sets, oldest
+-- first, at most PROMOTE per call so that a burst of due retries cannot hold
+-- the server: the rest follow on the next lease (or Stats) call.
+local function promote(now)
+  for _, m in ipairs(due(P .. 'scheduled', now, PROMOTE)) do
+    local id = string.sub(m, 7)
+    local jk = P .. 'job:' .. id
+    local f = redis.call('HMGET', jk, 'rk', 'rsc')
+    redis.call('ZREM', P .. 'scheduled', m)
+    if f[1] and f[1] ~= '' then
+      redis.call('ZADD', P .. f[1], f[2], m)
+      redis.call('HSET', jk, 'ixk', f[1])
+    end
+  end
+end
+-- The fields a record is read with (queue_codec.h: kRecordFields).
+local F = {'env', 'q', 't', 'pr', 'vis', 'dk', 'st', 'att', 'max', 'rdy', 'upd', 'fin', 'ep',
+           'nrec', 'lw', 'pd', 'cp', 'fcls', 'fcode', 'fmsg', 'rsn', 'res', 'tok', 'lexp', 'raw',
+           'aud', 'cx', 'enq'}
+-- F and the history (h, hn): fields 29 and 30.
+local FH = {unpack(F)}
+FH[#FH + 1] = 'h'
+FH[#FH + 1] = 'hn'
+)lua";
+
+// InsertJobs. ARGV: window_start ('' no dedup), n, then 36 per job:
+//   id dk env q t pr vis enq | st att max rdy upd fin ep nrec lw pd cp fcls
+//   fcode fmsg rsn res tok lexp rawflag raw aud cx | ixk ixm ixscore rk rsc
+//   history_entry
+// Returns {6, id} if an id is taken (nothing stored), else {0, then per job
+// dup(0/1), id, status}.
+const char* const kInsert = R"lua(
+local ws = ARGV[1]
+local n = tonumber(ARGV[2])
+local K = 36
+for i = 0, n - 1 do
+  local id = ARGV[3 + i * K]
+  if redis.call('EXISTS', P .. 'job:' .. id) == 1 then return {6, id} end
+end
+local out = {0}
+for i = 0, n - 1 do
+  local o = 3 + i * K
+  local id, dk = ARGV[o], ARGV[o + 1]
+  local dup = nil
+  if ws ~= '' and dk ~= '' then
+    local wm, wsub = msof(ws), tonumber(sub6(ws))
+    local r = redis.call('ZREVRANGEBYSCORE', P .. 'dedup:' .. dk, '+inf', fmt(wm), 'WITHSCORES')
+    for j = 1, #r, 2 do
+      local m = r[j]
+      if tonumber(r[j + 1]) == wm and tonumber(string.sub(m, 1, 6)) <= wsub then break end
+      local other = string.sub(m, 7)
+      local st = redis.call('HGET', P .. 'job:' .. other, 'st')
+      if st and st ~= 'discarded' and st ~= 'failed' and st ~= 'dead_lettered' then
+        dup = {other, st}
+        break
+      end
+    end
+  end
+  if dup then
+    out[#out + 1] = 1
+    out[#out + 1] = dup[1]
+    out[#out + 1] = dup[2]
+  else
+    local jk = P .. 'job:' .. id
+    local q, t, st, enq = ARGV[o + 3], ARGV[o + 4], ARGV[o + 8], ARGV[o + 7]
+    redis.call('HSET', jk, 'env', ARGV[o + 2], 'q', q, 't', t, 'pr', ARGV[o + 5],
+      'vis', ARGV[o + 6], 'dk', dk, 'enq', enq, 'st', st, 'att', ARGV[o + 9],
+      'max', ARGV[o + 10], 'rdy', ARGV[o + 11], 'upd', ARGV[o + 12], 'fin', ARGV[o + 13],
+      'ep', ARGV[o + 14], 'nrec', ARGV[o + 15], 'lw', ARGV[o + 16], 'pd', ARGV[o + 17],
+      'cp', ARGV[o + 18], 'fcls', ARGV[o + 19], 'fcode', ARGV[o + 20], 'fmsg', ARGV[o + 21],
+      'rsn', ARGV[o + 22], 'res', ARGV[o + 23], 'tok', ARGV[o + 24], 'lexp', ARGV[o + 25],
+      'aud', ARGV[o + 28], 'cx', ARGV[o + 29], 'ixk', ARGV[o + 30], 'ixm', ARGV[o + 31],
+      'rk', ARGV[o + 33], 'rsc', ARGV[o + 34], 'h', ARGV[o + 35], 'hn', '1')
+    if ARGV[o + 26] == '1' then redis.call('HSET', jk, 'raw', ARGV[o + 27]) end
+    if ARGV[o + 30] ~= '' then redis.call('ZADD', P .. ARGV[o + 30], ARGV[o + 32], ARGV[o + 31]) end
+    redis.call('ZADD', P .. 'job-ids', 0, id)
+    if q ~= '' then redis.call('SADD', P .. 'job-pairs', q .. '|' .. t) end
+    if dk ~= '' then redis.call('ZADD', P .. 'dedup:' .. dk, fmt(msof(enq)), sub6(enq) .. id) end
+    count(st, q, t, 1)
+    out[#out + 1] = 0
+    out[#out + 1] = id
+    out[#out + 1] = st
+  end
+end
+return out
+)lua";
+
+// One conditional write. ARGV:
+//   1 id, 2 expect status, 3 expect epoch, 4 expect token, 5 expired_by
+//   ('' or a time: the stored lease must have expired by then), 6 quarantine
+//   ('1': unconditional, new q and t, history replaced), 7 q, 8 t,
+//   9..30 st att max rdy upd fin ep nrec lw pd cp fcls fcode fmsg rsn res
+//   tok lexp rawflag raw aud cx, 31 ixk, 32 ixm, 33 ixscore, 34 rsc ('' keep),
+//   35 history entry ('' none), 36 number of effect ops, then 4 per op:
+//   name key a1 a2, then the idempotency claim to complete with the write
+//   (a transactional success): its record key ('' none), now and expiry in
+//   microseconds, gc ms, the index key, the key's name, the result.
+// Returns {0}; {5} unknown job; {10, status, epoch[, 'renewed']} stale;
+// {9, message} an effect op that cannot apply (nothing written); {11,
+// state, owner} the claim is another owner's (nothing written).
+const char* const kWrite = R"lua(
+local function one(base)
+local function a(k) return ARGV[base + k] end
+local id = a(1)
+local jk = P .. 'job:' .. id
+local cur = redis.call('HMGET', jk, 'st', 'ep', 'tok', 'lexp', 'q', 't', 'ixk', 'ixm', 'cx', 'aud',
+                      'raw', 'h', 'hn')
+if not cur[1] then return {5} end
+local quar = a(6) == '1'
+if not quar then
+  if cur[1] ~= a(2) or cur[2] ~= a(3) or (cur[3] or '') ~= a(4) then
+    return {10, cur[1], cur[2]}
+  end
+  if a(5) ~= '' and not le(cur[4], a(5)) then return {10, cur[1], cur[2], 'renewed'} end
+end
+local nops = tonumber(a(36))
+-- The claim of a transactional success, held by this delivery (the lease
+-- token is the claim's owner): completed in this step, so no crash can
+-- separate the effect from the record. Another owner's: nothing written.
+local io = 37 + nops * 4
+local ik = a(io)
+local claim = nil
+if ik and ik ~= '' then
+  claim = redis.call('HMGET', ik, 'state', 'owner')
+  if claim[1] and claim[2] ~= a(4) then return {11, claim[1], claim[2]} end
+end
+-- The transactional effect: every op is checked before anything is written
+-- (a script is not rolled back on an error), then applied with the write.
+local types = {set = true, del = true, pexpire = true, incrby = 'string', hset = 'hash',
+               hincrby = 'hash', sadd = 'set', srem = 'set', rpush = 'list'}
+for i = 0, nops - 1 do
+  local o = 37 + i * 4
+  local op, key = a(o), a(o + 1)
+  local want = types[op]
+  if not want then return {9, 'effect op ' .. (i + 1) .. ': unknown op ' .. op} end
+  if want ~= true then
+    local ty = redis.call('TYPE', key)['ok']
+    if ty ~= 'none' and ty ~= want then
+      return {9, 'effect op ' .. (i + 1) .. ' (' .. op .. '): key ' .. key .. ' holds a ' .. ty}
+    end
+    local num = nil
+    if op == 'incrby' then num = redis.call('GET', key) end
+    if op == 'hincrby' then num = redis.call('HGET', key, a(o + 2)) end
+    if num and not string.match(num, '^%-?%d+$') then
+      return {9, 'effect op ' .. (i + 1) .. ' (' .. op .. '): key ' .. key .. ' is not an integer'}
+    end
+  end
+end
+if claim and claim[1] == 'p' then
+  redis.call('HSET', ik, 'state', 'c', 'result', a(io + 6), 'exp', a(io + 2))
+  redis.call('PEXPIRE', ik, a(io + 3))
+  redis.call('ZADD', a(io + 4), a(io + 2), a(io + 5))
+end
+for i = 0, nops - 1 do
+  local o = 37 + i * 4
+  local op, key, a1, a2 = a(o), a(o + 1), a(o + 2), a(o + 3)
+  if op == 'set' then
+    if a2 ~= '' then redis.call('SET', key, a1, 'PX', a2) else redis.call('SET', key, a1) end
+  elseif op == 'del' then redis.call('DEL', key)
+  elseif op == 'pexpire' then redis.call('PEXPIRE', key, a1)
+  elseif op == 'incrby' then redis.call('INCRBY', key, a1)
+  elseif op == 'hset' then redis.call('HSET', key, a1, a2)
+  elseif op == 'hincrby' then redis.call('HINCRBY', key, a1, a2)
+  elseif op == 'sadd' then redis.call('SADD', key, a1)
+  elseif op == 'srem' then redis.call('SREM', key, a1)
+  elseif op == 'rpush' then redis.call('RPUSH', key, a1)
+  end
+end
+local aud, cx = a(29), a(30)
+if not quar and a(2) == 'running' then
+  -- An operator's cancel may have added to them since the change was read.
+  aud = cur[10] or '[]'
+  if cur[9] == '1' then cx = '1' end
+end
+local q, t = cur[5], cur[6]
+local kv = {'st', a(9), 'att', a(10), 'max', a(11), 'rdy', a(12), 'upd', a(13),
+            'fin', a(14), 'ep', a(15), 'nrec', a(16), 'lw', a(17), 'pd', a(18),
+            'fcls', a(20), 'fcode', a(21), 'fmsg', a(22), 'rsn', a(23),
+            'res', a(24), 'tok', a(25), 'lexp', a(26), 'aud', aud, 'cx', cx,
+            'ixk', a(31), 'ixm', a(32)}
+if a(19) ~= '' then kv[#kv + 1] = 'cp'; kv[#kv + 1] = a(19) end
+if a(34) ~= '' then kv[#kv + 1] = 'rsc'; kv[#kv + 1] = a(34) end
+local h, hn = cur[12], cur[13]
+if quar then h, hn = '', '0' end
+if a(35) ~= '' then
+  local nh, nn = happend(h, hn, a(35))
+  kv[#kv + 1] = 'h'; kv[#kv + 1] = nh
+  kv[#kv + 1] = 'hn'; kv[#kv + 1] = fmt(nn)
+end
+if quar then
+  q, t = a(7), a(8)
+  kv[#kv + 1] = 'q'; kv[#kv + 1] = q
+  kv[#kv + 1] = 't'; kv[#kv + 1] = t
+  kv[#kv + 1] = 'rk'; kv[#kv + 1] = ''
+end
+if a(27) == '1' then kv[#kv + 1] = 'raw'; kv[#kv + 1] = a(28) end
+redis.call('HSET', jk, unpack(kv))
+if a(27) ~= '1' and cur[11] then redis.call('HDEL', jk, 'raw') end
+if cur[7] and cur[7] ~= '' then redis.call('ZREM', P .. cur[7], cur[8]) end
+if a(31) ~= '' then redis.call('ZADD', P .. a(31), a(33), a(32)) end
+count(cur[1], cur[5], cur[6], -1)
+count(a(9), q, t, 1)
+return {0}
+end
+)lua";
+
+// LeaseJobs. ARGV: 1 now, 2 max_jobs, 3 worker (for the token), 4 the
+// worker as a JSON string, 5 the delivery reason as a JSON string, 6.. the
+// queues (none: all). Returns per job {id, token, lease expiry, the record's
+// fields (F) as they were before the delivery}.
+const char* const kLease = R"lua(
+local now = ARGV[1]
+local max = tonumber(ARGV[2])
+promote(now)
+local want = nil
+if #ARGV >= 6 then
+  want = {}
+  for i = 6, #ARGV do want[ARGV[i]] = true end
+end
+local pt, pq = {}, {}
+for _, x in ipairs(redis.call('SMEMBERS', P .. 'control-paused-types')) do pt[x] = true end
+for _, x in ipairs(redis.call('SMEMBERS', P .. 'control-paused-queues')) do pq[x] = true end
+local room = {}
+local lim = redis.call('HGETALL', P .. 'control-limits')
+for i = 1, #lim, 2 do
+  local running = redis.call('HGET', P .. 'queue-stats', 'rt|' .. lim[i]) or '0'
+  room[lim[i]] = tonumber(lim[i + 1]) - tonumber(running)
+end
+-- The first max_jobs of every (queue, type) set not held, each in order;
+-- merged by their heads (score, then member bytes).
+local lists = {}
+for _, p in ipairs(redis.call('SMEMBERS', P .. 'job-pairs')) do
+  local bar = string.find(p, '|', 1, true)
+  local q, t = string.sub(p, 1, bar - 1), string.sub(p, bar + 1)
+  if (want == nil or want[q]) and not pq[q] and not pt[t] and (room[t] == nil or room[t] > 0) then
+    local r = redis.call('ZRANGE', P .. 'ready:' .. p, 0, max - 1, 'WITHSCORES')
+    if #r > 0 then lists[#lists + 1] = {r = r, i = 1, t = t, p = p} end
+  end
+end
+local out = {}
+if #lists == 0 then return out end
+-- Tokens "<worker>#<n>", n unique in the namespace (some numbers unused).
+local seq = redis.call('INCRBY', P .. 'lease-seq', max) - max
+while #out < max do
+  local best = nil
+  for _, l in ipairs(lists) do
+    if l.i < #l.r and (room[l.t] == nil or room[l.t] > 0) then
+      if best == nil then
+        best = l
+      else
+        local a, b = tonumber(l.r[l.i + 1]), tonumber(best.r[best.i + 1])
+        if a < b or (a == b and bless(l.r[l.i], best.r[best.i])) then best = l end
+      end
+    end
+  end
+  if best == nil then break end
+  local m, t, pair = best.r[best.i], best.t, best.p
+  best.i = best.i + 2
+  do
+    if room[t] then room[t] = room[t] - 1 end
+    local id = string.sub(m, 7)
+    local jk = P .. 'job:' .. id
+    local f = redis.call('HMGET', jk, unpack(FH))
+    local h, hn = happend(f[29], f[30], '{"from":"' .. tostring(f[7]) ..
+                          '","to":"running","at_ns":' .. now .. ',"reason":' .. ARGV[5] ..
+                          ',"worker":' .. ARGV[4] .. '}')
+    f[30] = nil
+    f[29] = nil
+    if f[7] ~= 'queued' and f[7] ~= 'retry_scheduled' then
+      return redis.error_reply('jobpact: index out of step: job ' .. id .. ' in a ready set is ' ..
+                               tostring(f[7]))
+    end
+    seq = seq + 1
+    local tok = ARGV[3] .. '#' .. fmt(seq)
+    local lexp = addns(now, f[5])
+    local lm = sub6(lexp) .. id
+    redis.call('HSET', jk, 'st', 'running', 'ep', fmt(tonumber(f[13]) + 1),
+               'att', fmt(tonumber(f[8]) + 1), 'tok', tok, 'lexp', lexp, 'upd', now,
+               'ixk', 'leases', 'ixm', lm, 'h', h, 'hn', fmt(hn))
+    redis.call('ZREM', P .. 'ready:' .. pair, m)
+    redis.call('ZADD', P .. 'leases', fmt(msof(lexp)), lm)
+    count(f[7], f[2], f[3], -1)
+    count('running', f[2], f[3], 1)
+    out[#out + 1] = {id, tok, lexp, f}
+  end
+end
+return out
+)lua";
+
+// RenewLease. ARGV: id, epoch, token, new expiry, now, checkpoint ('' keep).
+// Returns {0, cancel_requested}, {5}, or {10, status, epoch}.
+const char* const kRenew = R"lua(
+local jk = P .. 'job:' .. ARGV[1]
+local cur = redis.call('HMGET', jk, 'st', 'ep', 'tok', 'ixm', 'cx')
+if not cur[1] then return {5} end
+if cur[1] ~= 'running' or cur[2] ~= ARGV[2] or cur[3] ~= ARGV[3] then return {10, cur[1], cur[2]} end
+local lm = sub6(ARGV[4]) .. ARGV[1]
+redis.call('ZREM', P .. 'leases', cur[4])
+redis.call('ZADD', P .. 'leases', fmt(msof(ARGV[4])), lm)
+local kv = {'lexp', ARGV[4], 'upd', ARGV[5], 'ixm', lm}
+if ARGV[6] ~= '' then kv[#kv + 1] = 'cp'; kv[#kv + 1] = ARGV[6] end
+redis.call('HSET', jk, unpack(kv))
+return {0, cur[5]}
+)lua";
+
+// The expired leases (time <= ARGV[1]), at most ARGV[2]: {id, fields} each.
+const char* const kExpired = R"lua(
+local out = {}
+for _, m in ipairs(due(P .. 'leases', ARGV[1], tonumber(ARGV[2]))) do
+  local id = string.sub(m, 7)
+  out[#out + 1] = {id, redis.call('HMGET', P .. 'job:' .. id, unpack(F))}
+end
+return out
+)lua";
+
+// RequestCancel. ARGV: id, expect status, epoch, token, updated_at, the
+// audit line as a JSON string ('' none). Returns {0}, {5} or {10, st, ep}.
+const char* const kCancel = R"lua(
+local jk = P .. 'job:' .. ARGV[1]
+local cur = redis.call('HMGET', jk, 'st', 'ep', 'tok', 'aud')
+if not cur[1] then return {5} end
+if cur[1] ~= ARGV[2] or cur[2] ~= ARGV[3] or (cur[3] or '') ~= ARGV[4] then
+  return {10, cur[1], cur[2]}
+end
+local aud = cur[4] or '[]'
+if ARGV[6] ~= '' then
+  if aud == '[]' then aud = '[' .. ARGV[6] .. ']' else aud = string.sub(aud, 1, -2) .. ',' .. ARGV[6] .. ']' end
+end
+redis.call('HSET', jk, 'cx', '1', 'upd', ARGV[5], 'aud', aud)
+return {0}
+)lua";
+
+// Records. ARGV: with_history ('1'), then ids. Per id: false (none) or
+// {fields, history (entries joined by newlines)}.
+const char* const kLoad = R"lua(
+local out = {}
+for i = 2, #ARGV do
+  local jk = P .. 'job:' .. ARGV[i]
+  local f = redis.call('HMGET', jk, unpack(FH))
+  if not f[7] then
+    out[#out + 1] = false
+  else
+    local h = f[29] or ''
+    f[30] = nil
+    f[29] = nil
+    if ARGV[1] ~= '1' then h = '' end
+    out[#out + 1] = {f, h}
+  end
+end
+return out
+)lua";
+
+// A page of job ids. ARGV: after ('' from the start), page size, status,
+// type, queue ('' any). Returns {ids scanned, last id scanned, matches...}.
+const char* const kScanIds = R"lua(
+local min = '-'
+if ARGV[1] ~= '' then min = '(' .. ARGV[1] end
+local ids = redis.call('ZRANGEBYLEX', P .. 'job-ids', min, '+', 'LIMIT', 0, tonumber(ARGV[2]))
+local out = {#ids, ids[#ids] or ''}
+for _, id in ipairs(ids) do
+  local f = redis.call('HMGET', P .. 'job:' .. id, 'st', 't', 'q')
+  if (ARGV[3] == '' or f[1] == ARGV[3]) and (ARGV[4] == '' or f[2] == ARGV[4]) and
+     (ARGV[5] == '' or f[3] == ARGV[5]) then
+    out[#out + 1] = id
+  end
+end
+return out
+)lua";
+
+// A page of a finished_at index. ARGV: index ('dlq' / 'finished'), from
+// (inclusive, '' none), before (exclusive, '' none), offset, count, status
+// ('' any). Returns {entries scanned, matching ids...} in time order.
+const char* const kScanTime = R"lua(
+local lo, hi = '-inf', '+inf'
+if ARGV[2] ~= '' then lo = fmt(msof(ARGV[2])) end
+if ARGV[3] ~= '' then hi = fmt(msof(ARGV[3])) end
+local r = redis.call('ZRANGEBYSCORE', P .. ARGV[1], lo, hi, 'WITHSCORES', 'LIMIT',
+                     tonumber(ARGV[4]), tonumber(ARGV[5]))
+local out = {#r / 2}
+for i = 1, #r, 2 do
+  local m = r[i]
+  local at = mns(tonumber(r[i + 1]), m)
+  if (ARGV[2] == '' or le(ARGV[2], at)) and (ARGV[3] == '' or not le(ARGV[3], at)) then
+    local id = string.sub(m, 7)
+    if ARGV[6] == '' or redis.call('HGET', P .. 'job:' .. id, 'st') == ARGV[6] then
+      out[#out + 1] = id
+    end
+  end
+end
+return out
+)lua";
+
+// FindDuplicateJob. ARGV: dedup key, self id, since. The oldest other job
+// with the key that is running, or succeeded at or after `since`; or false.
+const char* const kFindDup = R"lua(
+for _, m in ipairs(redis.call('ZRANGE', P .. 'dedup:' .. ARGV[1], 0, -1)) do
+  local id = string.sub(m, 7)
+  if id ~= ARGV[2] then
+    local f = redis.call('HMGET', P .. 'job:' .. id, 'st', 'fin')
+    if f[1] == 'running' or (f[1] == 'succeeded' and f[2] and f[2] ~= '' and le(ARGV[3], f[2])) then
+      return id
+    end
+  end
+end
+return false
+)lua";
+
+// DeleteJobs, one chunk. ARGV: index ('dlq' / 'finished'), cutoff
+// (exclusive), chunk. Returns {deleted, entries looked at}.
+const char* const kPurge = R"lua(
+local key = P .. ARGV[1]
+local cm, cs = msof(ARGV[2]), tonumber(sub6(ARGV[2]))
+local r = redis.call('ZRANGEBYSCORE', key, '-inf', fmt(cm), 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
+local n = 0
+for i = 1, #r, 2 do
+  local m = r[i]
+  if tonumber(r[i + 1]) == cm and tonumber(string.sub(m, 1, 6)) >= cs then break end
+  local id = string.sub(m, 7)
+  local jk = P .. 'job:' .. id
+  local f = redis.call('HMGET', jk, 'st', 'q', 't', 'dk', 'enq')
+  redis.call('ZREM', key, m)
+  redis.call('ZREM', P .. 'job-ids', id)
+  if f[4] and f[4] ~= '' then redis.call('ZREM', P .. 'dedup:' .. f[4], sub6(f[5]) .. id) end
+  if f[1] then count(f[1], f[2], f[3], -1) end
+  redis.call('DEL', jk)
+  n = n + 1
+end
+return {n, #r / 2}
+)lua";
+
+// ReadStats. ARGV: now. Promotes due jobs, then returns {the counters
+// (flat), the pairs, per pair the time of its oldest ready job ('' none)}.
+// The oldest of a pair is the first of some priority band: one seek per
+// band in use, never a scan of the jobs.
+const char* const kStats = R"lua(
+promote(ARGV[1])
+local ps = redis.call('SMEMBERS', P .. 'job-pairs')
+local oldest = {}
+for _, p in ipairs(ps) do
+  local key = P .. 'ready:' .. p
+  local lo = '-inf'
+  local best = ''
+  for _ = 1, 2001 do
+    local r = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    if #r == 0 then break end
+    local sc = tonumber(r[2])
+    local band = math.floor(sc / BAND)
+    local at = mns(sc - band * BAND, r[1])
+    if best == '' or le(at, best) then best = at end
+    lo = fmt((band + 1) * BAND)
+  end
+  oldest[#oldest + 1] = best
+end
+return {redis.call('HGETALL', P .. 'queue-stats'), ps, oldest}
+)lua";
+
+// WriteControl. ARGV: 'set' / 'clear', the rule's field, its JSON, kind,
+// subject, limit, audit line, audit lines kept. {0} or {5} (no such rule).
+const char* const kControl = R"lua(
+local C = P .. 'control'
+local kind, subject = ARGV[4], ARGV[5]
+if ARGV[1] == 'set' then
+  redis.call('HSET', C, ARGV[2], ARGV[3])
+  if kind == 'pause_type' then redis.call('SADD', P .. 'control-paused-types', subject)
+  elseif kind == 'pause_queue' then redis.call('SADD', P .. 'control-paused-queues', subject)
+  elseif kind == 'concurrency_limit' then redis.call('HSET', P .. 'control-limits', subject, ARGV[6])
+  end
+else
+  if redis.call('HDEL', C, ARGV[2]) == 0 then return {5} end
+  if kind == 'pause_type' then redis.call('SREM', P .. 'control-paused-types', subject)
+  elseif kind == 'pause_queue' then redis.call('SREM', P .. 'control-paused-queues', subject)
+  elseif kind == 'concurrency_limit' then redis.call('HDEL', P .. 'control-limits', subject)
+  end
+end
+redis.call('RPUSH', P .. 'control-audit', ARGV[7])
+redis.call('LTRIM', P .. 'control-audit', -tonumber(ARGV[8]), -1)
+return {0}
+)lua";
+
+// One write: ARGV as above.
+const char* const kWriteOne = R"lua(
+return one(0)
+)lua";
+
+// Several writes in one call, each checked and written alone (a refused
+// one leaves the others as they are). ARGV: n, then per write the number
+// of its arguments and its arguments as above. Returns one reply per write.
+const char* const kWriteMany = R"lua(
+local out = {}
+local pos = 2
+for i = 1, tonumber(ARGV[1]) do
+  out[i] = one(pos)
+  pos = pos + 1 + tonumber(ARGV[pos])
+end
+return out
+)lua";
+
+std::string WithLib(const char* body) {
+  std::string lua = "local MAXH = " + std::to_string(kMaxHistory) + "\nlocal PROMOTE = 10000\n";
+  lua += kLib;
+  lua += body;
+  return lua;
+}
+
+}  // namespace
+
+const QueueScripts& Scripts() {
+  static const QueueScripts* const scripts = new QueueScripts{
+      Script(WithLib(kInsert)),   Script(WithLib(kWrite) + kWriteOne),    Script(WithLib(kLease)),
+      Script(WithLib(kRenew)),    Script(WithLib(kExpired)),  Script(WithLib(kCancel)),
+      Script(WithLib(kLoad)),     Script(WithLib(kScanIds)),  Script(WithLib(kScanTime)),
+      Script(WithLib(kFindDup)),  Script(WithLib(kPurge)),    Script(WithLib(kStats)),
+      Script(WithLib(kControl)),  Script(WithLib(kWrite) + kWriteMany),
+  };
+  return *scripts;
+}
+
+}  // namespace redis_internal
+}  // namespace jobpact

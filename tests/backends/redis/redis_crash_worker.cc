@@ -1,0 +1,108 @@
+// A worker process for the Redis crash test (redis_crash_test.cc): a
+// JobRunner on the Redis backend (one namespace shared with the test and
+// the other workers) that runs "crash.effect" jobs until SIGTERM (clean
+// shutdown) or SIGKILL (the point of the test).
+//
+//   redis_crash_worker <redis url> <namespace> <log_dir>
+//
+// Each job's effect is INCR of its own counter (RedisEffect key
+// "effect:<job id>"), attached to the completion: the completion script
+// applies it with the ack, so every counter must end at exactly 1.
+// Before each handler runs, the job id is appended to
+// <log_dir>/start-<pid>.log (write(2) on an O_APPEND descriptor: it is in
+// the kernel once write returns, so it survives SIGKILL).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "jobpact/clock.h"
+#include "jobpact/job_runner.h"
+#include "jobpact/redis/redis_backend.h"
+#include "jobpact/redis/redis_effect.h"
+
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+void OnSigterm(int) { g_stop = 1; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s <redis url> <namespace> <log_dir>\n", argv[0]);
+    return 2;
+  }
+  std::signal(SIGTERM, OnSigterm);
+  const std::string log_dir = argv[3];
+  const int start_fd = open((log_dir + "/start-" + std::to_string(getpid()) + ".log").c_str(),
+                            O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (start_fd < 0) {
+    std::perror("open log");
+    return 2;
+  }
+  auto options = jobpact::redis::ParseRedisUrl(argv[1]);
+  if (!options.ok()) {
+    std::fprintf(stderr, "url: %s\n", options.status().ToString().c_str());
+    return 2;
+  }
+  options->key_namespace = argv[2];
+  auto clock = jobpact::SystemClock::Default();
+  auto backend = jobpact::redis::RedisBackend::Open(*options, clock);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "open: %s\n", backend.status().ToString().c_str());
+    return 2;
+  }
+  jobpact::JobRunnerOptions ro;
+  ro.backend = (*backend)->bundle();
+  ro.clock = clock;
+  ro.workers = 2;
+  ro.dequeue_batch = 8;
+  ro.poll_interval = jobpact::Millis(20);
+  ro.maintenance_interval = jobpact::Millis(200);
+  // Short leases (set per job by the test); the buffer rule relaxed to match.
+  ro.validation.visibility_buffer = jobpact::Millis(500);
+  // Kills are random: a job may lose its worker more than 3 times.
+  ro.max_lease_recoveries = 10;
+  ro.runner_id = "crash-worker-" + std::to_string(getpid());
+  ro.log_level = jobpact::LogLevel::kWarn;
+  auto runner = jobpact::JobRunner::Create(ro);
+  if (!runner.ok()) {
+    std::fprintf(stderr, "runner: %s\n", runner.status().ToString().c_str());
+    return 2;
+  }
+  jobpact::Status handled =
+      (*runner)->Handle("crash.effect", [&](jobpact::JobContext& ctx) -> jobpact::Status {
+        const std::string line = ctx.envelope().job_id + "\n";
+        if (write(start_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+          return jobpact::Status::Unavailable("start log");
+        }
+        thread_local std::minstd_rand rng(std::random_device{}());
+        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
+        const std::string key = "effect:" + ctx.envelope().job_id;
+        ctx.SetTransactionalEffect([key](void* native) -> jobpact::Status {
+          auto* fx = static_cast<jobpact::redis::RedisEffect*>(native);
+          if (fx == nullptr) return jobpact::Status::Internal("no RedisEffect handle");
+          return fx->IncrBy(key, 1);
+        });
+        return jobpact::Status::Ok();
+      });
+  if (!handled.ok()) {
+    std::fprintf(stderr, "handle: %s\n", handled.ToString().c_str());
+    return 2;
+  }
+  jobpact::Status started = (*runner)->Start();
+  if (!started.ok()) {
+    std::fprintf(stderr, "start: %s\n", started.ToString().c_str());
+    return 2;
+  }
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  jobpact::Status stopped = (*runner)->Shutdown(jobpact::Seconds(5));
+  if (!stopped.ok()) std::fprintf(stderr, "shutdown: %s\n", stopped.ToString().c_str());
+  return 0;
+}
