@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "jobpact/testing/manual_clock.h"
 #include "jobpact/testing/matchers.h"
@@ -45,13 +46,18 @@ class RedisBackendTest : public ::testing::Test {
     return b.ok() ? *b : nullptr;
   }
 
+  // Leaves nothing behind on a shared server: the test's namespace and any
+  // other it used.
   void TearDown() override {
     if (!raw_) return;
-    Result<Reply> keys = raw_->Command({"KEYS", Prefix() + "*"});
-    if (keys.ok() && !keys->elements.empty()) {
-      std::vector<std::string> del = {"DEL"};
-      for (const Reply& k : keys->elements) del.push_back(k.str);
-      (void)raw_->Command(del);
+    extra_namespaces_.push_back(options_.key_namespace);
+    for (const std::string& ns : extra_namespaces_) {
+      Result<Reply> keys = raw_->Command({"KEYS", "jobpact:{" + ns + "}:*"});
+      if (keys.ok() && !keys->elements.empty()) {
+        std::vector<std::string> del = {"DEL"};
+        for (const Reply& k : keys->elements) del.push_back(k.str);
+        (void)raw_->Command(del);
+      }
     }
   }
 
@@ -61,6 +67,7 @@ class RedisBackendTest : public ::testing::Test {
   RedisOptions options_;
   std::shared_ptr<RedisBackend> backend_;
   std::shared_ptr<RedisClient> raw_;
+  std::vector<std::string> extra_namespaces_;
 };
 
 TEST_F(RedisBackendTest, BundleNamesTheBackendAndItsUrl) {
@@ -135,6 +142,7 @@ TEST_F(RedisBackendTest, OpenRefusesBadNamespaceAndNullClock) {
 TEST_F(RedisBackendTest, NamespacesDoNotSeeEachOthersLocks) {
   RedisOptions other = options_;
   other.key_namespace = redis_testing::FreshNamespace();
+  extra_namespaces_.push_back(other.key_namespace);
   std::shared_ptr<RedisBackend> b = MustOpen(other);
   ASSERT_NE(b, nullptr);
   ASSERT_THAT(backend_->locks()->Acquire("order:1", "w1", Seconds(30)), IsOk());
