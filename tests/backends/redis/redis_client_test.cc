@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -321,6 +323,39 @@ TEST(RedisClientDownTest, UnavailableWhileDownThenRecoversAfterRestart) {
     EXPECT_THAT(client->Command({"INCR", "jobpact:{t}:n"}), IsOk()) << i;
     EXPECT_THAT(client->Eval(Script("return 2"), {}, {}), IsOk()) << i;
   }
+}
+
+TEST(RedisClientDownTest, NoReplyWithinTheCommandTimeoutIsDeadlineExceeded) {
+  redis_testing::PrivateRedisServer server;
+  std::string why = server.Start();
+  if (!why.empty()) {
+    if (redis_testing::RedisRequired()) FAIL() << why;
+    GTEST_SKIP() << why;
+  }
+  redis::RedisOptions o;
+  o.port = server.port();
+  o.pool_size = 1;
+  o.command_timeout = Millis(200);
+  Result<std::shared_ptr<RedisClient>> c = RedisClient::Connect(o);
+  ASSERT_THAT(c, IsOk());
+  std::shared_ptr<RedisClient> client = *c;
+  // A server that accepts the bytes but never answers: stopped, not dead.
+  ASSERT_EQ(kill(server.pid(), SIGSTOP), 0);
+  const auto start = std::chrono::steady_clock::now();
+  Result<Reply> r = client->Command({"INCR", "jobpact:{t}:n"});
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_EQ(kill(server.pid(), SIGCONT), 0);
+  EXPECT_THAT(r, StatusIs(StatusCode::kDeadlineExceeded,
+                          ::testing::AllOf(HasSubstr("no reply within 200 ms"),
+                                           HasSubstr("may or may not have run"),
+                                           HasSubstr("127.0.0.1:" + std::to_string(server.port())))));
+  EXPECT_GE(took, std::chrono::milliseconds(150));
+  EXPECT_LT(took, std::chrono::seconds(2));
+  // That connection was dropped (its late reply would answer the wrong
+  // command); the next call gets a fresh one and sees the INCR that did run.
+  Result<Reply> n = client->Command({"GET", "jobpact:{t}:n"});
+  ASSERT_THAT(n, IsOk());
+  EXPECT_EQ(n->str, "1");
 }
 
 }  // namespace
