@@ -23,9 +23,9 @@ namespace {
 using ::jobpact::testing::IsOk;
 using ::jobpact::testing::ManualClock;
 using ::jobpact::testing::StatusIs;
-using ::testing::HasSubstr;
 using redis_internal::RedisClient;
 using redis_internal::Reply;
+using ::testing::HasSubstr;
 
 class RedisBackendTest : public ::testing::Test {
  protected:
@@ -97,7 +97,8 @@ TEST(RedisBackendAclTest, AclUserAuthenticatesAndTheUrlNamesItWithoutThePassword
   admin.port = server.port();
   auto c = RedisClient::Connect(admin);
   ASSERT_THAT(c, IsOk());
-  Result<Reply> r = (*c)->Command({"ACL", "SETUSER", "app.user/1", "on", ">p@ss/w:rd", "~*", "+@all"});
+  Result<Reply> r =
+      (*c)->Command({"ACL", "SETUSER", "app.user/1", "on", ">p@ss/w:rd", "~*", "+@all"});
   ASSERT_THAT(r, IsOk());
   ASSERT_EQ(r->str, "OK") << r->str;
   r = (*c)->Command({"CONFIG", "SET", "requirepass", "default-secret"});
@@ -111,8 +112,8 @@ TEST(RedisBackendAclTest, AclUserAuthenticatesAndTheUrlNamesItWithoutThePassword
   ASSERT_THAT(b, IsOk());
   EXPECT_THAT((*b)->locks()->Acquire("k", "w", Seconds(5)), IsOk());
   const std::string url = (*b)->url();
-  EXPECT_EQ(url, "redis://app.user%2F1@127.0.0.1:" + std::to_string(server.port()) +
-                     "/1?namespace=acl");
+  EXPECT_EQ(url,
+            "redis://app.user%2F1@127.0.0.1:" + std::to_string(server.port()) + "/1?namespace=acl");
   EXPECT_THAT(url, ::testing::Not(HasSubstr("p%40ss")));
   EXPECT_THAT((*b)->bundle().url, ::testing::Not(HasSubstr("ss")));
 
@@ -123,7 +124,8 @@ TEST(RedisBackendAclTest, AclUserAuthenticatesAndTheUrlNamesItWithoutThePassword
   EXPECT_THAT(RedisBackend::Open(def, clock), IsOk());
   def.password = "wrong-secret";
   Result<std::shared_ptr<RedisBackend>> wrong = RedisBackend::Open(def, clock);
-  EXPECT_THAT(wrong, StatusIs(StatusCode::kFailedPrecondition, HasSubstr("AUTH (password) refused")));
+  EXPECT_THAT(wrong,
+              StatusIs(StatusCode::kFailedPrecondition, HasSubstr("AUTH (password) refused")));
   EXPECT_THAT(wrong.status().message(), ::testing::Not(HasSubstr("wrong-secret")));
   def.password.clear();
   EXPECT_THAT(RedisBackend::Open(def, clock),
@@ -268,7 +270,8 @@ TEST(RedisBackendDownTest, StoresReturnUnavailableWhileTheServerIsDown) {
   ASSERT_THAT(locks->Acquire("k", "w1", Seconds(30)), IsOk());
   server.Kill();
   const std::string name = "127.0.0.1:" + std::to_string(server.port());
-  EXPECT_THAT(locks->Renew("k", "w1", Seconds(30)), StatusIs(StatusCode::kUnavailable, HasSubstr(name)));
+  EXPECT_THAT(locks->Renew("k", "w1", Seconds(30)),
+              StatusIs(StatusCode::kUnavailable, HasSubstr(name)));
   EXPECT_THAT(locks->List(10), StatusIs(StatusCode::kUnavailable, HasSubstr(name)));
   EXPECT_THAT((*b)->idempotency()->Claim("k", "w1", Seconds(30)),
               StatusIs(StatusCode::kUnavailable, HasSubstr(name)));

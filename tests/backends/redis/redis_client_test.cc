@@ -1,11 +1,8 @@
 // RedisClient (src/backends/redis/client.h) against a real server: commands,
 // pipelines, scripts and NOSCRIPT, the pool under threads, and what calls
 // return while the server is down and after it comes back.
-#include "src/backends/redis/client.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <signal.h>
 
 #include <atomic>
@@ -15,6 +12,7 @@
 #include <vector>
 
 #include "jobpact/testing/matchers.h"
+#include "src/backends/redis/client.h"
 #include "src/backends/redis/keys.h"
 #include "tests/backends/redis/redis_test_server.h"
 
@@ -223,21 +221,24 @@ TEST_F(RedisClientTest, PoolServesManyThreadsWithItsConnections) {
 TEST_F(RedisClientTest, RefusedCredentialsAndDatabaseNameTheServer) {
   redis::RedisOptions bad_db = options_;
   bad_db.database = 100000;
-  EXPECT_THAT(RedisClient::Connect(bad_db),
-              StatusIs(StatusCode::kFailedPrecondition,
-                       ::testing::AllOf(HasSubstr("SELECT 100000"), HasSubstr(client_->server_name()))));
+  EXPECT_THAT(
+      RedisClient::Connect(bad_db),
+      StatusIs(StatusCode::kFailedPrecondition,
+               ::testing::AllOf(HasSubstr("SELECT 100000"), HasSubstr(client_->server_name()))));
   redis::RedisOptions bad_user = options_;
   bad_user.user = "nobody_here";
   bad_user.password = "s3cret-value";
   Result<std::shared_ptr<RedisClient>> r = RedisClient::Connect(bad_user);
-  EXPECT_THAT(r, StatusIs(StatusCode::kFailedPrecondition, HasSubstr("AUTH as user \"nobody_here\"")));
+  EXPECT_THAT(r,
+              StatusIs(StatusCode::kFailedPrecondition, HasSubstr("AUTH as user \"nobody_here\"")));
   EXPECT_THAT(r.status().message(), ::testing::Not(HasSubstr("s3cret-value")));
 }
 
 TEST(RedisClientOptionsTest, BadOptionsAreNamed) {
   redis::RedisOptions o;
   o.pool_size = 0;
-  EXPECT_THAT(RedisClient::Connect(o), StatusIs(StatusCode::kInvalidArgument, HasSubstr("pool_size")));
+  EXPECT_THAT(RedisClient::Connect(o),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("pool_size")));
   o = {};
   o.port = 70000;
   EXPECT_THAT(RedisClient::Connect(o), StatusIs(StatusCode::kInvalidArgument, HasSubstr("port")));
@@ -345,10 +346,11 @@ TEST(RedisClientDownTest, NoReplyWithinTheCommandTimeoutIsDeadlineExceeded) {
   Result<Reply> r = client->Command({"INCR", "jobpact:{t}:n"});
   const auto took = std::chrono::steady_clock::now() - start;
   ASSERT_EQ(kill(server.pid(), SIGCONT), 0);
-  EXPECT_THAT(r, StatusIs(StatusCode::kDeadlineExceeded,
-                          ::testing::AllOf(HasSubstr("no reply within 200 ms"),
-                                           HasSubstr("may or may not have run"),
-                                           HasSubstr("127.0.0.1:" + std::to_string(server.port())))));
+  EXPECT_THAT(r,
+              StatusIs(StatusCode::kDeadlineExceeded,
+                       ::testing::AllOf(HasSubstr("no reply within 200 ms"),
+                                        HasSubstr("may or may not have run"),
+                                        HasSubstr("127.0.0.1:" + std::to_string(server.port())))));
   EXPECT_GE(took, std::chrono::milliseconds(150));
   EXPECT_LT(took, std::chrono::seconds(2));
   // That connection was dropped (its late reply would answer the wrong

@@ -83,8 +83,7 @@ namespace testing {
 // Pulls the suites' test bodies out of the static library (see
 // backend_contract.h, "How the suite gets into your program").
 [[maybe_unused]] static const int redis_contract_linked = contract_internal::LinkAllSuites();
-INSTANTIATE_TEST_SUITE_P(Redis, LockStoreContract, ::testing::Values(kRedis),
-                         BackendFactoryName());
+INSTANTIATE_TEST_SUITE_P(Redis, LockStoreContract, ::testing::Values(kRedis), BackendFactoryName());
 INSTANTIATE_TEST_SUITE_P(Redis, IdempotencyStoreContract, ::testing::Values(kRedis),
                          BackendFactoryName());
 // Its lock and idempotency tests run; its queue tests skip ("no
