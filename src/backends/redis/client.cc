@@ -144,13 +144,20 @@ RedisClient::~RedisClient() = default;
 Result<std::shared_ptr<RedisClient>> RedisClient::Connect(const RedisOptions& o) {
   return Guarded("RedisClient::Connect", [&]() -> Result<std::shared_ptr<RedisClient>> {
     const char* bad = nullptr;
-    if (o.unix_socket.empty() && o.host.empty()) bad = "host is empty (and no unix_socket)";
-    else if (o.unix_socket.empty() && (o.port < 1 || o.port > 65535)) bad = "port must be 1..65535";
-    else if (o.database < 0) bad = "database must be >= 0";
-    else if (o.connect_timeout <= Duration::zero()) bad = "connect_timeout must be > 0";
-    else if (o.command_timeout <= Duration::zero()) bad = "command_timeout must be > 0";
-    else if (o.pool_size < 1) bad = "pool_size must be >= 1";
-    else if (o.reconnect_backoff_min <= Duration::zero()) bad = "reconnect_backoff_min must be > 0";
+    if (o.unix_socket.empty() && o.host.empty())
+      bad = "host is empty (and no unix_socket)";
+    else if (o.unix_socket.empty() && (o.port < 1 || o.port > 65535))
+      bad = "port must be 1..65535";
+    else if (o.database < 0)
+      bad = "database must be >= 0";
+    else if (o.connect_timeout <= Duration::zero())
+      bad = "connect_timeout must be > 0";
+    else if (o.command_timeout <= Duration::zero())
+      bad = "command_timeout must be > 0";
+    else if (o.pool_size < 1)
+      bad = "pool_size must be >= 1";
+    else if (o.reconnect_backoff_min <= Duration::zero())
+      bad = "reconnect_backoff_min must be > 0";
     else if (o.reconnect_backoff_max < o.reconnect_backoff_min) {
       bad = "reconnect_backoff_max must be >= reconnect_backoff_min";
     }
@@ -173,8 +180,7 @@ Status RedisClient::ConnectionError(redisContext* ctx, const char* during) const
   std::string detail = ctx != nullptr && ctx->errstr[0] != '\0' ? ctx->errstr : "unknown error";
   const int err = ctx != nullptr ? ctx->err : REDIS_ERR_OTHER;
   if (err == REDIS_ERR_IO &&
-      (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK ||
-       detail == std::strerror(EAGAIN))) {
+      (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK || detail == std::strerror(EAGAIN))) {
     return Status::DeadlineExceeded("redis " + server_name_ + ": no reply within " +
                                     std::to_string(ToMillis(options_.command_timeout)) +
                                     " ms while " + during +
@@ -194,9 +200,10 @@ Status RedisClient::ConnectionError(redisContext* ctx, const char* during) const
 Result<std::unique_ptr<RedisClient::Conn>> RedisClient::OpenUnlocked() {
   SigpipeGuard no_sigpipe;
   const timeval connect_tv = ToTimeval(options_.connect_timeout);
-  redisContext* ctx = options_.unix_socket.empty()
-                          ? redisConnectWithTimeout(options_.host.c_str(), options_.port, connect_tv)
-                          : redisConnectUnixWithTimeout(options_.unix_socket.c_str(), connect_tv);
+  redisContext* ctx =
+      options_.unix_socket.empty()
+          ? redisConnectWithTimeout(options_.host.c_str(), options_.port, connect_tv)
+          : redisConnectUnixWithTimeout(options_.unix_socket.c_str(), connect_tv);
   if (ctx == nullptr) {
     return Status::ResourceExhausted("redis " + server_name_ +
                                      ": out of memory allocating a connection");
@@ -234,14 +241,14 @@ Result<std::unique_ptr<RedisClient::Conn>> RedisClient::OpenUnlocked() {
   for (std::size_t i = 0; i < replies->size(); ++i) {
     const Reply& r = (*replies)[i];
     if (!r.is_error()) continue;
-    const std::string what = hello[i][0] == "AUTH"
-                                 ? (options_.user.empty() ? "AUTH (password)"
-                                                          : "AUTH as user \"" + options_.user + "\"")
-                                 : "SELECT " + std::to_string(options_.database);
+    const std::string what =
+        hello[i][0] == "AUTH"
+            ? (options_.user.empty() ? "AUTH (password)" : "AUTH as user \"" + options_.user + "\"")
+            : "SELECT " + std::to_string(options_.database);
     std::string hint;
     if (StartsWith(r.str, "NOAUTH")) hint = " (the server requires a password: set password=)";
-    return Status::FailedPrecondition("redis " + server_name_ + ": " + what +
-                                      " refused: " + r.str + hint);
+    return Status::FailedPrecondition("redis " + server_name_ + ": " + what + " refused: " + r.str +
+                                      hint);
   }
   if (redisSetTimeout(ctx, ToTimeval(options_.command_timeout)) != REDIS_OK) {
     return ConnectionError(ctx, "connecting");
@@ -307,11 +314,10 @@ Result<std::unique_ptr<RedisClient::Conn>> RedisClient::Checkout() {
       return r;
     }
     if (clock_->Now() >= deadline) {
-      return Status::DeadlineExceeded("redis " + server_name_ + ": all " +
-                                      std::to_string(options_.pool_size) +
-                                      " connections of the pool stayed busy for " +
-                                      std::to_string(ToMillis(options_.command_timeout)) +
-                                      " ms (raise pool_size?)");
+      return Status::DeadlineExceeded(
+          "redis " + server_name_ + ": all " + std::to_string(options_.pool_size) +
+          " connections of the pool stayed busy for " +
+          std::to_string(ToMillis(options_.command_timeout)) + " ms (raise pool_size?)");
     }
     clock_->WaitUntil(lock, cv_, deadline);
   }

@@ -139,8 +139,8 @@ class RedisClient {
 
   // Sends `commands` and reads one reply per command on `conn`. On a
   // connection failure marks `conn` broken and returns the error.
-  Result<std::vector<Reply>> RoundTrip(Conn& conn,
-                                       const std::vector<const std::vector<std::string>*>& commands);
+  Result<std::vector<Reply>> RoundTrip(
+      Conn& conn, const std::vector<const std::vector<std::string>*>& commands);
 
   // The Status for a connection failure on `ctx`, naming the server.
   Status ConnectionError(redisContext* ctx, const char* during) const;

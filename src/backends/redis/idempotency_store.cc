@@ -11,13 +11,14 @@
 // semantics are the in-memory reference's (InMemoryIdempotencyStore),
 // times from the injected Clock as `now` arguments. The key's real PEXPIRE
 // is garbage collection only (stores.h).
+#include "jobpact/idempotency_store.h"
+
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 
-#include "jobpact/idempotency_store.h"
 #include "src/backends/redis/client.h"
 #include "src/backends/redis/keys.h"
 #include "src/backends/redis/stores.h"
@@ -56,7 +57,7 @@ return {0, 'p', ARGV[1], '', ARGV[3]}
 #define JOBPACT_LIVE_CLAIM_LUA                                                      \
   "local h = redis.call('HMGET', KEYS[1], 'state', 'owner', 'exp')\n"               \
   "if h[1] ~= 'p' or h[2] ~= ARGV[1] or tonumber(h[3]) <= tonumber(ARGV[2]) then\n" \
-  "  return 0\n"                                                                     \
+  "  return 0\n"                                                                    \
   "end\n"
 
 // KEYS: record, index. ARGV: owner, now, exp, gc ms, key, result.
@@ -226,9 +227,9 @@ class RedisIdempotencyStore final : public IdempotencyStore {
   Result<int> PurgeExpired() override {
     return internal::Guarded("IdempotencyStore::PurgeExpired", [&]() -> Result<int> {
       const std::int64_t now = ToMicros(clock_->Now());
-      JOBPACT_ASSIGN_OR_RETURN(
-          Reply r, client_->Eval(kPurge, {keys_.IdempotencyIndex()},
-                                 {std::to_string(now), keys_.IdempotencyKeyPrefix()}));
+      JOBPACT_ASSIGN_OR_RETURN(Reply r,
+                               client_->Eval(kPurge, {keys_.IdempotencyIndex()},
+                                             {std::to_string(now), keys_.IdempotencyKeyPrefix()}));
       if (r.type != Reply::Type::kInteger) {
         return UnexpectedReply(*client_, "IdempotencyStore::PurgeExpired", r);
       }

@@ -70,8 +70,7 @@ Status RedisKeys::CheckName(std::string_view what, std::string_view name) {
   for (std::size_t i = 0; i < name.size(); ++i) {
     if (!internal::IsSafeNameChar(name[i])) {
       return Invalid(std::string(what) + " " + Printable(name) + " holds " + CharAt(name, i) +
-                     " at offset " + std::to_string(i) +
-                     " (allowed: letters, digits and _ - . :)");
+                     " at offset " + std::to_string(i) + " (allowed: letters, digits and _ - . :)");
     }
   }
   return Status::Ok();

@@ -11,6 +11,8 @@
 // the expiry on the store's clock instead of the server's: a live lock of
 // another owner is refused, an expired one is free. The key's real PEXPIRE
 // is garbage collection only (stores.h).
+#include "jobpact/lock_store.h"
+
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -20,7 +22,6 @@
 #include <vector>
 
 #include "jobpact/job.h"
-#include "jobpact/lock_store.h"
 #include "src/backends/redis/client.h"
 #include "src/backends/redis/keys.h"
 #include "src/backends/redis/stores.h"
@@ -174,8 +175,7 @@ class RedisLockStore final : public LockStore {
           return Status::NotFound("lock " + std::string(key) + " had expired");
         case 2:
           if (r.elements.size() == 2) {
-            return Status::Aborted("lock " + std::string(key) + " is held by " +
-                                   r.elements[1].str);
+            return Status::Aborted("lock " + std::string(key) + " is held by " + r.elements[1].str);
           }
           break;
         default:
@@ -206,9 +206,9 @@ class RedisLockStore final : public LockStore {
     return internal::Guarded("LockStore::List", [&]() -> Result<std::vector<LockLease>> {
       if (limit == 0) return Status::InvalidArgument("LockStore::List: limit must be >= 1");
       const std::int64_t now = ToMicros(clock_->Now());
-      JOBPACT_ASSIGN_OR_RETURN(
-          Reply r, client_->Eval(kList, {keys_.LockIndex()},
-                                 {std::to_string(now), std::to_string(limit), keys_.LockKeyPrefix()}));
+      JOBPACT_ASSIGN_OR_RETURN(Reply r, client_->Eval(kList, {keys_.LockIndex()},
+                                                      {std::to_string(now), std::to_string(limit),
+                                                       keys_.LockKeyPrefix()}));
       if (r.type != Reply::Type::kArray || r.elements.size() % 4 != 0) {
         return UnexpectedReply(*client_, "LockStore::List", r);
       }

@@ -54,9 +54,7 @@ RedisBackend::~RedisBackend() = default;
 std::shared_ptr<QueueBackend> RedisBackend::queue() const { return impl_->queue; }
 std::shared_ptr<QueueAdmin> RedisBackend::admin() const { return impl_->queue; }
 std::shared_ptr<LockStore> RedisBackend::locks() const { return impl_->locks; }
-std::shared_ptr<IdempotencyStore> RedisBackend::idempotency() const {
-  return impl_->idempotency;
-}
+std::shared_ptr<IdempotencyStore> RedisBackend::idempotency() const { return impl_->idempotency; }
 const RedisOptions& RedisBackend::options() const { return impl_->client->options(); }
 
 BackendBundle RedisBackend::bundle() const {

@@ -119,7 +119,8 @@ Status ApplyHostPort(std::string_view hostport, RedisOptions& o) {
     std::string_view after = hostport.substr(close + 1);
     if (!after.empty()) {
       if (after.front() != ':') {
-        return Invalid("unexpected " + Quoted(after) + " after the IPv6 address (write [addr]:port)");
+        return Invalid("unexpected " + Quoted(after) +
+                       " after the IPv6 address (write [addr]:port)");
       }
       port = after.substr(1);
       if (port.empty()) return Invalid("the port after ':' is empty");
@@ -134,8 +135,9 @@ Status ApplyHostPort(std::string_view hostport, RedisOptions& o) {
     if (port.empty()) return Invalid("the port after ':' is empty");
   }
   if (host.empty()) {
-    return Invalid(std::string("no host (e.g. redis://127.0.0.1:6379/0; for a Unix socket "
-                               "redis+unix:///run/redis/redis.sock)"));
+    return Invalid(
+        std::string("no host (e.g. redis://127.0.0.1:6379/0; for a Unix socket "
+                    "redis+unix:///run/redis/redis.sock)"));
   }
   JOBPACT_ASSIGN_OR_RETURN(o.host, Decode(host, "host"));
   if (!port.empty()) {
@@ -181,8 +183,9 @@ Result<RedisOptions> Parse(std::string_view url) {
   }
   rest.remove_prefix(2);
   if (const std::size_t hash = rest.find('#'); hash != std::string_view::npos) {
-    return Invalid("the URL has a fragment ('#...'), which means nothing here; write %23 for a "
-                   "'#' in a password");
+    return Invalid(
+        "the URL has a fragment ('#...'), which means nothing here; write %23 for a "
+        "'#' in a password");
   }
   std::string_view query;
   if (const std::size_t q = rest.find('?'); q != std::string_view::npos) {
@@ -222,9 +225,8 @@ Result<RedisOptions> Parse(std::string_view url) {
         return Invalid("the path " + Quoted(path) +
                        " has more than the database number (e.g. redis://host:6379/2)");
       }
-      JOBPACT_ASSIGN_OR_RETURN(std::int64_t n,
-                               ParseInt("the database in the path", db, 0,
-                                        std::numeric_limits<int>::max()));
+      JOBPACT_ASSIGN_OR_RETURN(std::int64_t n, ParseInt("the database in the path", db, 0,
+                                                        std::numeric_limits<int>::max()));
       o.database = static_cast<int>(n);
       db_in_path = true;
     }

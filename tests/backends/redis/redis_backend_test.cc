@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "jobpact/testing/manual_clock.h"
 #include "jobpact/testing/matchers.h"
@@ -22,9 +23,9 @@ namespace {
 using ::jobpact::testing::IsOk;
 using ::jobpact::testing::ManualClock;
 using ::jobpact::testing::StatusIs;
-using ::testing::HasSubstr;
 using redis_internal::RedisClient;
 using redis_internal::Reply;
+using ::testing::HasSubstr;
 
 class RedisBackendTest : public ::testing::Test {
  protected:
@@ -45,13 +46,18 @@ class RedisBackendTest : public ::testing::Test {
     return b.ok() ? *b : nullptr;
   }
 
+  // Leaves nothing behind on a shared server: the test's namespace and any
+  // other it used.
   void TearDown() override {
     if (!raw_) return;
-    Result<Reply> keys = raw_->Command({"KEYS", Prefix() + "*"});
-    if (keys.ok() && !keys->elements.empty()) {
-      std::vector<std::string> del = {"DEL"};
-      for (const Reply& k : keys->elements) del.push_back(k.str);
-      (void)raw_->Command(del);
+    extra_namespaces_.push_back(options_.key_namespace);
+    for (const std::string& ns : extra_namespaces_) {
+      Result<Reply> keys = raw_->Command({"KEYS", "jobpact:{" + ns + "}:*"});
+      if (keys.ok() && !keys->elements.empty()) {
+        std::vector<std::string> del = {"DEL"};
+        for (const Reply& k : keys->elements) del.push_back(k.str);
+        (void)raw_->Command(del);
+      }
     }
   }
 
@@ -61,6 +67,7 @@ class RedisBackendTest : public ::testing::Test {
   RedisOptions options_;
   std::shared_ptr<RedisBackend> backend_;
   std::shared_ptr<RedisClient> raw_;
+  std::vector<std::string> extra_namespaces_;
 };
 
 TEST_F(RedisBackendTest, BundleNamesTheBackendAndItsUrl) {
@@ -90,7 +97,8 @@ TEST(RedisBackendAclTest, AclUserAuthenticatesAndTheUrlNamesItWithoutThePassword
   admin.port = server.port();
   auto c = RedisClient::Connect(admin);
   ASSERT_THAT(c, IsOk());
-  Result<Reply> r = (*c)->Command({"ACL", "SETUSER", "app.user/1", "on", ">p@ss/w:rd", "~*", "+@all"});
+  Result<Reply> r =
+      (*c)->Command({"ACL", "SETUSER", "app.user/1", "on", ">p@ss/w:rd", "~*", "+@all"});
   ASSERT_THAT(r, IsOk());
   ASSERT_EQ(r->str, "OK") << r->str;
   r = (*c)->Command({"CONFIG", "SET", "requirepass", "default-secret"});
@@ -104,8 +112,8 @@ TEST(RedisBackendAclTest, AclUserAuthenticatesAndTheUrlNamesItWithoutThePassword
   ASSERT_THAT(b, IsOk());
   EXPECT_THAT((*b)->locks()->Acquire("k", "w", Seconds(5)), IsOk());
   const std::string url = (*b)->url();
-  EXPECT_EQ(url, "redis://app.user%2F1@127.0.0.1:" + std::to_string(server.port()) +
-                     "/1?namespace=acl");
+  EXPECT_EQ(url,
+            "redis://app.user%2F1@127.0.0.1:" + std::to_string(server.port()) + "/1?namespace=acl");
   EXPECT_THAT(url, ::testing::Not(HasSubstr("p%40ss")));
   EXPECT_THAT((*b)->bundle().url, ::testing::Not(HasSubstr("ss")));
 
@@ -116,7 +124,8 @@ TEST(RedisBackendAclTest, AclUserAuthenticatesAndTheUrlNamesItWithoutThePassword
   EXPECT_THAT(RedisBackend::Open(def, clock), IsOk());
   def.password = "wrong-secret";
   Result<std::shared_ptr<RedisBackend>> wrong = RedisBackend::Open(def, clock);
-  EXPECT_THAT(wrong, StatusIs(StatusCode::kFailedPrecondition, HasSubstr("AUTH (password) refused")));
+  EXPECT_THAT(wrong,
+              StatusIs(StatusCode::kFailedPrecondition, HasSubstr("AUTH (password) refused")));
   EXPECT_THAT(wrong.status().message(), ::testing::Not(HasSubstr("wrong-secret")));
   def.password.clear();
   EXPECT_THAT(RedisBackend::Open(def, clock),
@@ -135,6 +144,7 @@ TEST_F(RedisBackendTest, OpenRefusesBadNamespaceAndNullClock) {
 TEST_F(RedisBackendTest, NamespacesDoNotSeeEachOthersLocks) {
   RedisOptions other = options_;
   other.key_namespace = redis_testing::FreshNamespace();
+  extra_namespaces_.push_back(other.key_namespace);
   std::shared_ptr<RedisBackend> b = MustOpen(other);
   ASSERT_NE(b, nullptr);
   ASSERT_THAT(backend_->locks()->Acquire("order:1", "w1", Seconds(30)), IsOk());
@@ -260,7 +270,8 @@ TEST(RedisBackendDownTest, StoresReturnUnavailableWhileTheServerIsDown) {
   ASSERT_THAT(locks->Acquire("k", "w1", Seconds(30)), IsOk());
   server.Kill();
   const std::string name = "127.0.0.1:" + std::to_string(server.port());
-  EXPECT_THAT(locks->Renew("k", "w1", Seconds(30)), StatusIs(StatusCode::kUnavailable, HasSubstr(name)));
+  EXPECT_THAT(locks->Renew("k", "w1", Seconds(30)),
+              StatusIs(StatusCode::kUnavailable, HasSubstr(name)));
   EXPECT_THAT(locks->List(10), StatusIs(StatusCode::kUnavailable, HasSubstr(name)));
   EXPECT_THAT((*b)->idempotency()->Claim("k", "w1", Seconds(30)),
               StatusIs(StatusCode::kUnavailable, HasSubstr(name)));

@@ -1,10 +1,9 @@
 // RedisClient (src/backends/redis/client.h) against a real server: commands,
 // pipelines, scripts and NOSCRIPT, the pool under threads, and what calls
 // return while the server is down and after it comes back.
-#include "src/backends/redis/client.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <atomic>
 #include <chrono>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "jobpact/testing/matchers.h"
+#include "src/backends/redis/client.h"
 #include "src/backends/redis/keys.h"
 #include "tests/backends/redis/redis_test_server.h"
 
@@ -221,21 +221,24 @@ TEST_F(RedisClientTest, PoolServesManyThreadsWithItsConnections) {
 TEST_F(RedisClientTest, RefusedCredentialsAndDatabaseNameTheServer) {
   redis::RedisOptions bad_db = options_;
   bad_db.database = 100000;
-  EXPECT_THAT(RedisClient::Connect(bad_db),
-              StatusIs(StatusCode::kFailedPrecondition,
-                       ::testing::AllOf(HasSubstr("SELECT 100000"), HasSubstr(client_->server_name()))));
+  EXPECT_THAT(
+      RedisClient::Connect(bad_db),
+      StatusIs(StatusCode::kFailedPrecondition,
+               ::testing::AllOf(HasSubstr("SELECT 100000"), HasSubstr(client_->server_name()))));
   redis::RedisOptions bad_user = options_;
   bad_user.user = "nobody_here";
   bad_user.password = "s3cret-value";
   Result<std::shared_ptr<RedisClient>> r = RedisClient::Connect(bad_user);
-  EXPECT_THAT(r, StatusIs(StatusCode::kFailedPrecondition, HasSubstr("AUTH as user \"nobody_here\"")));
+  EXPECT_THAT(r,
+              StatusIs(StatusCode::kFailedPrecondition, HasSubstr("AUTH as user \"nobody_here\"")));
   EXPECT_THAT(r.status().message(), ::testing::Not(HasSubstr("s3cret-value")));
 }
 
 TEST(RedisClientOptionsTest, BadOptionsAreNamed) {
   redis::RedisOptions o;
   o.pool_size = 0;
-  EXPECT_THAT(RedisClient::Connect(o), StatusIs(StatusCode::kInvalidArgument, HasSubstr("pool_size")));
+  EXPECT_THAT(RedisClient::Connect(o),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("pool_size")));
   o = {};
   o.port = 70000;
   EXPECT_THAT(RedisClient::Connect(o), StatusIs(StatusCode::kInvalidArgument, HasSubstr("port")));
@@ -321,6 +324,40 @@ TEST(RedisClientDownTest, UnavailableWhileDownThenRecoversAfterRestart) {
     EXPECT_THAT(client->Command({"INCR", "jobpact:{t}:n"}), IsOk()) << i;
     EXPECT_THAT(client->Eval(Script("return 2"), {}, {}), IsOk()) << i;
   }
+}
+
+TEST(RedisClientDownTest, NoReplyWithinTheCommandTimeoutIsDeadlineExceeded) {
+  redis_testing::PrivateRedisServer server;
+  std::string why = server.Start();
+  if (!why.empty()) {
+    if (redis_testing::RedisRequired()) FAIL() << why;
+    GTEST_SKIP() << why;
+  }
+  redis::RedisOptions o;
+  o.port = server.port();
+  o.pool_size = 1;
+  o.command_timeout = Millis(200);
+  Result<std::shared_ptr<RedisClient>> c = RedisClient::Connect(o);
+  ASSERT_THAT(c, IsOk());
+  std::shared_ptr<RedisClient> client = *c;
+  // A server that accepts the bytes but never answers: stopped, not dead.
+  ASSERT_EQ(kill(server.pid(), SIGSTOP), 0);
+  const auto start = std::chrono::steady_clock::now();
+  Result<Reply> r = client->Command({"INCR", "jobpact:{t}:n"});
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_EQ(kill(server.pid(), SIGCONT), 0);
+  EXPECT_THAT(r,
+              StatusIs(StatusCode::kDeadlineExceeded,
+                       ::testing::AllOf(HasSubstr("no reply within 200 ms"),
+                                        HasSubstr("may or may not have run"),
+                                        HasSubstr("127.0.0.1:" + std::to_string(server.port())))));
+  EXPECT_GE(took, std::chrono::milliseconds(150));
+  EXPECT_LT(took, std::chrono::seconds(2));
+  // That connection was dropped (its late reply would answer the wrong
+  // command); the next call gets a fresh one and sees the INCR that did run.
+  Result<Reply> n = client->Command({"GET", "jobpact:{t}:n"});
+  ASSERT_THAT(n, IsOk());
+  EXPECT_EQ(n->str, "1");
 }
 
 }  // namespace

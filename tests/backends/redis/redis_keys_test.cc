@@ -1,14 +1,13 @@
 // RedisKeys (src/backends/redis/keys.h): the layout, one hash tag per
 // namespace, and the checks that keep input from addressing another
 // namespace or another kind of key.
-#include "src/backends/redis/keys.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "jobpact/testing/matchers.h"
+#include "src/backends/redis/keys.h"
 
 namespace jobpact {
 namespace redis_internal {
@@ -38,9 +37,9 @@ TEST(RedisKeysTest, EveryKeyOfANamespaceCarriesItsOneHashTag) {
   const RedisKeys keys = MustCreate("orders-v2.prod:eu");
   EXPECT_EQ(keys.prefix(), "jobpact:{orders-v2.prod:eu}:");
   const std::vector<Result<std::string>> named = {
-      keys.Job("job_01HXYZ"),        keys.Queue("default"),
-      keys.Lock("order:{ord_987}"),  keys.Idempotency("invoice.generate:}{x"),
-      keys.Dedup("a{b}c:d"),         keys.Named("type", "job type", "invoice.generate")};
+      keys.Job("job_01HXYZ"),       keys.Queue("default"),
+      keys.Lock("order:{ord_987}"), keys.Idempotency("invoice.generate:}{x"),
+      keys.Dedup("a{b}c:d"),        keys.Named("type", "job type", "invoice.generate")};
   for (const auto& k : named) {
     ASSERT_THAT(k, IsOk());
     EXPECT_EQ(HashTag(*k), "orders-v2.prod:eu") << *k;
@@ -96,14 +95,16 @@ TEST(RedisKeysTest, BadNamespacesAreRefusedWithTheReason) {
 TEST(RedisKeysTest, NamesAndKeysAreChecked) {
   const RedisKeys k = MustCreate("ns");
   EXPECT_THAT(k.Job(""), StatusIs(StatusCode::kInvalidArgument, HasSubstr("job id is empty")));
-  EXPECT_THAT(k.Job("a{b}"), StatusIs(StatusCode::kInvalidArgument, HasSubstr("job id \"a{b}\" holds '{'")));
+  EXPECT_THAT(k.Job("a{b}"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("job id \"a{b}\" holds '{'")));
   EXPECT_THAT(k.Queue("q\r\nDEL x"),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("queue name \"q\\x0D\\x0ADEL x\"")));
   EXPECT_THAT(k.Queue("a b"), StatusIs(StatusCode::kInvalidArgument, HasSubstr("a space")));
   EXPECT_THAT(k.Lock("a b"), StatusIs(StatusCode::kInvalidArgument, HasSubstr("lock key")));
   EXPECT_THAT(k.Lock(std::string("a\0", 2)),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("a NUL byte at offset 1")));
-  EXPECT_THAT(k.Idempotency("x\ty"), StatusIs(StatusCode::kInvalidArgument, HasSubstr("a control character")));
+  EXPECT_THAT(k.Idempotency("x\ty"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("a control character")));
   EXPECT_THAT(k.Dedup(std::string(1025, 'k')),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("1025 bytes long (at most 1024)")));
   EXPECT_THAT(k.Dedup(std::string(1024, 'k')), IsOk());

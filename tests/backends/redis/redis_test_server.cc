@@ -136,8 +136,7 @@ PrivateRedisServer::~PrivateRedisServer() {
 std::string PrivateRedisServer::Start() {
   if (pid_ > 0) return "";
   if (dir_.empty()) {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "jobpact_redis_XXXXXX").string();
+    std::string tmpl = (std::filesystem::temp_directory_path() / "jobpact_redis_XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) return std::string("mkdtemp: ") + std::strerror(errno);
     dir_ = tmpl;
   }
@@ -158,9 +157,9 @@ std::string PrivateRedisServer::Start() {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(1);
       const std::string log = dir_ + "/redis.log";
-      execlp(bin.c_str(), bin.c_str(), "--port", port.c_str(), "--bind", "127.0.0.1",
-             "--dir", dir_.c_str(), "--save", "", "--appendonly", "no", "--daemonize", "no",
-             "--logfile", log.c_str(), static_cast<char*>(nullptr));
+      execlp(bin.c_str(), bin.c_str(), "--port", port.c_str(), "--bind", "127.0.0.1", "--dir",
+             dir_.c_str(), "--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile",
+             log.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
     pid_ = pid;

@@ -105,8 +105,8 @@ TEST(RedisUrlTest, QueryParameters) {
 TEST(RedisUrlTest, RedissSaysThereIsNoTlsAndWhatToDo) {
   Result<RedisOptions> r = ParseRedisUrl("rediss://:secret@redis.example:6380/0");
   EXPECT_THAT(r, StatusIs(StatusCode::kUnimplemented,
-                          AllOf(HasSubstr("TLS"), HasSubstr("hiredis 0.14"),
-                                HasSubstr("stunnel"), HasSubstr("redis://127.0.0.1"))));
+                          AllOf(HasSubstr("TLS"), HasSubstr("hiredis 0.14"), HasSubstr("stunnel"),
+                                HasSubstr("redis://127.0.0.1"))));
   EXPECT_THAT(r.status().message(), Not(HasSubstr("secret")));
 }
 
@@ -152,8 +152,9 @@ TEST(RedisUrlTest, MalformedUrlsAreNamed) {
 }
 
 TEST(RedisUrlTest, ErrorsNeverRepeatThePassword) {
-  for (const char* url : {"redis://:hunter2@h:bad", "redis://:hunter2@h/x", "redis://:hunter2@h?x=1",
-                          "redis://u:hunter2@h#f", "redis://u:hunter2@[::1"}) {
+  for (const char* url :
+       {"redis://:hunter2@h:bad", "redis://:hunter2@h/x", "redis://:hunter2@h?x=1",
+        "redis://u:hunter2@h#f", "redis://u:hunter2@[::1"}) {
     Result<RedisOptions> r = ParseRedisUrl(url);
     EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument)) << url;
     EXPECT_THAT(r.status().message(), Not(HasSubstr("hunter2"))) << url;
