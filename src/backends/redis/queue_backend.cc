@@ -22,6 +22,8 @@
 #include "src/backends/redis/queue_backend.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <charconv>
 #include <map>
 #include <memory>
@@ -110,6 +112,11 @@ class RedisQueueBackend final : public StoreBackend {
         script_keys_{prefix_} {}
 
   std::string_view Name() const override { return "redis"; }
+
+  // BLPOP on the namespace's wake list, which every enqueue and requeue
+  // that makes a job ready pushes to: an idle worker in any process starts
+  // the job at once. On its own connection, so waiting holds no pool slot.
+  Result<bool> WaitForWork(Duration timeout) override;
 
  protected:
   Result<std::vector<EnqueueResult>> InsertJobs(std::vector<JobChange>& jobs,
@@ -440,6 +447,22 @@ std::vector<Status> RedisQueueBackend::WriteJobs(std::vector<JobWrite>& writes) 
     }
   }
   return out;
+}
+
+Result<bool> RedisQueueBackend::WaitForWork(Duration timeout) {
+  // BLPOP's timeout is in seconds (a decimal since Redis 6); 0 would block
+  // for ever, so at least a millisecond.
+  const auto ms = std::max<std::int64_t>(
+      1, std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count());
+  char secs[32];
+  std::snprintf(secs, sizeof(secs), "%lld.%03lld", static_cast<long long>(ms / 1000),
+                static_cast<long long>(ms % 1000));
+  JOBPACT_ASSIGN_OR_RETURN(
+      Reply r, client_->BlockingCommand({"BLPOP", prefix_ + "wake", secs}, timeout));
+  if (r.is_error()) {
+    return Status::Unavailable("WaitForWork: redis " + client_->server_name() + ": " + r.str);
+  }
+  return !r.is_nil();
 }
 
 Status RedisQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint now,

@@ -28,6 +28,9 @@
 //                       "rt|<type>": running per type) -- Stats() never
 //                       scans the jobs.
 //   P lease-seq         counter: makes every lease token unique.
+//   P wake              list: a token per job made ready (at most 256), which
+//                       an idle worker's BLPOP takes (WaitForWork); cleared
+//                       when a lease of every queue finds nothing ready.
 //   P control, P control-audit, P control-paused-types,
 //   P control-paused-queues, P control-limits, P policies: control state.
 //   P app:<key>         the application's keys a transactional effect writes
@@ -139,6 +142,17 @@ end
 -- Moves the scheduled jobs whose time has come to their ready sets, oldest
 -- first, at most PROMOTE per call so that a burst of due retries cannot hold
 -- the server: the rest follow on the next lease (or Stats) call.
+-- Wake-up tokens for idle workers (WaitForWork: BLPOP on P wake): one per
+-- job made ready, at most WAKE kept, so a burst cannot pile them up.
+local WAKE = 256
+local function wake(n)
+  if n <= 0 then return end
+  local t = {}
+  for i = 1, math.min(n, WAKE) do t[i] = '1' end
+  redis.call('RPUSH', P .. 'wake', unpack(t))
+  redis.call('LTRIM', P .. 'wake', -WAKE, -1)
+end
+
 local function promote(now)
   for _, m in ipairs(due(P .. 'scheduled', now, PROMOTE)) do
     local id = string.sub(m, 7)
@@ -176,6 +190,7 @@ for i = 0, n - 1 do
   if redis.call('EXISTS', P .. 'job:' .. id) == 1 then return {6, id} end
 end
 local out = {0}
+local woken = 0
 for i = 0, n - 1 do
   local o = 3 + i * K
   local id, dk = ARGV[o], ARGV[o + 1]
@@ -210,7 +225,10 @@ for i = 0, n - 1 do
       'aud', ARGV[o + 28], 'cx', ARGV[o + 29], 'ixk', ARGV[o + 30], 'ixm', ARGV[o + 31],
       'rk', ARGV[o + 33], 'rsc', ARGV[o + 34], 'h', ARGV[o + 35], 'hn', '1')
     if ARGV[o + 26] == '1' then redis.call('HSET', jk, 'raw', ARGV[o + 27]) end
-    if ARGV[o + 30] ~= '' then redis.call('ZADD', P .. ARGV[o + 30], ARGV[o + 32], ARGV[o + 31]) end
+    if ARGV[o + 30] ~= '' then
+      redis.call('ZADD', P .. ARGV[o + 30], ARGV[o + 32], ARGV[o + 31])
+      if string.sub(ARGV[o + 30], 1, 6) == 'ready:' then woken = woken + 1 end
+    end
     redis.call('ZADD', P .. 'job-ids', 0, id)
     if q ~= '' then redis.call('SADD', P .. 'job-pairs', q .. '|' .. t) end
     if dk ~= '' then redis.call('ZADD', P .. 'dedup:' .. dk, fmt(msof(enq)), sub6(enq) .. id) end
@@ -220,6 +238,7 @@ for i = 0, n - 1 do
     out[#out + 1] = st
   end
 end
+wake(woken)
 return out
 )lua";
 
@@ -335,7 +354,10 @@ if a(27) == '1' then kv[#kv + 1] = 'raw'; kv[#kv + 1] = a(28) end
 redis.call('HSET', jk, unpack(kv))
 if a(27) ~= '1' and cur[11] then redis.call('HDEL', jk, 'raw') end
 if cur[7] and cur[7] ~= '' then redis.call('ZREM', P .. cur[7], cur[8]) end
-if a(31) ~= '' then redis.call('ZADD', P .. a(31), a(33), a(32)) end
+if a(31) ~= '' then
+  redis.call('ZADD', P .. a(31), a(33), a(32))
+  if string.sub(a(31), 1, 6) == 'ready:' then wake(1) end
+end
 count(cur[1], cur[5], cur[6], -1)
 count(a(9), q, t, 1)
 return {0}
@@ -376,7 +398,13 @@ for _, p in ipairs(redis.call('SMEMBERS', P .. 'job-pairs')) do
   end
 end
 local out = {}
-if #lists == 0 then return out end
+-- Nothing ready for a worker that takes from every queue: the wake-up
+-- tokens left are stale (their jobs were taken), so no idle worker spins
+-- on them.
+if #lists == 0 then
+  if want == nil then redis.call('DEL', P .. 'wake') end
+  return out
+end
 -- Tokens "<worker>#<n>", n unique in the namespace (some numbers unused).
 local seq = redis.call('INCRBY', P .. 'lease-seq', max) - max
 while #out < max do
@@ -422,6 +450,7 @@ while #out < max do
     out[#out + 1] = {id, tok, lexp, f}
   end
 end
+if #out < max and want == nil then redis.call('DEL', P .. 'wake') end
 return out
 )lua";
 

@@ -225,6 +225,42 @@ TEST_F(RedisQueueTest, TwoStoresOnOneNamespaceShareTheQueueAndLeaseEachJobOnce) 
   EXPECT_EQ(st.queues["default"].depth, 0);
 }
 
+TEST_F(RedisQueueTest, AnIdleWorkerIsWokenByAnotherProcesssEnqueueAndNotByStaleTokens) {
+  std::shared_ptr<StoreBackend> other = SecondStore();
+  ASSERT_NE(other, nullptr);
+  // Nothing ready: the wait times out.
+  JOBPACT_ASSERT_OK_AND_ASSIGN(bool woken, queue_->WaitForWork(std::chrono::milliseconds(20)));
+  EXPECT_FALSE(woken);
+
+  // A worker of this store waits; the other process enqueues. Whether the
+  // enqueue comes before the BLPOP or during it, the wait returns woken (a
+  // 30 s bound: a missed wake-up fails the test, never a timing).
+  Result<bool> waited = false;
+  std::thread waiter([&] { waited = queue_->WaitForWork(std::chrono::seconds(30)); });
+  EXPECT_THAT(other->Enqueue(Job("job_w1"), {}).status(), IsOk());
+  waiter.join();
+  ASSERT_THAT(waited.status(), IsOk());
+  EXPECT_TRUE(*waited);
+
+  // A lease of every queue that leaves nothing ready clears the tokens
+  // left, so the next wait does not return for a job already taken.
+  DequeueRequest all;
+  all.max_jobs = 16;
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> batch, queue_->Dequeue(all));
+  EXPECT_EQ(batch.size(), 1u);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(woken, queue_->WaitForWork(std::chrono::milliseconds(20)));
+  EXPECT_FALSE(woken);
+
+  // A requeue that makes a job ready wakes too (a retry ready now).
+  Completion retry;
+  retry.to = JobStatus::kRetryScheduled;
+  retry.reason = "unavailable";
+  retry.ready_at = clock_->Now();
+  ASSERT_THAT(queue_->Complete(batch[0], retry), IsOk());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(woken, other->WaitForWork(std::chrono::seconds(30)));
+  EXPECT_TRUE(woken);
+}
+
 TEST_F(RedisQueueTest, ALeaseExpiredInOneProcessIsRecoveredByAnother) {
   std::shared_ptr<StoreBackend> other = SecondStore();
   ASSERT_NE(other, nullptr);
