@@ -3,11 +3,8 @@
 // RedisBackend::Open (redis_backend.cc) calls this and nothing else of the
 // queue.
 //
-// Defined in queue_backend.cc, the queue store. Until that file exists,
-// queue_backend_stub.cc defines it to return nullptr (the bundle then has
-// no queue and admin, bundle().complete() is false); queue_backend.cc
-// replaces the stub (delete the stub and name queue_backend.cc in
-// CMakeLists.txt instead).
+// Defined in queue_backend.cc, the queue store (its scripts and key table:
+// queue_scripts.cc).
 #ifndef JOBPACT_SRC_BACKENDS_REDIS_QUEUE_BACKEND_H_
 #define JOBPACT_SRC_BACKENDS_REDIS_QUEUE_BACKEND_H_
 
@@ -22,7 +19,6 @@ namespace jobpact {
 namespace redis_internal {
 
 // The queue store of namespace `keys` on `client`, following `clock`.
-// Null if this build has no Redis queue store yet.
 std::shared_ptr<StoreBackend> MakeRedisQueueBackend(std::shared_ptr<RedisClient> client,
                                                     const RedisKeys& keys,
                                                     std::shared_ptr<Clock> clock);
