@@ -422,11 +422,15 @@ while #out < max do
   if best == nil then break end
   local m, t, pair = best.r[best.i], best.t, best.p
   best.i = best.i + 2
-  do
+  local id = string.sub(m, 7)
+  local jk = P .. 'job:' .. id
+  local f = redis.call('HMGET', jk, unpack(FH))
+  -- Passed over if ready only from a time after this call's now: made
+  -- ready by a process whose clock is ahead, or enqueued between the
+  -- caller's clock read and this call. engine::Deliver would refuse it; a
+  -- later lease takes it.
+  if not f[10] or le(f[10], now) then
     if room[t] then room[t] = room[t] - 1 end
-    local id = string.sub(m, 7)
-    local jk = P .. 'job:' .. id
-    local f = redis.call('HMGET', jk, unpack(FH))
     local h, hn = happend(f[29], f[30], '{"from":"' .. tostring(f[7]) ..
                           '","to":"running","at_ns":' .. now .. ',"reason":' .. ARGV[5] ..
                           ',"worker":' .. ARGV[4] .. '}')

@@ -261,6 +261,31 @@ TEST_F(RedisQueueTest, AnIdleWorkerIsWokenByAnotherProcesssEnqueueAndNotByStaleT
   EXPECT_TRUE(woken);
 }
 
+TEST_F(RedisQueueTest, AJobReadyOnlyByALaterClockIsPassedOverNotLeasedAndRefused) {
+  // Another process whose clock is 2 s ahead enqueues (ready_at = its now).
+  auto ahead = std::make_shared<ManualClock>(clock_->Now() + Seconds(2));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(RedisKeys keys, RedisKeys::Create(options_.key_namespace));
+  std::shared_ptr<StoreBackend> producer = MakeRedisQueueBackend(client_, keys, ahead);
+  Envelope later = Job("job_later");
+  PrepareForEnqueue(later, ahead->Now());
+  ASSERT_THAT(producer->Enqueue(later, {}).status(), IsOk());
+  Put(Job("job_now"));
+  // By this store's clock only job_now is ready: the lease takes it and
+  // passes over job_later (no INTERNAL error, nothing leased and refused).
+  DequeueRequest req;
+  req.max_jobs = 16;
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> batch, queue_->Dequeue(req));
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0].job.envelope.job_id, "job_now");
+  JOBPACT_ASSERT_OK_AND_ASSIGN(JobRecord r, queue_->Get("job_later"));
+  EXPECT_EQ(r.status, JobStatus::kQueued);
+  // Once this clock reaches its ready time, it is leased.
+  clock_->Advance(Seconds(2));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(batch, queue_->Dequeue(req));
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0].job.envelope.job_id, "job_later");
+}
+
 TEST_F(RedisQueueTest, ALeaseExpiredInOneProcessIsRecoveredByAnother) {
   std::shared_ptr<StoreBackend> other = SecondStore();
   ASSERT_NE(other, nullptr);
