@@ -19,6 +19,10 @@
 //             would: no in-process wake-up); enqueue->start p50/p99.
 //   latency_local  the same enqueued through the worker runner itself
 //             (a service that enqueues and works in one process).
+//   latency_poll1  as latency, with JobRunnerOptions::poll_interval 1 ms
+//             instead of the default 100 ms: the Redis backend has no
+//             cross-process wake-up yet, so an idle runner finds a job
+//             another process enqueued at its next poll.
 //
 // For each, one line: RESULT {json}, with the server's own figures over the
 // measured phase from INFO (redis-cli): CPU seconds, socket reads (about
@@ -56,7 +60,8 @@ using SteadyClock = std::chrono::steady_clock;
 
 struct Args {
   std::string url;
-  std::vector<std::string> workloads = {"noop", "idem", "failonce", "latency", "latency_local"};
+  std::vector<std::string> workloads = {"noop",    "idem",          "failonce",
+                                        "latency", "latency_local", "latency_poll1"};
   int jobs = 20000;
   int fail_jobs = 5000;
   int latency_jobs = 500;
@@ -180,7 +185,8 @@ jobpact::redis::RedisOptions OptionsFor(const Args& a, const std::string& ns, in
   return o;
 }
 
-Rig MakeRig(const Args& a, const std::string& ns, int workers) {
+Rig MakeRig(const Args& a, const std::string& ns, int workers,
+            jobpact::Duration poll_interval = jobpact::Millis(100)) {
   Rig rig;
   auto opened = jobpact::redis::RedisBackend::Open(OptionsFor(a, ns, workers),
                                                    jobpact::SystemClock::Default());
@@ -192,6 +198,7 @@ Rig MakeRig(const Args& a, const std::string& ns, int workers) {
   jobpact::JobRunnerOptions ro;
   ro.backend = rig.backend->bundle();
   ro.workers = workers;
+  ro.poll_interval = poll_interval;
   // Errors only: no line per transition or per retry (the peers log none).
   ro.log_level = jobpact::LogLevel::kError;
   ro.logger_name = "jobpact.peer_bench";
@@ -298,12 +305,13 @@ void Drain(const Args& a, const std::string& workload) {
   std::fflush(stdout);
 }
 
-// latency / latency_local: an idle runner, jobs 5 ms apart.
-void Latency(const Args& a, bool local) {
-  const std::string workload = local ? "latency_local" : "latency";
+// latency / latency_local / latency_poll1: an idle runner, jobs 5 ms apart.
+void Latency(const Args& a, const std::string& workload) {
+  const bool local = workload == "latency_local";
   const jobpact::redis::RedisOptions ro = OptionsFor(a, "x", a.workers);
   RedisCli(ro, "FLUSHDB");
-  Rig rig = MakeRig(a, "peer_" + workload, a.workers);
+  Rig rig = MakeRig(a, "peer_" + workload, a.workers,
+                    workload == "latency_poll1" ? jobpact::Millis(1) : jobpact::Millis(100));
   const int n = a.latency_jobs;
   std::vector<std::atomic<std::int64_t>> enq_ns(n), start_ns(n);
   auto now_ns = [] {
@@ -393,7 +401,7 @@ Args ParseArgs(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: jobpact_peer_bench --url redis://HOST:PORT/DB [--workloads "
-                   "noop,idem,failonce,latency,latency_local] [--jobs N] [--fail-jobs N] "
+                   "noop,idem,failonce,latency,latency_local,latency_poll1] [--jobs N] [--fail-jobs N] "
                    "[--latency-jobs N] [--workers N] [--label TEXT]\n");
       std::exit(2);
     }
@@ -412,8 +420,8 @@ int main(int argc, char** argv) {
   for (const std::string& w : a.workloads) {
     if (w == "noop" || w == "idem" || w == "failonce") {
       Drain(a, w);
-    } else if (w == "latency" || w == "latency_local") {
-      Latency(a, w == "latency_local");
+    } else if (w == "latency" || w == "latency_local" || w == "latency_poll1") {
+      Latency(a, w);
     } else {
       std::fprintf(stderr, "unknown workload %s\n", w.c_str());
       return 2;

@@ -15,7 +15,7 @@
 #                                      everysec and always (a fresh server each)
 #
 # Needs: the build (JOBPACT_WITH_REDIS=ON, JOBPACT_BUILD_BENCHMARKS=ON; built
-# here if bench/peers/jobpact_peer_bench is missing from $BUILD), Node 20 and
+# in $BUILD, default build/, which is configured first if it is new), Node 20 and
 # npm (the peers come from package-lock.json with npm ci; they are measuring
 # tools, never dependencies of jobpact), redis-server. The server listens on
 # 127.0.0.1 only, keeps its files in a temporary directory, and is stopped
@@ -44,7 +44,11 @@ else
 fi
 
 BENCH="$BUILD/bench/peers/jobpact_peer_bench"
-if [ ! -x "$BENCH" ]; then
+if [ -f "$BUILD/CMakeCache.txt" ]; then
+  log "Building jobpact_peer_bench in $BUILD"
+  cmake "$BUILD" -DJOBPACT_BUILD_BENCHMARKS=ON -DJOBPACT_WITH_REDIS=ON >/dev/null
+  cmake --build "$BUILD" --target jobpact_peer_bench -j "$JOBPACT_JOBS"
+else
   configure_and_build "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DJOBPACT_BUILD_BENCHMARKS=ON \
     -DJOBPACT_WITH_REDIS=ON -DJOBPACT_BUILD_TESTS=OFF
 fi

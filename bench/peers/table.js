@@ -28,16 +28,20 @@ rate('N no-op jobs, pre-enqueued, drain (higher is better)', 'noop');
 rate('N no-op jobs + idempotency_key + dedup_key, drain', 'idem', true);
 rate('N jobs failing once, retried at 0 delay, drain', 'failonce');
 rate('enqueue N jobs, bulk (EnqueueBatch / addBulk / saveAll, 1,000 a call)', 'enqueue_noop');
-for (const [q, key] of [['p50', 'p50_ms'], ['p99', 'p99_ms']]) {
+for (const [q, key] of [['p50', 'p50_ms'], ['p99', 'p99_ms'], ['max', 'max_ms']]) {
   const [j, b, bq] = libs.map((l) => get(l, 'latency'));
   const v = (r) => r && r[key];
   line([`enqueue->start latency ${q}, idle worker, N jobs 5 ms apart (lower is better)`.replace('N', n('latency') || 0),
     fmtMs(v(j)), fmtMs(v(b)), fmtMs(v(bq)), ratio(v(j), v(b)), ratio(v(j), v(bq))]);
 }
-const local = get('jobpact', 'latency_local');
-if (local) {
-  line([`same, enqueued through the worker's own JobRunner (jobpact only) p50 / p99`,
-    `${fmtMs(local.p50_ms)} / ${fmtMs(local.p99_ms)}`, '(jobpact only)', '(jobpact only)', '-', '-']);
+for (const [w, title] of [
+  ['latency_local', "same, enqueued through the worker's own JobRunner (in-process wake-up) p50 / p99 / max"],
+  ['latency_poll1', 'same as the first latency rows, poll_interval 1 ms instead of 100 ms, p50 / p99 / max']]) {
+  const r = get('jobpact', w);
+  if (r) {
+    line([title, `${fmtMs(r.p50_ms)} / ${fmtMs(r.p99_ms)} / ${fmtMs(r.max_ms)}`, '(jobpact only)', '(jobpact only)',
+      '-', '-']);
+  }
 }
 // The persistence sweep (run.sh --sweep): jobpact no-op at each setting.
 for (const r of rows.filter((x) => x.label && x.workload === 'noop')) {
