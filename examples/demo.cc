@@ -20,7 +20,19 @@
 // (transactional completion). --stop-after SECONDS shuts down early; running
 // the demo again on the same file resumes where it stopped.
 //
-// Usage: demo [--jobs N] [--workers N] [--seed N] [--sqlite FILE] [--stop-after S]
+// With --backend URL the stores come from jobpact::OpenBackend(URL), e.g.
+// redis://127.0.0.1:6379/0?namespace=demo, which many processes can share.
+// The work can then be split between processes (scripts/demo --redis):
+//   --enqueue-only               produce the workload, then exit
+//   --work-only --worker-name A  produce nothing; run jobs until the shared
+//                                store has none pending, then print how
+//                                many this process ran ("DEMO_COUNTS ...")
+//   --report-only                print the store's counts per status
+//                                ("DEMO_STORE ...") and the DLQ
+//
+// Usage: demo [--jobs N] [--workers N] [--seed N] [--sqlite FILE | --backend URL]
+//             [--stop-after S] [--enqueue-only | --work-only | --report-only]
+//             [--worker-name NAME]
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -59,6 +71,9 @@ struct DemoOptions {
   unsigned seed = 2026;
   std::string sqlite_path;  // Empty: in-memory backends.
   double stop_after = 0;    // Seconds; 0: run until every job is settled.
+  std::string backend_url;  // Non-empty: jobpact::OpenBackend(backend_url).
+  enum class Role { kAll, kEnqueueOnly, kWorkOnly, kReportOnly } role = Role::kAll;
+  std::string worker_name = "main";
 };
 
 DemoOptions ParseArgs(int argc, char** argv) {
@@ -82,12 +97,27 @@ DemoOptions ParseArgs(int argc, char** argv) {
       o.sqlite_path = f;
     } else if (const char* t = value("--stop-after")) {
       o.stop_after = std::atof(t);
+    } else if (const char* b = value("--backend")) {
+      o.backend_url = b;
+    } else if (const char* n = value("--worker-name")) {
+      o.worker_name = n;
+    } else if (std::strcmp(argv[i], "--enqueue-only") == 0) {
+      o.role = DemoOptions::Role::kEnqueueOnly;
+    } else if (std::strcmp(argv[i], "--work-only") == 0) {
+      o.role = DemoOptions::Role::kWorkOnly;
+    } else if (std::strcmp(argv[i], "--report-only") == 0) {
+      o.role = DemoOptions::Role::kReportOnly;
     } else {
       std::fprintf(stderr,
-                   "usage: demo [--jobs N] [--workers N] [--seed N] [--sqlite FILE] "
-                   "[--stop-after SECONDS]\n");
+                   "usage: demo [--jobs N] [--workers N] [--seed N] [--sqlite FILE | --backend URL] "
+                   "[--stop-after SECONDS] [--enqueue-only | --work-only | --report-only] "
+                   "[--worker-name NAME]\n");
       std::exit(2);
     }
+  }
+  if (!o.sqlite_path.empty() && !o.backend_url.empty()) {
+    std::fprintf(stderr, "--sqlite and --backend are exclusive\n");
+    std::exit(2);
   }
   return o;
 }
@@ -108,6 +138,12 @@ class InvoiceLedger {
   std::size_t Orders() const {
     std::lock_guard<std::mutex> l(mu_);
     return issued_.size();
+  }
+  int Issues() const {
+    std::lock_guard<std::mutex> l(mu_);
+    int n = 0;
+    for (const auto& [order, k] : issued_) n += k;
+    return n;
   }
 
  private:
@@ -130,6 +166,26 @@ std::string Pad(const std::string& s, std::size_t width) {
   return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
 }
 
+// --report-only: what the shared store holds, one line per status and one
+// machine-readable line for scripts/demo --redis.
+int ReportStore(jobpact::QueueAdmin& admin) {
+  auto st = admin.Stats();
+  if (!st.ok()) {
+    std::fprintf(stderr, "cannot read the store: %s\n", st.status().ToString().c_str());
+    return 1;
+  }
+  std::int64_t total = 0, pending = 0;
+  std::string line;
+  for (const auto& [status, n] : st->by_status) {
+    total += n;
+    if (!jobpact::IsFinal(status) && status != jobpact::JobStatus::kDeadLettered) pending += n;
+    line += " " + std::string(jobpact::JobStatusName(status)) + "=" + std::to_string(n);
+  }
+  std::printf("DEMO_STORE total=%lld pending=%lld%s\n", static_cast<long long>(total),
+              static_cast<long long>(pending), line.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -143,7 +199,17 @@ int main(int argc, char** argv) {
   // The queue, locks and idempotency store always come as one bundle, from
   // one place: a SQLite queue with in-memory locks would lock nothing
   // across processes (JobRunner::Create refuses it).
-  if (opt.sqlite_path.empty()) {
+  if (!opt.backend_url.empty()) {
+    jobpact::BackendOpenOptions bo;
+    bo.clock = clock;
+    auto opened = jobpact::OpenBackend(opt.backend_url, bo);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "cannot open %s: %s\n", opt.backend_url.c_str(),
+                   opened.status().ToString().c_str());
+      return 1;
+    }
+    ro.backend = *opened;
+  } else if (opt.sqlite_path.empty()) {
     ro.backend = jobpact::InMemoryBackend(clock);
   } else {
 #ifdef JOBPACT_DEMO_WITH_SQLITE
@@ -199,6 +265,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::unique_ptr<jobpact::JobRunner> runner = std::move(created).value();
+  using Role = DemoOptions::Role;
+  if (opt.role == Role::kReportOnly) return ReportStore(*admin);
 
   // A retry policy override, with the reason the contract requires.
   jobpact::RetryPolicy fast = runner->policies().Default();
@@ -282,22 +350,33 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  std::printf("jobpact demo: %d workers, %s, about %d jobs\n", opt.workers,
-              opt.sqlite_path.empty() ? "in-memory backends"
-                                      : ("SQLite backend in " + opt.sqlite_path).c_str(),
-              opt.jobs * 4);
-  std::printf("policies (per-type overrides carry their reason):\n%s\n",
-              runner->policies().ToTable().c_str());
+  const std::string where = !opt.backend_url.empty() ? "backend " + ro.backend.url
+                            : opt.sqlite_path.empty() ? std::string("in-memory backends")
+                                                      : "SQLite backend in " + opt.sqlite_path;
+  if (opt.role == Role::kWorkOnly) {
+    std::printf("jobpact demo, worker %s (pid %d): %d workers, %s\n", opt.worker_name.c_str(),
+                static_cast<int>(getpid()), opt.workers, where.c_str());
+  } else {
+    std::printf("jobpact demo: %d workers, %s, about %d jobs\n", opt.workers, where.c_str(),
+                opt.jobs * 4);
+    std::printf("policies (per-type overrides carry their reason):\n%s\n",
+                runner->policies().ToTable().c_str());
+  }
 
   // --- Produce (unless a durable queue already holds this workload) ---
   std::int64_t already_stored = 0;
   if (auto st = admin->Stats(); st.ok()) {
     for (const auto& [status, n] : st->by_status) already_stored += n;
   }
-  const bool resuming = already_stored > 0;
-  if (resuming) {
+  // A worker-only process never produces: another process did.
+  const bool resuming = already_stored > 0 || opt.role == Role::kWorkOnly;
+  if (opt.role == Role::kWorkOnly) {
+    std::printf("worker %s: %lld jobs in the shared store; producing nothing\n\n",
+                opt.worker_name.c_str(), static_cast<long long>(already_stored));
+  } else if (resuming) {
     std::printf("resuming: %lld jobs already in %s; producing nothing new\n\n",
-                static_cast<long long>(already_stored), opt.sqlite_path.c_str());
+                static_cast<long long>(already_stored),
+                opt.sqlite_path.empty() ? where.c_str() : opt.sqlite_path.c_str());
   }
   std::mt19937 rng(opt.seed);
   int enqueued = 0, duplicates_at_enqueue = 0, rejected = 0;
@@ -353,6 +432,13 @@ int main(int argc, char** argv) {
         R"({"job_type":"invoice.generate","payload":{"order_id":"ord_x"},"timeout_seconds":-1})");
     std::printf("malformed envelope: %s\n\n", bad.status().ToString().c_str());
   }
+  if (opt.role == Role::kEnqueueOnly) {
+    // Stored jobs, plus the malformed envelope, dead-lettered at enqueue.
+    std::printf("DEMO_ENQUEUED stored=%d invalid=%d duplicates=%d rejected=%d orders=%d\n",
+                enqueued, resuming ? 0 : 1, duplicates_at_enqueue, rejected,
+                resuming ? 0 : opt.jobs);
+    return rejected == 0 ? 0 : 1;
+  }
 
   // --- Run, with a live progress line ---
   const bool tty = isatty(STDOUT_FILENO) != 0;
@@ -378,9 +464,10 @@ int main(int argc, char** argv) {
                                  count(*st, jobpact::JobStatus::kRetryScheduled);
     char line[256];
     std::snprintf(line, sizeof line,
-                  "[%5.2fs] queued %4lld  running %2lld  retrying %4lld  succeeded %5lld  "
+                  "%s[%5.2fs] queued %4lld  running %2lld  retrying %4lld  succeeded %5lld  "
                   "dead-lettered %3lld  discarded %3lld",
-                  secs, static_cast<long long>(count(*st, jobpact::JobStatus::kQueued)),
+                  opt.role == Role::kWorkOnly ? (opt.worker_name + " ").c_str() : "", secs,
+                  static_cast<long long>(count(*st, jobpact::JobStatus::kQueued)),
                   static_cast<long long>(count(*st, jobpact::JobStatus::kRunning)),
                   static_cast<long long>(count(*st, jobpact::JobStatus::kRetryScheduled)),
                   static_cast<long long>(count(*st, jobpact::JobStatus::kSucceeded)),
@@ -494,6 +581,19 @@ int main(int argc, char** argv) {
     jobpact::HistogramSnapshot d = metrics->Histogram(m::kDuration, t);
     std::printf("%s %11.2f %11.2f %9.2f %9.2f\n", Pad(t, 22).c_str(), q.Percentile(0.5) * 1e3,
                 q.Percentile(0.99) * 1e3, d.Percentile(0.5) * 1e3, d.Percentile(0.99) * 1e3);
+  }
+  if (opt.role == Role::kWorkOnly) {
+    // The jobs this process took to a final state (each job reaches one
+    // once: a completion on a stale lease is refused), and the invoice
+    // effects it performed, for scripts/demo --redis to add up.
+    std::int64_t finalized = 0;
+    for (std::string_view name : {m::kSucceeded, m::kFailed, m::kDeadLettered, m::kDiscarded}) {
+      finalized += metrics->CounterTotal(name);
+    }
+    std::printf("\nDEMO_COUNTS worker=%s pid=%d finalized=%lld succeeded=%lld invoices=%d\n",
+                opt.worker_name.c_str(), static_cast<int>(getpid()),
+                static_cast<long long>(finalized),
+                static_cast<long long>(metrics->CounterTotal(m::kSucceeded)), ledger.Issues());
   }
   return duplicate_effects == 0 ? 0 : 3;
 }

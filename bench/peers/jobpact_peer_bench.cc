@@ -1,0 +1,431 @@
+// jobpact's side of bench/peers/run.sh: the workloads of issue 8 ("Speed,
+// side by side in one run") through jobpact on the Redis backend, used as a
+// service would use it: one JobRunner with workers = 10 on
+// RedisBackend::bundle(), jobs enqueued with JobRunner::EnqueueBatch.
+// bullmq_bench.js and beequeue_bench.js run the same workloads through the
+// peers; run.sh prints the one table.
+//
+// Workloads (each on a fresh key namespace, after FLUSHDB):
+//   noop      N no-op jobs, pre-enqueued in batches of 1,000 (the enqueue
+//             figure), then drained: jobs/s from Start() to the last
+//             succeeded transition (a TransitionObserver sees it after the
+//             ack is stored).
+//   idem      the same with an idempotency_key and a dedup_key on every job.
+//   failonce  F jobs whose first attempt throws TransientError and whose
+//             second succeeds; the retry delay is 0 (a policy override) and
+//             the retry budget is off (the peers have none).
+//   latency   L jobs enqueued 5 ms apart to an idle runner, each by a
+//             second JobRunner on a second RedisBackend (as another process
+//             would: no in-process wake-up); enqueue->start p50/p99.
+//   latency_local  the same enqueued through the worker runner itself
+//             (a service that enqueues and works in one process).
+//   latency_poll1  as latency, with JobRunnerOptions::poll_interval 1 ms
+//             instead of the default 100 ms: the Redis backend has no
+//             cross-process wake-up yet, so an idle runner finds a job
+//             another process enqueued at its next poll.
+//
+// For each, one line: RESULT {json}, with the server's own figures over the
+// measured phase from INFO (redis-cli): CPU seconds, socket reads (about
+// one per round trip; a pipeline counts once), commands (Lua's inner calls
+// included), script calls and script time.
+//
+// Usage: jobpact_peer_bench --url redis://127.0.0.1:PORT/0 [--workloads noop,idem,...]
+//          [--jobs 20000] [--fail-jobs 5000] [--latency-jobs 500] [--workers 10]
+//          [--label TEXT]
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "jobpact/failure.h"
+#include "jobpact/job_runner.h"
+#include "jobpact/redis/redis_backend.h"
+#include "jobpact/transition_event.h"
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+struct Args {
+  std::string url;
+  std::vector<std::string> workloads = {"noop",    "idem",          "failonce",
+                                        "latency", "latency_local", "latency_poll1"};
+  int jobs = 20000;
+  int fail_jobs = 5000;
+  int latency_jobs = 500;
+  int workers = 10;
+  std::string label;
+};
+
+double SecondsSince(SteadyClock::time_point t0) {
+  return std::chrono::duration<double>(SteadyClock::now() - t0).count();
+}
+
+// --- The server's own figures, from INFO via redis-cli ---
+struct ServerInfo {
+  std::map<std::string, double> v;
+};
+
+std::string RedisCli(const jobpact::redis::RedisOptions& o, const std::string& command) {
+  const std::string cmd = "redis-cli -h " + o.host + " -p " + std::to_string(o.port) + " -n " +
+                          std::to_string(o.database) + " " + command + " 2>&1";
+  std::string out;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    pclose(p);
+  }
+  return out;
+}
+
+ServerInfo ReadInfo(const jobpact::redis::RedisOptions& o) {
+  ServerInfo info;
+  std::istringstream in(RedisCli(o, "INFO all"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const auto colon = line.find(':');
+    if (colon == std::string::npos || line[0] == '#') continue;
+    const std::string key = line.substr(0, colon), value = line.substr(colon + 1);
+    if (key.rfind("cmdstat_", 0) == 0) {
+      // cmdstat_evalsha:calls=N,usec=U,...
+      auto num = [&](const char* f) {
+        const auto at = value.find(f);
+        return at == std::string::npos ? 0.0 : std::atof(value.c_str() + at + std::strlen(f));
+      };
+      info.v[key + ".calls"] = num("calls=");
+      info.v[key + ".usec"] = num("usec=");
+    } else {
+      char* end = nullptr;
+      const double d = std::strtod(value.c_str(), &end);
+      if (end != value.c_str()) info.v[key] = d;
+    }
+  }
+  return info;
+}
+
+std::string ServerJson(const ServerInfo& a, const ServerInfo& b) {
+  auto d = [&](const std::string& k) {
+    auto f = [&](const ServerInfo& s) {
+      auto it = s.v.find(k);
+      return it == s.v.end() ? 0.0 : it->second;
+    };
+    return f(b) - f(a);
+  };
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "{\"cpu_s\":%.4f,\"reads\":%.0f,\"commands\":%.0f,\"script_calls\":%.0f,"
+                "\"script_usec\":%.0f}",
+                d("used_cpu_user") + d("used_cpu_sys"), d("total_reads_processed"),
+                d("total_commands_processed"),
+                d("cmdstat_evalsha.calls") + d("cmdstat_eval.calls") + d("cmdstat_fcall.calls"),
+                d("cmdstat_evalsha.usec") + d("cmdstat_eval.usec") + d("cmdstat_fcall.usec"));
+  return buf;
+}
+
+// Counts succeeded transitions (seen after the ack is stored) and wakes the
+// bench thread at a target.
+class SucceededCounter : public jobpact::TransitionObserver {
+ public:
+  void OnTransition(const jobpact::TransitionEvent& e) override {
+    if (e.to != jobpact::JobStatus::kSucceeded) return;
+    if (done_.fetch_add(1) + 1 == target_) {
+      std::lock_guard<std::mutex> l(mu_);
+      cv_.notify_all();
+    }
+  }
+  void Reset(std::int64_t target) {
+    done_ = 0;
+    target_ = target;
+  }
+  // False on timeout.
+  bool Wait(std::chrono::seconds limit) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, limit, [&] { return done_.load() >= target_; });
+  }
+  std::int64_t done() const { return done_.load(); }
+
+ private:
+  std::atomic<std::int64_t> done_{0};
+  std::int64_t target_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+struct Rig {
+  std::shared_ptr<jobpact::redis::RedisBackend> backend;
+  std::shared_ptr<SucceededCounter> counter = std::make_shared<SucceededCounter>();
+  std::unique_ptr<jobpact::JobRunner> runner;
+};
+
+jobpact::redis::RedisOptions OptionsFor(const Args& a, const std::string& ns, int workers) {
+  auto parsed = jobpact::redis::ParseRedisUrl(a.url);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "bad --url: %s\n", parsed.status().ToString().c_str());
+    std::exit(2);
+  }
+  jobpact::redis::RedisOptions o = *parsed;
+  o.key_namespace = ns;
+  // One connection per worker thread and a few for the runner's own calls
+  // (maintenance, enqueue), as a service would size it.
+  o.pool_size = workers + 2;
+  return o;
+}
+
+Rig MakeRig(const Args& a, const std::string& ns, int workers,
+            jobpact::Duration poll_interval = jobpact::Millis(100)) {
+  Rig rig;
+  auto opened = jobpact::redis::RedisBackend::Open(OptionsFor(a, ns, workers),
+                                                   jobpact::SystemClock::Default());
+  if (!opened.ok()) {
+    std::fprintf(stderr, "cannot open Redis: %s\n", opened.status().ToString().c_str());
+    std::exit(1);
+  }
+  rig.backend = *opened;
+  jobpact::JobRunnerOptions ro;
+  ro.backend = rig.backend->bundle();
+  ro.workers = workers;
+  ro.poll_interval = poll_interval;
+  // Errors only: no line per transition or per retry (the peers log none).
+  ro.log_level = jobpact::LogLevel::kError;
+  ro.logger_name = "jobpact.peer_bench";
+  // The peers have no retry budget; with one, the fail-once workload would
+  // be deferred by design (20% of first attempts) instead of retried at once.
+  ro.retry_budget_enabled = false;
+  ro.transition_observers.push_back(rig.counter);
+  auto created = jobpact::JobRunner::Create(ro);
+  if (!created.ok()) {
+    std::fprintf(stderr, "cannot create the runner: %s\n", created.status().ToString().c_str());
+    std::exit(1);
+  }
+  rig.runner = std::move(created).value();
+  return rig;
+}
+
+jobpact::HandlerOptions ImmediateRetry() {
+  jobpact::HandlerOptions h;
+  jobpact::RetryPolicy p;
+  p.max_attempts = 3;
+  p.backoff.base_delay = jobpact::Duration::zero();
+  p.backoff.max_delay = jobpact::Duration::zero();
+  h.policy = p;
+  h.policy_reason = "peer bench: zero retry delay on every side";
+  return h;
+}
+
+void Die(const char* what, const jobpact::Status& s) {
+  std::fprintf(stderr, "%s: %s\n", what, s.ToString().c_str());
+  std::exit(1);
+}
+
+std::string Json(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// noop / idem / failonce: pre-enqueue, then drain.
+void Drain(const Args& a, const std::string& workload) {
+  const jobpact::redis::RedisOptions ro = OptionsFor(a, "x", a.workers);
+  RedisCli(ro, "FLUSHDB");
+  const bool fail_once = workload == "failonce";
+  const bool keys = workload == "idem";
+  const int jobs = fail_once ? a.fail_jobs : a.jobs;
+  Rig rig = MakeRig(a, "peer_" + workload, a.workers);
+  jobpact::Status s = rig.runner->Handle(
+      "bench.job",
+      [fail_once](jobpact::JobContext& ctx) -> jobpact::Status {
+        if (fail_once && ctx.attempt() == 1) throw jobpact::TransientError("first attempt fails");
+        return jobpact::Status::Ok();
+      },
+      fail_once ? ImmediateRetry() : jobpact::HandlerOptions{});
+  if (!s.ok()) Die("Handle", s);
+
+  const ServerInfo e0 = ReadInfo(ro);
+  const auto t_enq = SteadyClock::now();
+  constexpr int kBatch = 1000;
+  for (int first = 0; first < jobs; first += kBatch) {
+    std::vector<jobpact::Envelope> batch;
+    for (int i = first; i < std::min(jobs, first + kBatch); ++i) {
+      jobpact::Envelope e;
+      e.job_type = "bench.job";
+      e.payload = "{\"i\":" + std::to_string(i) + "}";
+      if (keys) {
+        e.idempotency_key = "bench.job:" + std::to_string(i);
+        e.dedup_key = "bench.job:" + std::to_string(i);
+      }
+      batch.push_back(std::move(e));
+    }
+    auto r = rig.runner->EnqueueBatch(std::move(batch));
+    if (!r.ok()) Die("EnqueueBatch", r.status());
+  }
+  const double enqueue_s = SecondsSince(t_enq);
+  const ServerInfo e1 = ReadInfo(ro);
+
+  rig.counter->Reset(jobs);
+  const ServerInfo d0 = ReadInfo(ro);
+  const auto t0 = SteadyClock::now();
+  s = rig.runner->Start();
+  if (!s.ok()) Die("Start", s);
+  const bool finished = rig.counter->Wait(std::chrono::seconds(600));
+  const double drain_s = SecondsSince(t0);
+  const ServerInfo d1 = ReadInfo(ro);
+  rig.runner->Shutdown(jobpact::Seconds(10)).IgnoreError();
+  if (!finished) {
+    std::fprintf(stderr, "%s: only %lld of %d jobs succeeded in 600 s\n", workload.c_str(),
+                 static_cast<long long>(rig.counter->done()), jobs);
+    std::exit(1);
+  }
+  std::printf(
+      "RESULT {\"lib\":\"jobpact\",\"label\":%s,\"workload\":%s,\"jobs\":%d,\"seconds\":%.4f,"
+      "\"jobs_per_s\":%.1f,\"server\":%s}\n",
+      Json(a.label).c_str(), Json(workload).c_str(), jobs, drain_s, jobs / drain_s,
+      ServerJson(d0, d1).c_str());
+  std::printf(
+      "RESULT {\"lib\":\"jobpact\",\"label\":%s,\"workload\":%s,\"jobs\":%d,\"seconds\":%.4f,"
+      "\"jobs_per_s\":%.1f,\"server\":%s}\n",
+      Json(a.label).c_str(), Json("enqueue_" + workload).c_str(), jobs, enqueue_s,
+      jobs / enqueue_s, ServerJson(e0, e1).c_str());
+  std::fflush(stdout);
+}
+
+// latency / latency_local / latency_poll1: an idle runner, jobs 5 ms apart.
+void Latency(const Args& a, const std::string& workload) {
+  const bool local = workload == "latency_local";
+  const jobpact::redis::RedisOptions ro = OptionsFor(a, "x", a.workers);
+  RedisCli(ro, "FLUSHDB");
+  Rig rig = MakeRig(a, "peer_" + workload, a.workers,
+                    workload == "latency_poll1" ? jobpact::Millis(1) : jobpact::Millis(100));
+  const int n = a.latency_jobs;
+  std::vector<std::atomic<std::int64_t>> enq_ns(n), start_ns(n);
+  auto now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               SteadyClock::now().time_since_epoch())
+        .count();
+  };
+  jobpact::Status s = rig.runner->Handle("bench.job", [&](jobpact::JobContext& ctx) {
+    const std::int64_t t = now_ns();
+    const int i = std::atoi(ctx.payload().c_str() + 5);  // {"i":N}
+    if (i >= 0 && i < n) start_ns[i].store(t);
+    return jobpact::Status::Ok();
+  });
+  if (!s.ok()) Die("Handle", s);
+  rig.counter->Reset(n);
+  s = rig.runner->Start();
+  if (!s.ok()) Die("Start", s);
+  // The producer: the worker runner itself, or a runner of its own on a
+  // backend of its own (never started), as another process would be.
+  Rig producer;
+  jobpact::JobRunner* enqueuer = rig.runner.get();
+  if (!local) {
+    producer = MakeRig(a, "peer_" + workload, 1);
+    enqueuer = producer.runner.get();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // Idle workers.
+  const ServerInfo i0 = ReadInfo(ro);
+  const auto t0 = SteadyClock::now();
+  for (int i = 0; i < n; ++i) {
+    jobpact::Envelope e;
+    e.job_type = "bench.job";
+    e.payload = "{\"i\":" + std::to_string(i) + "}";
+    enq_ns[i].store(now_ns());
+    auto r = enqueuer->Enqueue(std::move(e));
+    if (!r.ok()) Die("Enqueue", r.status());
+    std::this_thread::sleep_until(t0 + std::chrono::milliseconds(5) * (i + 1));
+  }
+  const bool finished = rig.counter->Wait(std::chrono::seconds(60));
+  const double secs = SecondsSince(t0);
+  const ServerInfo i1 = ReadInfo(ro);
+  rig.runner->Shutdown(jobpact::Seconds(10)).IgnoreError();
+  if (!finished) {
+    std::fprintf(stderr, "%s: only %lld of %d jobs ran\n", workload.c_str(),
+                 static_cast<long long>(rig.counter->done()), n);
+    std::exit(1);
+  }
+  std::vector<double> ms;
+  for (int i = 0; i < n; ++i) ms.push_back((start_ns[i].load() - enq_ns[i].load()) / 1e6);
+  std::sort(ms.begin(), ms.end());
+  auto pct = [&](double q) { return ms[std::min<std::size_t>(ms.size() - 1, q * ms.size())]; };
+  std::printf(
+      "RESULT {\"lib\":\"jobpact\",\"label\":%s,\"workload\":%s,\"jobs\":%d,\"seconds\":%.4f,"
+      "\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"server\":%s}\n",
+      Json(a.label).c_str(), Json(workload).c_str(), n, secs, pct(0.50), pct(0.99), ms.back(),
+      ServerJson(i0, i1).c_str());
+  std::fflush(stdout);
+}
+
+Args ParseArgs(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    auto value = [&](const char* flag) -> const char* {
+      if (std::strcmp(argv[i], flag) != 0) return nullptr;
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", flag);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (const char* u = value("--url")) {
+      a.url = u;
+    } else if (const char* w = value("--workloads")) {
+      a.workloads.clear();
+      std::stringstream ss(w);
+      std::string item;
+      while (std::getline(ss, item, ',')) a.workloads.push_back(item);
+    } else if (const char* j = value("--jobs")) {
+      a.jobs = std::max(1, std::atoi(j));
+    } else if (const char* f = value("--fail-jobs")) {
+      a.fail_jobs = std::max(1, std::atoi(f));
+    } else if (const char* l = value("--latency-jobs")) {
+      a.latency_jobs = std::max(1, std::atoi(l));
+    } else if (const char* k = value("--workers")) {
+      a.workers = std::max(1, std::atoi(k));
+    } else if (const char* b = value("--label")) {
+      a.label = b;
+    } else {
+      std::fprintf(stderr,
+                   "usage: jobpact_peer_bench --url redis://HOST:PORT/DB [--workloads "
+                   "noop,idem,failonce,latency,latency_local,latency_poll1] [--jobs N] [--fail-jobs N] "
+                   "[--latency-jobs N] [--workers N] [--label TEXT]\n");
+      std::exit(2);
+    }
+  }
+  if (a.url.empty()) {
+    std::fprintf(stderr, "--url is required\n");
+    std::exit(2);
+  }
+  return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = ParseArgs(argc, argv);
+  for (const std::string& w : a.workloads) {
+    if (w == "noop" || w == "idem" || w == "failonce") {
+      Drain(a, w);
+    } else if (w == "latency" || w == "latency_local" || w == "latency_poll1") {
+      Latency(a, w);
+    } else {
+      std::fprintf(stderr, "unknown workload %s\n", w.c_str());
+      return 2;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# jobpact vs BullMQ vs bee-queue on one private redis-server (issue 8,
+# "Speed, side by side in one run"): the same workloads through each, one
+# worker process each, concurrency 10, then ONE table with the ratios.
+#
+#   bench/peers/run.sh                 20,000 no-op jobs (also with idempotency
+#                                      and dedup keys, jobpact only), 5,000
+#                                      fail-once jobs, bulk enqueue, and
+#                                      enqueue->start latency (500 jobs 5 ms apart)
+#   bench/peers/run.sh --quick         smaller counts, for a smoke run
+#   bench/peers/run.sh --appendonly everysec|always|no
+#                                      the server's persistence (default: no,
+#                                      no AOF and no RDB snapshots)
+#   bench/peers/run.sh --sweep         also jobpact no-op at appendonly no,
+#                                      everysec and always (a fresh server each)
+#
+# Needs: the build (JOBPACT_WITH_REDIS=ON, JOBPACT_BUILD_BENCHMARKS=ON; built
+# in $BUILD, default build/, which is configured first if it is new), Node 20 and
+# npm (the peers come from package-lock.json with npm ci; they are measuring
+# tools, never dependencies of jobpact), redis-server. The server listens on
+# 127.0.0.1 only, keeps its files in a temporary directory, and is stopped
+# by its PID on exit. Each workload runs after FLUSHDB, on a queue or
+# namespace of its own.
+HERE="$(cd "$(dirname "$0")" && pwd)"
+source "$HERE/../../scripts/lib.sh"
+
+QUICK=0 SWEEP=0 AOF=no
+BUILD="${BUILD:-$JOBPACT_ROOT/build}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) QUICK=1 ;;
+    --sweep) SWEEP=1 ;;
+    --appendonly) AOF="$2"; shift ;;
+    --build-dir) BUILD="$2"; shift ;;
+    *) echo "usage: $0 [--quick] [--sweep] [--appendonly no|everysec|always] [--build-dir DIR]" >&2; exit 2 ;;
+  esac
+  shift
+done
+case "$AOF" in no|everysec|always) ;; *) echo "--appendonly: no, everysec or always" >&2; exit 2 ;; esac
+if [ "$QUICK" = 1 ]; then
+  COUNTS=(--jobs 2000 --fail-jobs 500 --latency-jobs 100)
+else
+  COUNTS=(--jobs 20000 --fail-jobs 5000 --latency-jobs 500)
+fi
+
+BENCH="$BUILD/bench/peers/jobpact_peer_bench"
+if [ -f "$BUILD/CMakeCache.txt" ]; then
+  log "Building jobpact_peer_bench in $BUILD"
+  cmake "$BUILD" -DJOBPACT_BUILD_BENCHMARKS=ON -DJOBPACT_WITH_REDIS=ON >/dev/null
+  cmake --build "$BUILD" --target jobpact_peer_bench -j "$JOBPACT_JOBS"
+else
+  configure_and_build "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DJOBPACT_BUILD_BENCHMARKS=ON \
+    -DJOBPACT_WITH_REDIS=ON -DJOBPACT_BUILD_TESTS=OFF
+fi
+log "npm ci (bench/peers/package-lock.json)"
+(cd "$HERE" && npm ci --no-audit --no-fund --loglevel=error)
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/jobpact-peers.XXXXXX")"
+RESULTS="$WORK/results.jsonl"
+: >"$RESULTS"
+cleanup() { stop_redis; rm -rf "$WORK"; }
+
+# persistence MODE: sets the running server's AOF to MODE (CONFIG SET).
+persistence() {
+  local cli=(redis-cli -h 127.0.0.1 -p "$PORT")
+  if [ "$1" = no ]; then
+    "${cli[@]}" config set appendonly no >/dev/null
+  else
+    "${cli[@]}" config set appendfsync "$1" >/dev/null
+    "${cli[@]}" config set appendonly yes >/dev/null
+  fi
+  "${cli[@]}" config set save '' >/dev/null
+}
+
+# server MODE: a fresh private server (lib.sh start_redis) set to MODE.
+server() {
+  stop_redis
+  rm -rf "$WORK/server"
+  start_redis "$WORK/server" >/dev/null
+  trap cleanup EXIT
+  URL="$JOBPACT_REDIS_URL"
+  PORT="${URL##*:}"; PORT="${PORT%%/*}"
+  persistence "$1"
+}
+
+collect() { grep '^RESULT ' | sed 's/^RESULT //' | tee -a "$RESULTS" >/dev/null; }
+
+log "Machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $(redis-server --version | cut -d' ' -f1-3); node $(node --version)"
+START_LOAD="$(cut -d' ' -f1-3 /proc/loadavg)"
+server "$AOF"
+log "Server: $URL, appendonly $AOF (save '' : no RDB snapshots)"
+log "jobpact (JobRunner, workers 10, RedisBackend::bundle)"
+"$BENCH" --url "$URL" --workers 10 "${COUNTS[@]}" | collect
+log "BullMQ (Worker, concurrency 10)"
+node "$HERE/bullmq_bench.js" --url "$URL" --concurrency 10 "${COUNTS[@]}" | collect
+log "bee-queue (process(10, ...))"
+node "$HERE/beequeue_bench.js" --url "$URL" --concurrency 10 "${COUNTS[@]}" | collect
+
+if [ "$SWEEP" = 1 ]; then
+  for mode in no everysec always; do
+    server "$mode"
+    log "jobpact no-op, appendonly $mode"
+    label="appendonly yes, appendfsync $mode"
+    [ "$mode" = no ] && label="appendonly no"
+    "$BENCH" --url "$URL" --workers 10 --workloads noop "${COUNTS[@]}" --label "$label" | collect
+  done
+fi
+END_LOAD="$(cut -d' ' -f1-3 /proc/loadavg)"
+
+log "Results ($(date -u '+%Y-%m-%d %H:%M UTC'); load average $START_LOAD at start, $END_LOAD at end; appendonly $AOF)"
+node "$HERE/table.js" "$RESULTS"
+if [ -n "${PEERS_RESULTS_OUT:-}" ]; then cp "$RESULTS" "$PEERS_RESULTS_OUT"; fi
