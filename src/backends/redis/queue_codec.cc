@@ -284,39 +284,9 @@ Result<std::vector<Transition>> DecodeHistory(std::string_view text) {
     const std::string_view entry = text.substr(0, nl);
     text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
     nlohmann::json j = nlohmann::json::parse(entry, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object()) return Status::Internal("a stored history entry is not a JSON object");
-    Transition t;
-    auto from = ParseJobStatus(j.value("from", std::string()));
-    auto to = ParseJobStatus(j.value("to", std::string()));
-    if (!from.ok()) return from.status();
-    if (!to.ok()) return to.status();
-    t.from = *from;
-    t.to = *to;
-    t.at = FromNs(j.value("at_ns", std::int64_t{0}));
-    t.reason = j.value("reason", std::string());
+    JOBPACT_ASSIGN_OR_RETURN(Transition t, ::jobpact::internal::HistoryEntryFromJson(j));
     out.push_back(std::move(t));
   }
-  return out;
-}
-
-std::string JsonString(std::string_view text) {
-  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-std::string HistoryEntryJson(const Transition& t, std::string_view worker) {
-  std::string out = "{\"from\":\"";
-  out += JobStatusName(t.from);
-  out += "\",\"to\":\"";
-  out += JobStatusName(t.to);
-  out += "\",\"at_ns\":";
-  out += std::to_string(ToNs(t.at));
-  out += ",\"reason\":";
-  out += JsonString(t.reason);
-  if (!worker.empty()) {
-    out += ",\"worker\":";
-    out += JsonString(worker);
-  }
-  out += '}';
   return out;
 }
 

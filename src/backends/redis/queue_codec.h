@@ -15,6 +15,7 @@
 #include "jobpact/result.h"
 #include "jobpact/transitions.h"
 #include "src/backends/redis/client.h"
+#include "src/internal/history_json.h"
 
 namespace jobpact {
 namespace redis_internal {
@@ -88,11 +89,10 @@ std::string RawFields(const Reply& f);
 // A stored history: JSON entries joined by newlines, oldest first.
 Result<std::vector<Transition>> DecodeHistory(std::string_view text);
 
-// One history entry as stored: {"from","to","at_ns","reason"[,"worker"]},
-// the SQLite store's form.
-std::string HistoryEntryJson(const Transition& t, std::string_view worker = {});
-// `text` as a JSON string literal.
-std::string JsonString(std::string_view text);
+// One history entry as stored, the SQLite store's form
+// (src/internal/history_json.h), and a JSON string literal.
+using ::jobpact::internal::HistoryEntryJson;
+using ::jobpact::internal::JsonString;
 
 }  // namespace redis_internal
 }  // namespace jobpact

@@ -14,15 +14,7 @@ Result<std::vector<Transition>> ParseHistory(const std::string& text) {
   if (!j.is_array()) return Status::Internal("stored job history is not a JSON array");
   out.reserve(j.size());
   for (const auto& e : j) {
-    Transition t;
-    auto from = ParseJobStatus(e.value("from", std::string()));
-    auto to = ParseJobStatus(e.value("to", std::string()));
-    if (!from.ok()) return from.status();
-    if (!to.ok()) return to.status();
-    t.from = *from;
-    t.to = *to;
-    t.at = TimeFromNs(e.value("at_ns", std::int64_t{0}));
-    t.reason = e.value("reason", std::string());
+    JOBPACT_ASSIGN_OR_RETURN(Transition t, HistoryEntryFromJson(e));
     out.push_back(std::move(t));
   }
   return out;
@@ -42,29 +34,6 @@ Status StepDone(Connection& conn, Stmt& st, std::string_view what) {
   int rc = st.Step();
   if (rc != SQLITE_DONE && rc != SQLITE_ROW) return conn.Error(rc, what);
   return Status::Ok();
-}
-
-std::string JsonString(std::string_view text) {
-  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-std::string HistoryEntryJson(const Transition& t, std::string_view worker) {
-  // Built by hand: this runs for every delivery and completion, and only the
-  // reason and the worker can need escaping.
-  std::string out = "{\"from\":\"";
-  out += JobStatusName(t.from);
-  out += "\",\"to\":\"";
-  out += JobStatusName(t.to);
-  out += "\",\"at_ns\":";
-  out += std::to_string(ToNs(t.at));
-  out += ",\"reason\":";
-  out += JsonString(t.reason);
-  if (!worker.empty()) {
-    out += ",\"worker\":";
-    out += JsonString(worker);
-  }
-  out += '}';
-  return out;
 }
 
 std::string HistoryJson(const std::vector<Transition>& entries) {

@@ -17,6 +17,7 @@
 #include "jobpact/job.h"
 #include "jobpact/job_status.h"
 #include "jobpact/queue_backend.h"
+#include "src/internal/history_json.h"
 #include "src/backends/sqlite/connection.h"
 #include "src/internal/stored_validation.h"
 
@@ -177,11 +178,11 @@ Result<JobRecord> ReadJobRow(const Row& st, bool with_history = true) {
 Status StepDone(Connection& conn, Stmt& st, std::string_view what);
 
 
-// One history entry as stored: a JSON object (from, to, at_ns, reason, and
-// the worker for deliveries).
-std::string JsonString(std::string_view text);
-
-std::string HistoryEntryJson(const Transition& t, std::string_view worker);
+// One history entry as stored (src/internal/history_json.h, the form the
+// Redis store shares).
+using ::jobpact::internal::HistoryEntryFromJson;
+using ::jobpact::internal::HistoryEntryJson;
+using ::jobpact::internal::JsonString;
 
 std::string HistoryJson(const std::vector<Transition>& entries);
 
