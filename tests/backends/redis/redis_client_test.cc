@@ -134,9 +134,9 @@ TEST_F(RedisClientTest, ScriptShaIsTheServersAndEvalReloadsAfterScriptFlush) {
   ASSERT_THAT(second, IsOk());
   ASSERT_EQ(second->type, Type::kArray) << second->str;
   EXPECT_EQ(second->elements.at(2).integer, 2);  // Ran exactly once more.
-  exists = client_->Command({"SCRIPT", "EXISTS", script.sha1()});
-  ASSERT_THAT(exists, IsOk());
-  EXPECT_EQ(exists->elements.at(0).integer, 1);
+  // (Whether the server has it cached again is not asserted: the tests
+  // share one server under ctest -j, and another test's SCRIPT FLUSH may
+  // come in between. The next EVALSHA reloads it either way.)
 
   // A Lua error is an error reply, not a connection failure.
   const Script broken("return redis.call('NOSUCHCOMMAND')");
