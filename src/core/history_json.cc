@@ -1,6 +1,8 @@
 // The stored form of a history entry (src/internal/history_json.h).
 #include "src/internal/history_json.h"
 
+#include "src/internal/time_ns.h"
+
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -14,8 +16,7 @@ std::string JsonString(std::string_view text) {
 }
 
 std::string HistoryEntryJson(const Transition& t, std::string_view worker) {
-  const std::int64_t at_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(t.at.time_since_epoch()).count();
+  const std::int64_t at_ns = ToNs(t.at);
   std::string out = "{\"from\":\"";
   out += JobStatusName(t.from);
   out += "\",\"to\":\"";
@@ -41,8 +42,7 @@ Result<Transition> HistoryEntryFromJson(const nlohmann::json& entry) {
   Transition t;
   t.from = *from;
   t.to = *to;
-  t.at = TimePoint(std::chrono::duration_cast<TimePoint::duration>(
-      std::chrono::nanoseconds(entry.value("at_ns", std::int64_t{0}))));
+  t.at = TimeFromNs(entry.value("at_ns", std::int64_t{0}));
   t.reason = entry.value("reason", std::string());
   return t;
 }

@@ -11,6 +11,7 @@
 #include "jobpact/job.h"
 #include "jobpact/job_status.h"
 #include "src/internal/stored_validation.h"
+#include "src/internal/time_ns.h"
 
 namespace jobpact {
 namespace redis_internal {
@@ -20,15 +21,8 @@ constexpr std::int64_t kNsPerMs = 1000000;
 // Ready scores: 2001 priority bands of 2^42 ms each (see queue_scripts.cc).
 constexpr std::int64_t kBand = std::int64_t{1} << 42;
 
-std::int64_t ToNs(TimePoint t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
-std::int64_t ToNs(Duration d) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
-}
-TimePoint FromNs(std::int64_t ns) {
-  return TimePoint(std::chrono::duration_cast<Duration>(std::chrono::nanoseconds(ns)));
-}
+using ::jobpact::internal::TimeFromNs;
+using ::jobpact::internal::ToNs;
 
 bool ParseInt(std::string_view s, std::int64_t* out) {
   if (s.empty()) return false;
@@ -66,7 +60,7 @@ Result<TimePoint> ParseTime(std::string_view ns, std::string_view what) {
     return Status::Internal("stored " + std::string(what) + " is not a time: '" +
                             std::string(ns) + "'");
   }
-  return FromNs(v);
+  return TimeFromNs(v);
 }
 
 Status AppendRecordArgs(const JobRecord& r, std::vector<std::string>* a) {
@@ -211,7 +205,7 @@ Result<JobRecord> DecodeRecord(std::string_view job_id, const Reply& f) {
   };
   auto time = [&](int field, std::string_view what) -> Result<TimePoint> {
     JOBPACT_ASSIGN_OR_RETURN(std::int64_t ns, integer(field, what));
-    return FromNs(ns);
+    return TimeFromNs(ns);
   };
   JOBPACT_ASSIGN_OR_RETURN(std::int64_t attempt, integer(kFAttempt, "attempt"));
   JOBPACT_ASSIGN_OR_RETURN(std::int64_t max_attempts, integer(kFMaxAttempts, "max_attempts"));

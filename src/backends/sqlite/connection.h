@@ -17,26 +17,17 @@
 #include "jobpact/clock.h"
 #include "jobpact/result.h"
 #include "jobpact/status.h"
+#include "src/internal/time_ns.h"
 
 namespace jobpact {
 namespace sqlite {
 namespace internal {
 
 // Times and durations are stored as integer nanoseconds since the Unix epoch
-// (int64 reaches the year 2262), so a TimePoint survives a round trip exactly
-// and comparisons in SQL are integer comparisons.
-inline std::int64_t ToNs(TimePoint t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
-inline std::int64_t ToNs(Duration d) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
-}
-inline TimePoint TimeFromNs(std::int64_t ns) {
-  return TimePoint(std::chrono::duration_cast<Duration>(std::chrono::nanoseconds(ns)));
-}
-inline Duration DurationFromNs(std::int64_t ns) {
-  return std::chrono::duration_cast<Duration>(std::chrono::nanoseconds(ns));
-}
+// (src/internal/time_ns.h), so comparisons in SQL are integer comparisons.
+using ::jobpact::internal::DurationFromNs;
+using ::jobpact::internal::TimeFromNs;
+using ::jobpact::internal::ToNs;
 
 // Maps a SQLite result code to a Status whose message names `what` (the
 // operation), the database `path` and SQLite's own message:
