@@ -19,6 +19,20 @@ inline int HexDigitValue(char c) {
   return -1;
 }
 
+// The first byte a URL must not hold raw (a space or a control character),
+// described with its offset and how to write it, or "" if there is none.
+inline std::string UnencodedByteProblem(std::string_view url) {
+  for (std::size_t i = 0; i < url.size(); ++i) {
+    const auto c = static_cast<unsigned char>(url[i]);
+    if (c <= 0x20 || c == 0x7F) {
+      return std::string("the URL holds ") + (c == ' ' ? "a space" : "a control character") +
+             " at offset " + std::to_string(i) +
+             " (percent-encode it, e.g. %20 for a space; no spaces around the URL)";
+    }
+  }
+  return std::string();
+}
+
 // Decodes every %XX in `s`. On a '%' not followed by two hex digits,
 // returns nullopt and sets *bad_at to the offset of that '%' in `s`. '+' is
 // kept as is (it means a space only in HTML forms, not in URLs).

@@ -149,13 +149,8 @@ Status ApplyHostPort(std::string_view hostport, RedisOptions& o) {
 
 Result<RedisOptions> Parse(std::string_view url) {
   if (url.empty()) return Invalid(std::string("the URL is empty (") + kForms + ")");
-  for (std::size_t i = 0; i < url.size(); ++i) {
-    const auto c = static_cast<unsigned char>(url[i]);
-    if (c <= 0x20 || c == 0x7F) {
-      return Invalid(std::string("the URL holds ") +
-                     (c == ' ' ? "a space" : "a control character") + " at offset " +
-                     std::to_string(i) + " (percent-encode it, e.g. %20 for a space)");
-    }
+  if (std::string problem = internal::UnencodedByteProblem(url); !problem.empty()) {
+    return Invalid(problem);
   }
   const std::size_t colon = url.find(':');
   std::string scheme;

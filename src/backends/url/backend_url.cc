@@ -118,14 +118,8 @@ Status ApplySqliteParam(std::string_view name, std::string_view value, sqlite::S
 
 Result<BackendUrl> ParseBackendUrl(std::string_view url) {
   if (url.empty()) return Invalid(std::string("the URL is empty (") + kExamples + ")");
-  for (std::size_t i = 0; i < url.size(); ++i) {
-    const auto c = static_cast<unsigned char>(url[i]);
-    if (c <= 0x20 || c == 0x7F) {
-      return Invalid(std::string("the URL holds ") +
-                     (c == ' ' ? "a space" : "a control character") + " at offset " +
-                     std::to_string(i) +
-                     " (percent-encode it, e.g. %20 for a space; no spaces around the URL)");
-    }
+  if (std::string problem = internal::UnencodedByteProblem(url); !problem.empty()) {
+    return Invalid(problem);
   }
   const std::size_t colon = url.find(':');
   bool scheme_ok = colon != std::string_view::npos && colon > 0;

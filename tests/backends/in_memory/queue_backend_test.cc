@@ -102,9 +102,9 @@ TEST_F(InMemoryQueueBackendTest, StoresWhatTheEngineComputesForEachChange) {
   EXPECT_EQ(done.history.size(), 5u);
 }
 
-// The runner hands its delivery over (Complete(Delivery&&)): the store moves
-// the record into the write instead of copying it, keeps the same record as
-// the const& form, and gives the caller its lease and envelope back.
+// The runner hands its delivery over (Complete(Delivery&&)): the store
+// completes its own record in place, stores the same as the const& form,
+// and leaves the caller's lease and envelope as they were.
 TEST_F(InMemoryQueueBackendTest, CompletingAnRvalueStoresTheSameAndGivesTheEnvelopeBack) {
   ASSERT_THAT(queue_.Enqueue(FullEnvelope("job_rvalue_0001"), {}).status(), IsOk());
   Envelope second = FullEnvelope("job_rvalue_0002");
@@ -141,8 +141,7 @@ TEST_F(InMemoryQueueBackendTest, CompletingAnRvalueStoresTheSameAndGivesTheEnvel
   EXPECT_EQ(written(queue_.Get("job_rvalue_0002").value()),
             written(queue_.Get("job_rvalue_0001").value()));
 
-  // A stale completion is refused, and still gives the envelope and the
-  // lease back (the write refused it, after the engine took the record).
+  // A stale completion is refused, and leaves the delivery as it was.
   Delivery stale = before;
   EXPECT_EQ(base.Complete(std::move(stale), retry).code(), StatusCode::kAborted);
   EXPECT_EQ(SerializeEnvelope(stale.job.envelope), SerializeEnvelope(before.job.envelope));
