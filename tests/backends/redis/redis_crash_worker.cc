@@ -11,6 +11,12 @@
 // Before each handler runs, the job id is appended to
 // <log_dir>/start-<pid>.log (write(2) on an O_APPEND descriptor: it is in
 // the kernel once write returns, so it survives SIGKILL).
+//
+// "crash.plain" jobs carry an idempotency key and do a plain effect instead:
+// the handler INCRs "plain:<job id>" itself, on its own connection, outside
+// the completion. Just before, it appends "<job id>" to
+// <log_dir>/plain-<pid>.log, so that the test can explain every duplicate
+// effect by a worker it killed between the effect and the ack.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -25,6 +31,7 @@
 #include "jobpact/job_runner.h"
 #include "jobpact/redis/redis_backend.h"
 #include "jobpact/redis/redis_effect.h"
+#include "src/backends/redis/client.h"
 
 namespace {
 
@@ -42,7 +49,9 @@ int main(int argc, char** argv) {
   const std::string log_dir = argv[3];
   const int start_fd = open((log_dir + "/start-" + std::to_string(getpid()) + ".log").c_str(),
                             O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (start_fd < 0) {
+  const int plain_fd = open((log_dir + "/plain-" + std::to_string(getpid()) + ".log").c_str(),
+                            O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (start_fd < 0 || plain_fd < 0) {
     std::perror("open log");
     return 2;
   }
@@ -92,6 +101,30 @@ int main(int argc, char** argv) {
         });
         return jobpact::Status::Ok();
       });
+  if (!handled.ok()) {
+    std::fprintf(stderr, "handle: %s\n", handled.ToString().c_str());
+    return 2;
+  }
+  // The plain effect's own connection, as a handler would have one.
+  auto app = jobpact::redis_internal::RedisClient::Connect(*options);
+  if (!app.ok()) {
+    std::fprintf(stderr, "connect: %s\n", app.status().ToString().c_str());
+    return 2;
+  }
+  const std::string app_key_prefix = "jobpact:{" + options->key_namespace + "}:app:plain:";
+  handled = (*runner)->Handle("crash.plain", [&](jobpact::JobContext& ctx) -> jobpact::Status {
+    const std::string& id = ctx.envelope().job_id;
+    const std::string line = id + "\n";
+    if (write(plain_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      return jobpact::Status::Unavailable("plain log");
+    }
+    auto r = (*app)->Command({"INCR", app_key_prefix + id});
+    if (!r.ok()) return r.status();
+    // Time for a kill to land between the effect and the ack.
+    thread_local std::minstd_rand rng(std::random_device{}());
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
+    return jobpact::Status::Ok();
+  });
   if (!handled.ok()) {
     std::fprintf(stderr, "handle: %s\n", handled.ToString().c_str());
     return 2;
