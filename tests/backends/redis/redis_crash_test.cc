@@ -17,21 +17,15 @@
 //     worker this test killed (between the effect and the ack, since the
 //     idempotency record skips a redelivery once it is written).
 // Figures (kills, redeliveries, time) are printed.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <random>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "jobpact/job.h"
@@ -39,6 +33,7 @@
 #include "jobpact/testing/matchers.h"
 #include "src/backends/redis/client.h"
 #include "tests/backends/redis/redis_test_server.h"
+#include "tests/support/crash_rig.h"
 
 #ifndef JOBPACT_REDIS_CRASH_WORKER
 #error "JOBPACT_REDIS_CRASH_WORKER must name the crash worker binary"
@@ -53,40 +48,12 @@ constexpr int kWorkers = 3;
 constexpr int kMaxKills = 12;
 constexpr auto kTimeBudget = std::chrono::seconds(120);
 
-pid_t SpawnWorker(const std::string& url, const std::string& ns, const std::string& dir, int seq) {
-  const std::string err = dir + "/worker-" + std::to_string(seq) + ".stderr";
-  pid_t pid = fork();
-  if (pid == 0) {
-    int fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      dup2(fd, 2);
-      close(fd);
-    }
-    execl(JOBPACT_REDIS_CRASH_WORKER, JOBPACT_REDIS_CRASH_WORKER, url.c_str(), ns.c_str(),
-          dir.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return pid;
-}
-
-int WaitBounded(pid_t pid, std::chrono::milliseconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  int status = 0;
-  while (std::chrono::steady_clock::now() < end) {
-    if (waitpid(pid, &status, WNOHANG) == pid) return status;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-  return status;
-}
-
 TEST(RedisCrashTest, KilledWorkersLoseNoJobAndEveryDuplicateEffectIsExplained) {
   JOBPACT_REDIS_URL_OR_SKIP(url);
   redis::RedisOptions options = redis_testing::TestOptions();
-  std::string tmpl = (std::filesystem::temp_directory_path() / "jobpact_rcrash_XXXXXX").string();
-  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-  const std::string dir = tmpl;
+  crash_testing::TempDir tmp("jobpact_rcrash");
+  ASSERT_FALSE(tmp.path().empty());
+  const std::string& dir = tmp.path();
   auto clock = SystemClock::Default();
   JOBPACT_ASSERT_OK_AND_ASSIGN(auto backend, redis::RedisBackend::Open(options, clock));
   JOBPACT_ASSERT_OK_AND_ASSIGN(auto client, redis_internal::RedisClient::Connect(options));
@@ -110,63 +77,21 @@ TEST(RedisCrashTest, KilledWorkersLoseNoJobAndEveryDuplicateEffectIsExplained) {
     ASSERT_TRUE(backend->queue()->EnqueueBatch(envs, {}).ok());
   }
 
-  const auto started = std::chrono::steady_clock::now();
-  std::mt19937 rng(std::random_device{}());
-  std::vector<pid_t> workers;
-  std::set<pid_t> killed;
-  struct Reaper {
-    std::vector<pid_t>* workers;
-    ~Reaper() {
-      for (pid_t pid : *workers) {
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-      }
-    }
-  } reaper{&workers};
-  int seq = 0;
-  int kills = 0;
-  for (int i = 0; i < kWorkers; ++i) {
-    workers.push_back(SpawnWorker(url, options.key_namespace, dir, seq++));
-  }
-  bool done = false;
-  while (std::chrono::steady_clock::now() - started < kTimeBudget) {
-    JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats stats, backend->admin()->Stats());
-    const std::int64_t pending = stats.by_status[JobStatus::kQueued] +
-                                 stats.by_status[JobStatus::kRunning] +
-                                 stats.by_status[JobStatus::kRetryScheduled];
-    if (pending == 0) {
-      done = true;
-      break;
-    }
-    for (pid_t pid : workers) {
-      int status = 0;
-      ASSERT_EQ(waitpid(pid, &status, WNOHANG), 0)
-          << "worker " << pid << " exited by itself, status " << status << " (see " << dir
-          << "/worker-*.stderr)";
-    }
-    if (kills < kMaxKills) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50 + rng() % 250));
-      const std::size_t victim = rng() % workers.size();
-      const pid_t pid = workers[victim];
-      ASSERT_EQ(kill(pid, SIGKILL), 0);
-      ASSERT_EQ(waitpid(pid, nullptr, 0), pid);
-      killed.insert(pid);
-      ++kills;
-      workers[victim] = SpawnWorker(url, options.key_namespace, dir, seq++);
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  for (pid_t pid : workers) kill(pid, SIGTERM);
-  for (pid_t pid : workers) {
-    int status = WaitBounded(pid, std::chrono::milliseconds(10000));
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "worker " << pid << " did not shut down cleanly, status " << status;
-  }
-  workers.clear();
-  ASSERT_TRUE(done) << "jobs still pending after " << seconds << " s";
+  crash_testing::KillLoop loop;
+  loop.binary = JOBPACT_REDIS_CRASH_WORKER;
+  loop.args = {url, options.key_namespace, dir};
+  loop.dir = dir;
+  loop.workers = kWorkers;
+  loop.max_kills = kMaxKills;
+  loop.budget = kTimeBudget;
+  loop.pending = [&]() -> Result<std::int64_t> {
+    JOBPACT_ASSIGN_OR_RETURN(QueueStats stats, backend->admin()->Stats());
+    return crash_testing::Pending(stats);
+  };
+  const crash_testing::KillLoopResult run = crash_testing::RunKillLoop(loop);
+  ASSERT_EQ(run.failure, "");
+  ASSERT_TRUE(run.done) << "jobs still pending after " << run.seconds << " s";
+  const std::set<pid_t>& killed = run.killed;
 
   // Who ran each plain effect: "<job id>" lines of plain-<pid>.log.
   std::map<std::string, std::vector<pid_t>> plain_runs;
@@ -205,7 +130,9 @@ TEST(RedisCrashTest, KilledWorkersLoseNoJobAndEveryDuplicateEffectIsExplained) {
     if (deliveries > 1) ++redelivered;
     EXPECT_EQ(deliveries - 1, rec.lease_recoveries + claim_waits)
         << id << ": a redelivery without a lost lease";
-    if (claim_waits > 0) EXPECT_GT(rec.lease_recoveries, 0) << id << ": a claim held by no lost worker";
+    if (claim_waits > 0) {
+      EXPECT_GT(rec.lease_recoveries, 0) << id << ": a claim held by no lost worker";
+    }
     if (rec.envelope.job_type == "crash.plain") {
       JOBPACT_ASSERT_OK_AND_ASSIGN(redis_internal::Reply n,
                                    client->Command({"GET", prefix + "app:plain:" + id}));
@@ -256,13 +183,13 @@ TEST(RedisCrashTest, KilledWorkersLoseNoJobAndEveryDuplicateEffectIsExplained) {
     }
   }
   for (const std::string& worker : lost) {
-    const pid_t pid = static_cast<pid_t>(std::atol(worker.c_str() + std::string("crash-worker-").size()));
-    EXPECT_EQ(killed.count(pid), 1u) << worker << " lost a lease but was never killed";
+    EXPECT_EQ(killed.count(crash_testing::PidOfWorker(worker)), 1u)
+        << worker << " lost a lease but was never killed";
   }
   std::printf(
       "redis crash test: %d jobs, %d kills, %d redelivered, %d succeeded, %d DLQ, %d duplicate "
       "plain effects (each by a killed worker), %.1f s\n",
-      kJobs, kills, redelivered, succeeded, dead_lettered, plain_duplicates, seconds);
+      kJobs, run.kills, redelivered, succeeded, dead_lettered, plain_duplicates, run.seconds);
   EXPECT_EQ(succeeded + dead_lettered, kJobs);
   std::vector<std::string> del{"DEL"};
   std::string cursor = "0";
@@ -272,8 +199,6 @@ TEST(RedisCrashTest, KilledWorkersLoseNoJobAndEveryDuplicateEffectIsExplained) {
     cursor = r->elements[0].str;
     for (const auto& k : r->elements[1].elements) (void)client->Command({"DEL", k.str});
   } while (cursor != "0");
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
 }
 
 }  // namespace
