@@ -22,7 +22,10 @@ long long ToMillis(Duration d) {
   return static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
 }
 
-// The schema name rule of PostgresOptions::schema.
+}  // namespace
+
+namespace internal {
+
 Status CheckSchemaName(const std::string& s) {
   bool ok = !s.empty() && s.size() <= 48 && !(s[0] >= '0' && s[0] <= '9') &&
             s.compare(0, 3, "pg_") != 0;
@@ -33,7 +36,7 @@ Status CheckSchemaName(const std::string& s) {
       "digit or \"pg_\"");
 }
 
-}  // namespace
+}  // namespace internal
 
 PostgresBackend::Core::Core(PostgresOptions options, std::shared_ptr<Clock> clock)
     : options_(std::move(options)), clock_(std::move(clock)), real_clock_(SystemClock::Default()) {
@@ -46,7 +49,7 @@ PostgresBackend::Core::~Core() = default;
 Result<std::shared_ptr<PostgresBackend::Core>> PostgresBackend::Core::Open(
     const PostgresOptions& o, std::shared_ptr<Clock> clock) {
   if (clock == nullptr) return Status::InvalidArgument("PostgresBackend::Open: the clock is null");
-  JOBPACT_RETURN_IF_ERROR(CheckSchemaName(o.schema));
+  JOBPACT_RETURN_IF_ERROR(internal::CheckSchemaName(o.schema));
   std::string bad;
   if (o.host.empty()) {
     bad = "host must not be empty";

@@ -27,6 +27,12 @@
 
 namespace jobpact {
 namespace postgres {
+namespace internal {
+
+// kInvalidArgument unless `schema` follows the rule of PostgresOptions::schema.
+Status CheckSchemaName(const std::string& schema);
+
+}  // namespace internal
 
 // Thread-safe.
 class PostgresBackend::Core {

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "jobpact/postgres/postgres_backend.h"
+#include "src/backends/postgres/core.h"
 #include "src/internal/guarded.h"
 #include "src/internal/percent_encoding.h"
 #include "src/internal/server_url.h"
@@ -30,7 +31,10 @@ Status ApplyParam(const std::string& name, const std::string& value, PostgresOpt
   const ::jobpact::internal::ServerUrlParser& p = Parser();
   const std::string what = "query parameter " + name + "=";
   if (name == "schema") {
-    o.schema = value;  // Checked by Open (the same rule for options set in code).
+    if (Status s = internal::CheckSchemaName(value); !s.ok()) {
+      return p.Invalid("query parameter schema=: " + s.message());
+    }
+    o.schema = value;
   } else if (name == "pool_size") {
     JOBPACT_ASSIGN_OR_RETURN(std::int64_t n, p.ParseInt(what, value, 1, 1024));
     o.pool_size = static_cast<int>(n);
