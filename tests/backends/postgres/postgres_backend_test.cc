@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "jobpact/job.h"
+#include "jobpact/job_runner.h"
 #include "jobpact/postgres/postgres_backend.h"
 #include "jobpact/queue_backend.h"
 #include "jobpact/testing/manual_clock.h"
@@ -606,6 +609,118 @@ TEST(PostgresServerDownTest, CallsAreUnavailableNamingTheServerThenReconnect) {
   ASSERT_THAT(s, IsOk());
   EXPECT_EQ(backend->admin()->Get("job_before")->status, JobStatus::kQueued);
   EXPECT_EQ(backend->admin()->Get("job_during")->status, JobStatus::kQueued);
+}
+
+// A bounded run against a private server restarted in the middle with an
+// immediate shutdown (pg_ctl restart -m immediate): a runner works through
+// the jobs while a producer keeps enqueueing; afterwards every enqueue that
+// was acknowledged exists and has succeeded, and each one's completion
+// effect committed exactly once.
+TEST(PostgresServerDownTest, ARestartMidRunLosesNoAcknowledgedEnqueueOrCompletion) {
+  pt::PrivatePostgresServer server;
+  const std::string why = server.Start();
+  if (!why.empty()) {
+    if (pt::PostgresRequired()) FAIL() << why;
+    GTEST_SKIP() << why;
+  }
+  auto clock = SystemClock::Default();
+  JOBPACT_ASSERT_OK_AND_ASSIGN(PostgresOptions o, ParsePostgresUrl(server.url()));
+  o.reconnect_backoff_min = Millis(50);
+  o.reconnect_backoff_max = Millis(200);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(auto backend, PostgresBackend::Open(o, clock));
+  {
+    pt::PgConnPtr raw = pt::Connect(o);
+    ASSERT_NE(raw, nullptr);
+    ASSERT_EQ(pt::Query(raw.get(), "CREATE TABLE jobpact.effects (job_id text)"), "");
+  }
+  JobRunnerOptions ro;
+  ro.backend = backend->bundle();
+  ro.clock = clock;
+  ro.workers = 2;
+  ro.dequeue_batch = 4;
+  ro.poll_interval = Millis(20);
+  ro.maintenance_interval = Millis(100);
+  // Short leases, so that jobs running at the crash are recovered quickly.
+  ro.validation.visibility_buffer = Millis(500);
+  ro.log_level = LogLevel::kOff;  // The outage's dequeue errors are expected.
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::unique_ptr<JobRunner> runner, JobRunner::Create(ro));
+  ASSERT_THAT(runner->Handle("restart.effect",
+                             [](JobContext& ctx) -> Status {
+                               const std::string id = ctx.envelope().job_id;
+                               ctx.SetTransactionalEffect([id](void* native) -> Status {
+                                 const char* v[1] = {id.c_str()};
+                                 PGresult* r = PQexecParams(
+                                     static_cast<PGconn*>(native),
+                                     "INSERT INTO jobpact.effects (job_id) VALUES ($1)", 1,
+                                     nullptr, v, nullptr, nullptr, 0);
+                                 const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+                                 PQclear(r);
+                                 return ok ? Status::Ok() : Status::Unavailable("effect");
+                               });
+                               std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                               return Status::Ok();
+                             }),
+              IsOk());
+  ASSERT_THAT(runner->Start(), IsOk());
+  std::mutex mu;
+  std::vector<std::string> acknowledged;
+  std::atomic<bool> stop{false};
+  std::atomic<int> refused{0};
+  std::thread producer([&] {
+    for (int i = 0; i < 600 && !stop.load(); ++i) {
+      Envelope env;
+      env.job_type = "restart.effect";
+      env.timeout = Seconds(1);
+      env.visibility_timeout = Seconds(2);
+      PrepareForEnqueue(env, clock->Now());
+      Result<EnqueueResult> r = backend->queue()->Enqueue(env, {});
+      if (r.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        acknowledged.push_back(env.job_id);
+      } else {
+        EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status();
+        ++refused;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  server.StopImmediately();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(server.Start(), "");
+  producer.join();
+  // Bounded: every acknowledged job succeeds within 60 s.
+  std::vector<std::string> ids;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ids = acknowledged;
+  }
+  ASSERT_GT(ids.size(), 100u);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::size_t done = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    done = 0;
+    for (const std::string& id : ids) {
+      Result<JobRecord> rec = backend->admin()->Get(id);
+      if (rec.ok() && rec->status == JobStatus::kSucceeded) ++done;
+    }
+    if (done == ids.size()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_THAT(runner->Shutdown(Seconds(5)), IsOk());
+  EXPECT_EQ(done, ids.size()) << "acknowledged jobs not succeeded within 60 s";
+  pt::PgConnPtr raw = pt::Connect(o);
+  ASSERT_NE(raw, nullptr);
+  std::map<std::string, int> effects;
+  PGresult* r = PQexec(raw.get(), "SELECT job_id, count(*) FROM jobpact.effects GROUP BY job_id");
+  ASSERT_EQ(PQresultStatus(r), PGRES_TUPLES_OK);
+  for (int i = 0; i < PQntuples(r); ++i) effects[PQgetvalue(r, i, 0)] = std::atoi(PQgetvalue(r, i, 1));
+  PQclear(r);
+  for (const std::string& id : ids) {
+    EXPECT_EQ(effects[id], 1) << id << ": its completion effect did not commit exactly once";
+  }
+  std::printf("restart mid-run: %zu enqueues acknowledged, %d refused while down\n", ids.size(),
+              refused.load());
 }
 
 }  // namespace

@@ -33,6 +33,7 @@
 #include "jobpact/redis/redis_backend.h"
 #include "jobpact/testing/matchers.h"
 #include "src/backends/redis/client.h"
+#include "tests/backends/crash_harness.h"
 #include "tests/backends/redis/redis_test_server.h"
 
 #ifndef JOBPACT_REDIS_CRASH_WORKER
@@ -43,37 +44,6 @@ namespace jobpact {
 namespace {
 
 constexpr int kJobs = 3000;
-constexpr int kWorkers = 3;
-constexpr int kMaxKills = 12;
-constexpr auto kTimeBudget = std::chrono::seconds(120);
-
-pid_t SpawnWorker(const std::string& url, const std::string& ns, const std::string& dir, int seq) {
-  const std::string err = dir + "/worker-" + std::to_string(seq) + ".stderr";
-  pid_t pid = fork();
-  if (pid == 0) {
-    int fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      dup2(fd, 2);
-      close(fd);
-    }
-    execl(JOBPACT_REDIS_CRASH_WORKER, JOBPACT_REDIS_CRASH_WORKER, url.c_str(), ns.c_str(),
-          dir.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return pid;
-}
-
-int WaitBounded(pid_t pid, std::chrono::milliseconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  int status = 0;
-  while (std::chrono::steady_clock::now() < end) {
-    if (waitpid(pid, &status, WNOHANG) == pid) return status;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-  return status;
-}
 
 TEST(RedisCrashTest, KilledWorkersLoseNoJobAndTheCompletionEffectHappensOnce) {
   JOBPACT_REDIS_URL_OR_SKIP(url);
@@ -102,63 +72,23 @@ TEST(RedisCrashTest, KilledWorkersLoseNoJobAndTheCompletionEffectHappensOnce) {
     ASSERT_TRUE(backend->queue()->EnqueueBatch(envs, {}).ok());
   }
 
-  const auto started = std::chrono::steady_clock::now();
-  std::mt19937 rng(std::random_device{}());
-  std::vector<pid_t> workers;
-  std::set<pid_t> killed;
-  struct Reaper {
-    std::vector<pid_t>* workers;
-    ~Reaper() {
-      for (pid_t pid : *workers) {
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-      }
-    }
-  } reaper{&workers};
-  int seq = 0;
-  int kills = 0;
-  for (int i = 0; i < kWorkers; ++i) {
-    workers.push_back(SpawnWorker(url, options.key_namespace, dir, seq++));
-  }
-  bool done = false;
-  while (std::chrono::steady_clock::now() - started < kTimeBudget) {
-    JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats stats, backend->admin()->Stats());
-    const std::int64_t pending = stats.by_status[JobStatus::kQueued] +
-                                 stats.by_status[JobStatus::kRunning] +
-                                 stats.by_status[JobStatus::kRetryScheduled];
-    if (pending == 0) {
-      done = true;
-      break;
-    }
-    for (pid_t pid : workers) {
-      int status = 0;
-      ASSERT_EQ(waitpid(pid, &status, WNOHANG), 0)
-          << "worker " << pid << " exited by itself, status " << status << " (see " << dir
-          << "/worker-*.stderr)";
-    }
-    if (kills < kMaxKills) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50 + rng() % 250));
-      const std::size_t victim = rng() % workers.size();
-      const pid_t pid = workers[victim];
-      ASSERT_EQ(kill(pid, SIGKILL), 0);
-      ASSERT_EQ(waitpid(pid, nullptr, 0), pid);
-      killed.insert(pid);
-      ++kills;
-      workers[victim] = SpawnWorker(url, options.key_namespace, dir, seq++);
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  for (pid_t pid : workers) kill(pid, SIGTERM);
-  for (pid_t pid : workers) {
-    int status = WaitBounded(pid, std::chrono::milliseconds(10000));
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "worker " << pid << " did not shut down cleanly, status " << status;
-  }
-  workers.clear();
-  ASSERT_TRUE(done) << "jobs still pending after " << seconds << " s";
+  crash_testing::KillLoopResult run = crash_testing::RunKillLoop(
+      crash_testing::KillLoopOptions{},
+      [&](int seq) {
+        return crash_testing::SpawnProcess(
+            {JOBPACT_REDIS_CRASH_WORKER, url, options.key_namespace, dir},
+            dir + "/worker-" + std::to_string(seq) + ".stderr");
+      },
+      [&]() -> Result<std::int64_t> {
+        JOBPACT_ASSIGN_OR_RETURN(QueueStats stats, backend->admin()->Stats());
+        return stats.by_status[JobStatus::kQueued] + stats.by_status[JobStatus::kRunning] +
+               stats.by_status[JobStatus::kRetryScheduled];
+      });
+  ASSERT_TRUE(run.failure.empty()) << run.failure << " (see " << dir << "/worker-*.stderr)";
+  ASSERT_TRUE(run.done) << "jobs still pending after " << run.seconds << " s";
+  const int kills = run.kills;
+  const double seconds = run.seconds;
+  const std::set<pid_t>& killed = run.killed;
 
   int redelivered = 0, dead_lettered = 0, succeeded = 0;
   for (const std::string& id : ids) {
@@ -190,17 +120,15 @@ TEST(RedisCrashTest, KilledWorkersLoseNoJobAndTheCompletionEffectHappensOnce) {
     // The stored history: JSON entries, one per line.
     JOBPACT_ASSERT_OK_AND_ASSIGN(redis_internal::Reply h,
                                  client->Command({"HGET", prefix + "job:" + id, "h"}));
-    std::string last_worker;
+    std::vector<nlohmann::json> entries;
     std::size_t at = 0;
     while (at < h.str.size()) {
       std::size_t nl = h.str.find('\n', at);
       if (nl == std::string::npos) nl = h.str.size();
-      const std::string e = h.str.substr(at, nl - at);
+      entries.push_back(nlohmann::json::parse(h.str.substr(at, nl - at), nullptr, false));
       at = nl + 1;
-      const std::size_t w = e.find("\"worker\":\"");
-      if (w != std::string::npos) last_worker = e.substr(w + 10, e.find('"', w + 10) - w - 10);
-      if (e.find("\"reason\":\"lease_expired") != std::string::npos) lost.insert(last_worker);
     }
+    crash_testing::NoteLostLeases(entries, &lost);
   }
   for (const std::string& worker : lost) {
     const pid_t pid = static_cast<pid_t>(std::atol(worker.c_str() + std::string("crash-worker-").size()));
