@@ -21,8 +21,10 @@
 // the demo again on the same file resumes where it stopped.
 //
 // With --backend URL the stores come from jobpact::OpenBackend(URL), e.g.
-// redis://127.0.0.1:6379/0?namespace=demo, which many processes can share.
-// The work can then be split between processes (scripts/demo --redis):
+// redis://127.0.0.1:6379/0?namespace=demo or
+// postgres://postgres@127.0.0.1:5432/app?schema=demo, which many processes
+// can share. The work can then be split between processes (scripts/demo
+// --redis, scripts/demo --postgres):
 //   --enqueue-only               produce the workload, then exit
 //   --work-only --worker-name A  produce nothing; run jobs until the shared
 //                                store has none pending, then print how

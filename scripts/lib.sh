@@ -113,7 +113,8 @@ as_postgres() {
 }
 
 # start_postgres DIR: starts a private PostgreSQL cluster for the tests in
-# DIR (created, owned by the server's user): initdb with trust
+# DIR (created, owned by the server's user, who must be able to reach it:
+# as root, give it a directory of its own such as a fresh mktemp -d): initdb with trust
 # authentication (local test use only), listening on 127.0.0.1 on a free
 # port, its Unix socket inside DIR, stock durability (fsync on). Exports
 # JOBPACT_POSTGRES_URL (database jobpact_test) and JOBPACT_POSTGRES_DIR.
