@@ -21,8 +21,10 @@
 // the demo again on the same file resumes where it stopped.
 //
 // With --backend URL the stores come from jobpact::OpenBackend(URL), e.g.
-// redis://127.0.0.1:6379/0?namespace=demo, which many processes can share.
-// The work can then be split between processes (scripts/demo --redis):
+// redis://127.0.0.1:6379/0?namespace=demo or
+// postgres://postgres@127.0.0.1:5432/app?schema=demo, which many processes
+// can share. The work can then be split between processes (scripts/demo
+// --redis, scripts/demo --postgres):
 //   --enqueue-only               produce the workload, then exit
 //   --work-only --worker-name A  produce nothing; run jobs until the shared
 //                                store has none pending, then print how
@@ -58,6 +60,11 @@
 
 #include "jobpact/sqlite/sqlite_backend.h"
 #endif
+#ifdef JOBPACT_DEMO_WITH_POSTGRES
+#include <libpq-fe.h>
+
+#include "jobpact/postgres/postgres_backend.h"
+#endif
 
 namespace {
 
@@ -72,7 +79,7 @@ struct DemoOptions {
   std::string sqlite_path;  // Empty: in-memory backends.
   double stop_after = 0;    // Seconds; 0: run until every job is settled.
   std::string backend_url;  // Non-empty: jobpact::OpenBackend(backend_url).
-  enum class Role { kAll, kEnqueueOnly, kWorkOnly, kReportOnly } role = Role::kAll;
+  enum class Role { kAll, kEnqueueOnly, kWorkOnly, kReportOnly, kOutbox } role = Role::kAll;
   std::string worker_name = "main";
 };
 
@@ -107,10 +114,12 @@ DemoOptions ParseArgs(int argc, char** argv) {
       o.role = DemoOptions::Role::kWorkOnly;
     } else if (std::strcmp(argv[i], "--report-only") == 0) {
       o.role = DemoOptions::Role::kReportOnly;
+    } else if (std::strcmp(argv[i], "--outbox") == 0) {
+      o.role = DemoOptions::Role::kOutbox;
     } else {
       std::fprintf(stderr,
                    "usage: demo [--jobs N] [--workers N] [--seed N] [--sqlite FILE | --backend URL] "
-                   "[--stop-after SECONDS] [--enqueue-only | --work-only | --report-only] "
+                   "[--stop-after SECONDS] [--enqueue-only | --work-only | --report-only | --outbox] "
                    "[--worker-name NAME]\n");
       std::exit(2);
     }
@@ -188,8 +197,76 @@ int ReportStore(jobpact::QueueAdmin& admin) {
 
 }  // namespace
 
+#ifdef JOBPACT_DEMO_WITH_POSTGRES
+// --outbox with a postgres: URL: an order row and its job written in ONE
+// transaction on the application's own connection (the outbox case), once
+// rolled back and once committed; the job exists iff the order does.
+int RunOutbox(const std::string& url) {
+  auto options = jobpact::postgres::ParsePostgresUrl(url);
+  if (!options.ok()) {
+    std::fprintf(stderr, "%s\n", options.status().ToString().c_str());
+    return 1;
+  }
+  auto backend = jobpact::postgres::PostgresBackend::Open(*options, jobpact::SystemClock::Default());
+  if (!backend.ok()) {
+    std::fprintf(stderr, "%s\n", backend.status().ToString().c_str());
+    return 1;
+  }
+  const std::string table = "\"" + options->schema + "\".demo_orders";
+  auto exec = [](PGconn* c, const std::string& sql) -> Status {
+    PGresult* r = PQexec(c, sql.c_str());
+    const ExecStatusType st = PQresultStatus(r);
+    const std::string msg = PQresultErrorMessage(r);
+    PQclear(r);
+    return st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? Status::Ok() : Status::Internal(msg);
+  };
+  auto order_job = [](const std::string& order) {
+    jobpact::Envelope env;
+    env.job_type = "invoice.generate";
+    env.payload = "{\"order\":\"" + order + "\"}";
+    jobpact::PrepareForEnqueue(env, jobpact::SystemClock::Default()->Now());
+    return env;
+  };
+  Status ready = (*backend)->RunInTransaction([&](PGconn* c) {
+    return exec(c, "CREATE TABLE IF NOT EXISTS " + table + " (id text PRIMARY KEY)");
+  });
+  if (!ready.ok()) {
+    std::fprintf(stderr, "%s\n", ready.ToString().c_str());
+    return 1;
+  }
+  std::string rolled_back_job, committed_job;
+  for (const bool commit : {false, true}) {
+    const std::string order = commit ? "outbox-ord-2" : "outbox-ord-1";
+    jobpact::Envelope env = order_job(order);
+    (commit ? committed_job : rolled_back_job) = env.job_id;
+    Status s = (*backend)->RunInTransaction([&](PGconn* c) -> Status {
+      JOBPACT_RETURN_IF_ERROR(exec(c, "INSERT INTO " + table + " (id) VALUES ('" + order + "')"));
+      JOBPACT_RETURN_IF_ERROR((*backend)->EnqueueInTransaction(c, env, {}).status());
+      return commit ? Status::Ok() : Status::FailedPrecondition("payment declined: roll back");
+    });
+    std::printf("transactional enqueue of %s with order %s: %s\n", env.job_id.c_str(),
+                order.c_str(), commit ? "committed" : ("rolled back (" + s.message() + ")").c_str());
+  }
+  const bool none = (*backend)->admin()->Get(rolled_back_job).status().code() ==
+                    jobpact::StatusCode::kNotFound;
+  const bool one = (*backend)->admin()->Get(committed_job).ok();
+  std::printf("after the rollback: job %s %s; after the commit: job %s %s\n",
+              rolled_back_job.c_str(), none ? "does not exist" : "EXISTS (wrong)",
+              committed_job.c_str(), one ? "exists" : "IS MISSING (wrong)");
+  std::printf("DEMO_OUTBOX ok=%d\n", none && one ? 1 : 0);
+  return none && one ? 0 : 1;
+}
+#endif
+
 int main(int argc, char** argv) {
   const DemoOptions opt = ParseArgs(argc, argv);
+  if (opt.role == DemoOptions::Role::kOutbox) {
+#ifdef JOBPACT_DEMO_WITH_POSTGRES
+    if (opt.backend_url.rfind("postgres", 0) == 0) return RunOutbox(opt.backend_url);
+#endif
+    std::fprintf(stderr, "--outbox needs --backend postgres://... in a build with PostgreSQL\n");
+    return 2;
+  }
   auto clock = jobpact::SystemClock::Default();
   auto metrics = std::make_shared<jobpact::InMemoryMetricsSink>();
   jobpact::JobRunnerOptions ro;

@@ -13,6 +13,7 @@ JOBPACT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev libcli11-dev
   redis-server libhiredis-dev
+  postgresql libpq-dev
 )
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
@@ -95,4 +96,72 @@ stop_redis() {
     log "Redis test server stopped (PID $JOBPACT_REDIS_PID)"
   fi
   JOBPACT_REDIS_PID=""
+}
+
+# The directory of PostgreSQL's server programs (initdb, pg_ctl, postgres):
+# the newest Debian /usr/lib/postgresql/<version>/bin, else PATH's.
+postgres_bindir() {
+  local d
+  d="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)"
+  if [ -n "$d" ] && [ -x "$d/pg_ctl" ]; then echo "$d"; else dirname "$(command -v pg_ctl)"; fi
+}
+
+# Runs a command as the server's user: PostgreSQL refuses to run as root,
+# so as root it runs as `postgres`; otherwise as ourselves.
+as_postgres() {
+  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# start_postgres DIR: starts a private PostgreSQL cluster for the tests in
+# DIR (created, owned by the server's user, who must be able to reach it:
+# as root, give it a directory of its own such as a fresh mktemp -d): initdb with trust
+# authentication (local test use only), listening on 127.0.0.1 on a free
+# port, its Unix socket inside DIR, stock durability (fsync on). Exports
+# JOBPACT_POSTGRES_URL (database jobpact_test) and JOBPACT_POSTGRES_DIR.
+# Installs no trap (it would replace the caller's): set one that calls
+# stop_postgres BEFORE calling this, so the cluster goes even when a later
+# step (or this function, after the server started) fails.
+start_postgres() {
+  local dir="$1" bin attempt port i
+  bin="$(postgres_bindir)"
+  mkdir -p "$dir"
+  [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
+  as_postgres "$bin/initdb" -D "$dir/data" -A trust -U postgres -E UTF8 --locale=C.UTF-8 \
+    >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; return 1; }
+  for attempt in 1 2 3 4 5; do
+    port=$((20000 + RANDOM % 40000))
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then continue; fi
+    if as_postgres "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
+        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300" start \
+        >/dev/null 2>&1; then
+      JOBPACT_POSTGRES_DIR="$dir"
+      for i in $(seq 1 100); do
+        if as_postgres "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qAtc \
+            "CREATE DATABASE jobpact_test" >/dev/null 2>&1; then
+          export JOBPACT_POSTGRES_URL="postgres://postgres@127.0.0.1:${port}/jobpact_test"
+          export JOBPACT_POSTGRES_DIR
+          log "PostgreSQL test server: $JOBPACT_POSTGRES_URL (data in $dir/data)"
+          return 0
+        fi
+        sleep 0.05
+      done
+      stop_postgres
+    fi
+  done
+  echo "PostgreSQL did not start; its log ($dir/server.log):" >&2
+  cat "$dir/server.log" >&2 || true
+  return 1
+}
+
+# stop_postgres: stops the cluster start_postgres started, by its data
+# directory (pg_ctl signals the postmaster whose PID that directory
+# records; never by name: other PostgreSQL servers on the machine are not
+# ours).
+stop_postgres() {
+  if [ -n "${JOBPACT_POSTGRES_DIR:-}" ] && [ -f "$JOBPACT_POSTGRES_DIR/data/postmaster.pid" ]; then
+    as_postgres "$(postgres_bindir)/pg_ctl" -D "$JOBPACT_POSTGRES_DIR/data" -m fast -w stop \
+      >/dev/null 2>&1 || true
+    log "PostgreSQL test server stopped (data in $JOBPACT_POSTGRES_DIR/data)"
+  fi
+  JOBPACT_POSTGRES_DIR=""
 }

@@ -18,6 +18,9 @@
 //     SqliteBackend itself (transactional enqueue, RunInTransaction).
 //   - RedisBackend::bundle(): the stores of one Redis server and key
 //     namespace (jobpact/redis/redis_backend.h).
+//   - PostgresBackend::bundle(): the stores of one PostgreSQL database and
+//     schema (jobpact/postgres/postgres_backend.h), when you also need the
+//     PostgresBackend itself (transactional enqueue on your PGconn*).
 //
 // URLs (the grammar is RFC 3986's, read the way file: URIs are, RFC 8089):
 //   memory:                       the in-memory stores (nothing after the
@@ -61,6 +64,13 @@
 // The bundle's url names the user but never the password. rediss:// (TLS)
 // is refused with kUnimplemented: Debian's hiredis 0.14 has no TLS (use a
 // TLS-terminating proxy such as stunnel on loopback).
+//
+// PostgreSQL URLs (jobpact/postgres/postgres_backend.h,
+// postgres::ParsePostgresUrl, has the whole grammar and its parameters):
+//   postgres://[user[:password]@][host][:port][/database][?schema=NAME&...]
+//   postgresql://...  (the same)
+// e.g. postgres://app:s3cret@db:5432/orders?schema=jobs&pool_size=16. The
+// bundle's url names the user but never the password.
 //
 // Example:
 //   // JOBS_URL=sqlite:///var/lib/orders/jobs.db?busy_timeout_ms=2000
@@ -125,11 +135,11 @@ JOBPACT_EXPORT BackendBundle InMemoryBackend(std::shared_ptr<Clock> clock = null
 //     percent-encoding, no path, a host where none belongs, an unknown or
 //     repeated query parameter, a bad value), or an unknown scheme (the
 //     message names it and lists the known ones). Each names what is wrong.
-//   kUnimplemented: a scheme this version knows but does not implement yet
-//     (postgres:); rediss: (no TLS); sqlite: or redis: in a build without
-//     that backend (configure jobpact with -DJOBPACT_WITH_SQLITE=ON or
-//     -DJOBPACT_WITH_REDIS=ON); redis: while the build's Redis backend has
-//     no queue store yet.
+//   kUnimplemented: rediss: (no TLS); sqlite:, redis: or postgres: in a
+//     build without that backend (configure jobpact with
+//     -DJOBPACT_WITH_SQLITE=ON, -DJOBPACT_WITH_REDIS=ON or
+//     -DJOBPACT_WITH_POSTGRES=ON); redis: while the build's Redis backend
+//     has no queue store yet.
 //   Otherwise the backend's own error from opening it, e.g. for sqlite:
 //     those of SqliteBackend::Open (a corrupt file, a newer schema, a
 //     read-only directory, ...), each naming the file; for redis: those of

@@ -29,6 +29,11 @@
 #ifdef JOBPACT_TEST_WITH_SQLITE
 #include "jobpact/sqlite/sqlite_backend.h"
 #endif
+#ifdef JOBPACT_TEST_WITH_POSTGRES
+#include "jobpact/postgres/postgres_backend.h"
+#include "tests/backends/free_port.h"
+#include "tests/backends/postgres/postgres_test_server.h"
+#endif
 
 namespace jobpact {
 namespace {
@@ -202,16 +207,66 @@ TEST(OpenBackendTest, UnknownSchemeIsNamedWithTheKnownOnes) {
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("\"file:\"")));
 }
 
-TEST(OpenBackendTest, PostgresIsNotImplementedYet) {
+#ifndef JOBPACT_TEST_WITH_POSTGRES
+
+TEST(OpenBackendTest, PostgresSaysHowToBuildIt) {
   for (const char* url :
-       {"postgres://app:s3cret@db/jobs", "postgresql://db/jobs?sslmode=require"}) {
+       {"postgres://app:s3cret@db/jobs", "postgresql://db/jobs?schema=jobs", "POSTGRES:"}) {
     Status s = OpenBackend(url).status();
     EXPECT_THAT(s, StatusIs(StatusCode::kUnimplemented,
-                            HasSubstr("the postgres backend is not implemented in this version")))
+                            AllOf(HasSubstr("postgres backend is not built"),
+                                  HasSubstr("-DJOBPACT_WITH_POSTGRES=ON"))))
         << url;
     EXPECT_THAT(s.message(), Not(HasSubstr("s3cret")));
   }
 }
+
+#else  // JOBPACT_TEST_WITH_POSTGRES
+
+TEST(PostgresOpenBackendTest, OpensTheServerNamedByTheUrl) {
+  JOBPACT_POSTGRES_URL_OR_SKIP(base);
+  const std::string schema = postgres_testing::FreshSchema();
+  const std::string url =
+      base + (base.find('?') == std::string::npos ? "?" : "&") + "schema=" + schema;
+  auto clock = std::make_shared<ManualClock>();
+  Result<BackendBundle> b = OpenBackend(url, {clock});
+  ASSERT_THAT(b, IsOk());
+  EXPECT_TRUE(b->complete());
+  EXPECT_EQ(b->name, "postgres");
+  EXPECT_THAT(b->url, HasSubstr("schema=" + schema));
+  Result<postgres::PostgresOptions> options = postgres::ParsePostgresUrl(url);
+  ASSERT_THAT(options, IsOk());
+  Result<std::shared_ptr<postgres::PostgresBackend>> direct =
+      postgres::PostgresBackend::Open(*options, clock);
+  ASSERT_THAT(direct, IsOk());
+  // The bundle's stores and a second handle's are the same place.
+  ASSERT_THAT(b->locks->Acquire("order:1", "w1", Seconds(30)), IsOk());
+  EXPECT_THAT((*direct)->locks()->Acquire("order:1", "w2", Seconds(30)),
+              StatusIs(StatusCode::kAborted, HasSubstr("held by w1")));
+  direct->reset();
+  *b = BackendBundle{};
+  postgres_testing::DropSchema(*options);
+}
+
+TEST(PostgresOpenBackendTest, UrlErrorsComeFromThePostgresParserAndHideThePassword) {
+  for (const char* url : {"postgres://:s3cret@h:bad", "postgres://:s3#cret@h",
+                          "postgres://:s3cret@h/x/y", "postgresql://:s3cret@h?poolsize=2",
+                          "postgres://u:s3cret@h/db?schema=Bad-Name"}) {
+    Status s = OpenBackend(url).status();
+    EXPECT_THAT(s, StatusIs(StatusCode::kInvalidArgument, HasSubstr("postgres"))) << url;
+    EXPECT_THAT(s.message(), Not(HasSubstr("s3"))) << url << ": " << s.message();
+  }
+}
+
+TEST(PostgresOpenBackendTest, UnreachableServerIsUnavailableNamingIt) {
+  const int port = backend_testing::FreeLoopbackPort();
+  const std::string p = std::to_string(port);
+  Status s = OpenBackend("postgres://u:s3cret@127.0.0.1:" + p + "/app").status();
+  EXPECT_THAT(s, StatusIs(StatusCode::kUnavailable, HasSubstr("postgres 127.0.0.1:" + p + "/app")));
+  EXPECT_THAT(s.message(), Not(HasSubstr("s3cret")));
+}
+
+#endif  // JOBPACT_TEST_WITH_POSTGRES
 
 // --- sqlite: paths ------------------------------------------------------------------
 

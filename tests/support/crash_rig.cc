@@ -67,6 +67,19 @@ pid_t PidOfWorker(std::string_view worker) {
   return static_cast<pid_t>(std::atol(std::string(worker.substr(kPrefix.size())).c_str()));
 }
 
+void NoteLostLeases(const std::vector<nlohmann::json>& entries, std::set<std::string>* lost) {
+  std::string last_worker;
+  for (const nlohmann::json& e : entries) {
+    if (!e.is_object()) continue;
+    auto w = e.find("worker");
+    if (w != e.end() && w->is_string()) last_worker = w->get<std::string>();
+    auto r = e.find("reason");
+    if (r != e.end() && r->is_string() && r->get<std::string>().rfind("lease_expired", 0) == 0) {
+      lost->insert(last_worker);
+    }
+  }
+}
+
 std::int64_t Pending(const QueueStats& stats) {
   auto count = [&](JobStatus s) {
     auto it = stats.by_status.find(s);

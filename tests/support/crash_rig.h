@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "jobpact/queue_backend.h"
 #include "jobpact/result.h"
 
@@ -40,6 +42,11 @@ class TempDir {
 // The worker processes' runner id is "crash-worker-<pid>": the pid of
 // "crash-worker-<pid>[/anything]", -1 for any other name.
 pid_t PidOfWorker(std::string_view worker);
+
+// Adds to *lost the workers whose lease expired in a job's stored history
+// (JSON entries in order: "worker" on deliveries, "reason" on every entry):
+// the worker of the delivery before each "lease_expired..." entry.
+void NoteLostLeases(const std::vector<nlohmann::json>& entries, std::set<std::string>* lost);
 
 // Jobs not yet at an outcome: queued, running and retry_scheduled.
 std::int64_t Pending(const QueueStats& stats);

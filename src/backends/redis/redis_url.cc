@@ -3,20 +3,18 @@
 // lives in jobpact::backends, a target that links this one), with the same
 // rules: percent-decoding of every part, no spaces or control characters,
 // messages that name the part at fault and never repeat the password.
-#include <charconv>
 #include <cstdint>
 #include <limits>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 
 #include "jobpact/redis/redis_backend.h"
 #include "src/backends/redis/keys.h"
 #include "src/internal/guarded.h"
 #include "src/internal/percent_encoding.h"
+#include "src/internal/server_url.h"
 
 namespace jobpact {
 namespace redis {
@@ -29,36 +27,22 @@ constexpr char kParams[] =
     "db, namespace, connect_timeout_ms, command_timeout_ms, pool_size, "
     "reconnect_backoff_min_ms, reconnect_backoff_max_ms";
 
-Status Invalid(std::string msg) { return Status::InvalidArgument("redis URL: " + std::move(msg)); }
+const internal::ServerUrlParser& Parser() {
+  static const internal::ServerUrlParser parser("redis URL");
+  return parser;
+}
 
-std::string Quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
+Status Invalid(std::string msg) { return Parser().Invalid(msg); }
+
+std::string Quoted(std::string_view s) { return internal::ServerUrlParser::Quoted(s); }
 
 Result<std::string> Decode(std::string_view part, std::string_view what) {
-  std::size_t bad = 0;
-  std::optional<std::string> out = internal::PercentDecode(part, &bad);
-  if (!out) {
-    return Invalid("bad percent-encoding in the " + std::string(what) +
-                   " (a '%' must be followed by two hex digits; write %25 for a '%')");
-  }
-  if (out->find('\0') != std::string::npos) {
-    return Invalid("the " + std::string(what) + " holds a NUL byte (%00)");
-  }
-  return *out;
+  return Parser().Decode(part, what);
 }
 
 Result<std::int64_t> ParseInt(std::string_view what, std::string_view value, std::int64_t min,
                               std::int64_t max) {
-  std::int64_t v = 0;
-  const char* end = value.data() + value.size();
-  auto [ptr, ec] = std::from_chars(value.data(), end, v);
-  if (value.empty() || ec == std::errc::invalid_argument || ptr != end) {
-    return Invalid(std::string(what) + " " + Quoted(value) + " is not an integer");
-  }
-  if (ec == std::errc::result_out_of_range || v < min || v > max) {
-    return Invalid(std::string(what) + " " + Quoted(value) + " is out of range (" +
-                   std::to_string(min) + " to " + std::to_string(max) + ")");
-  }
-  return v;
+  return Parser().ParseInt(what, value, min, max);
 }
 
 constexpr std::int64_t kMaxMillis = std::numeric_limits<std::int64_t>::max() / 1000000;
@@ -97,54 +81,12 @@ Status ApplyParam(const std::string& name, const std::string& value, bool db_in_
   return Status::Ok();
 }
 
-// user[:password] (still encoded) into the options.
-Status ApplyUserinfo(std::string_view userinfo, RedisOptions& o) {
-  const std::size_t colon = userinfo.find(':');
-  JOBPACT_ASSIGN_OR_RETURN(o.user, Decode(userinfo.substr(0, colon), "user name"));
-  if (colon != std::string_view::npos) {
-    JOBPACT_ASSIGN_OR_RETURN(o.password, Decode(userinfo.substr(colon + 1), "password"));
-  }
-  return Status::Ok();
-}
-
 Status ApplyHostPort(std::string_view hostport, RedisOptions& o) {
-  std::string_view host = hostport;
-  std::string_view port;
-  if (!hostport.empty() && hostport.front() == '[') {
-    const std::size_t close = hostport.find(']');
-    if (close == std::string_view::npos) {
-      return Invalid("the IPv6 address " + Quoted(hostport) + " has no closing ']'");
-    }
-    host = hostport.substr(1, close - 1);
-    std::string_view after = hostport.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') {
-        return Invalid("unexpected " + Quoted(after) +
-                       " after the IPv6 address (write [addr]:port)");
-      }
-      port = after.substr(1);
-      if (port.empty()) return Invalid("the port after ':' is empty");
-    }
-  } else if (const std::size_t colon = hostport.rfind(':'); colon != std::string_view::npos) {
-    host = hostport.substr(0, colon);
-    port = hostport.substr(colon + 1);
-    if (host.find(':') != std::string_view::npos) {
-      return Invalid("the host " + Quoted(hostport) +
-                     " has several ':'; write an IPv6 address in brackets, e.g. [::1]:6379");
-    }
-    if (port.empty()) return Invalid("the port after ':' is empty");
-  }
-  if (host.empty()) {
-    return Invalid(
-        std::string("no host (e.g. redis://127.0.0.1:6379/0; for a Unix socket "
-                    "redis+unix:///run/redis/redis.sock)"));
-  }
-  JOBPACT_ASSIGN_OR_RETURN(o.host, Decode(host, "host"));
-  if (!port.empty()) {
-    JOBPACT_ASSIGN_OR_RETURN(std::int64_t p, ParseInt("the port", port, 1, 65535));
-    o.port = static_cast<int>(p);
-  }
-  return Status::Ok();
+  return Parser().SplitHostPort(
+      hostport, &o.host, &o.port,
+      "no host (e.g. redis://127.0.0.1:6379/0; for a Unix socket "
+      "redis+unix:///run/redis/redis.sock)",
+      6379);
 }
 
 Result<RedisOptions> Parse(std::string_view url) {
@@ -195,7 +137,7 @@ Result<RedisOptions> Parse(std::string_view url) {
   // The userinfo ends at the LAST '@' of the authority (a literal '@' in a
   // password should be %40, but one written raw still parses).
   if (const std::size_t at = authority.rfind('@'); at != std::string_view::npos) {
-    JOBPACT_RETURN_IF_ERROR(ApplyUserinfo(authority.substr(0, at), o));
+    JOBPACT_RETURN_IF_ERROR(Parser().SplitUserinfo(authority.substr(0, at), &o.user, &o.password));
     authority = authority.substr(at + 1);
   }
   bool db_in_path = false;
@@ -226,25 +168,10 @@ Result<RedisOptions> Parse(std::string_view url) {
       db_in_path = true;
     }
   }
-  std::set<std::string> seen;
-  while (!query.empty()) {
-    const std::size_t amp = query.find('&');
-    const std::string_view item = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    if (item.empty()) continue;
-    const std::size_t eq = item.find('=');
-    if (eq == std::string_view::npos) {
-      return Invalid("query parameter " + Quoted(item) + " has no value (write name=value)");
-    }
-    if (eq == 0) return Invalid("query item " + Quoted(item) + " has no name");
-    JOBPACT_ASSIGN_OR_RETURN(std::string name, Decode(item.substr(0, eq), "query parameter name"));
-    JOBPACT_ASSIGN_OR_RETURN(std::string value,
-                             Decode(item.substr(eq + 1), "value of query parameter " + name));
-    if (!seen.insert(name).second) {
-      return Invalid("query parameter " + Quoted(name) + " is given more than once");
-    }
-    JOBPACT_RETURN_IF_ERROR(ApplyParam(name, value, db_in_path, o));
-  }
+  JOBPACT_RETURN_IF_ERROR(Parser().ForEachParam(
+      query, [&](const std::string& name, const std::string& value) {
+        return ApplyParam(name, value, db_in_path, o);
+      }));
   if (o.reconnect_backoff_max < o.reconnect_backoff_min) {
     return Invalid("reconnect_backoff_max_ms must be >= reconnect_backoff_min_ms");
   }

@@ -24,6 +24,9 @@
 #include "jobpact/status.h"
 #include "jobpact/version.h"
 #include "src/internal/percent_encoding.h"
+#ifdef JOBPACT_BACKENDS_WITH_POSTGRES
+#include "jobpact/postgres/postgres_backend.h"
+#endif
 #ifdef JOBPACT_BACKENDS_WITH_REDIS
 #include "jobpact/redis/redis_backend.h"
 #endif
@@ -248,15 +251,7 @@ Result<SqliteUrl> ParseSqliteUrl(const BackendUrl& url) {
 
 namespace {
 
-constexpr char kKnownSchemes[] =
-    "memory:, sqlite:, redis:, redis+unix:, and (not implemented yet) postgres:";
-
-Status NotImplementedYet(std::string_view backend) {
-  return Status::Unimplemented(std::string("OpenBackend: the ") + std::string(backend) +
-                               " backend is not implemented in this version of jobpact (" +
-                               JOBPACT_VERSION_STRING +
-                               "); the backends available are memory:, sqlite: and redis:");
-}
+constexpr char kKnownSchemes[] = "memory:, sqlite:, redis:, redis+unix:, postgres:, postgresql:";
 
 Result<BackendBundle> OpenMemory(const internal::BackendUrl& url, std::shared_ptr<Clock> clock) {
   if (!url.authority.empty() || !url.path.empty() || !url.query.empty()) {
@@ -324,6 +319,35 @@ Result<BackendBundle> OpenRedis(std::string_view raw, std::shared_ptr<Clock> clo
 #endif
 }
 
+// True if `url` starts with postgres: or postgresql: (any case).
+bool IsPostgresScheme(std::string_view url) {
+  const std::size_t colon = url.find(':');
+  if (colon == std::string_view::npos) return false;
+  std::string scheme;
+  for (char c : url.substr(0, colon)) {
+    scheme.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  }
+  return scheme == "postgres" || scheme == "postgresql";
+}
+
+// postgres: and postgresql:, parsed by postgres::ParsePostgresUrl from the
+// raw URL (userinfo with a password, IPv6 hosts, the database as the path).
+Result<BackendBundle> OpenPostgres(std::string_view raw, std::shared_ptr<Clock> clock) {
+#ifdef JOBPACT_BACKENDS_WITH_POSTGRES
+  JOBPACT_ASSIGN_OR_RETURN(postgres::PostgresOptions options, postgres::ParsePostgresUrl(raw));
+  JOBPACT_ASSIGN_OR_RETURN(std::shared_ptr<postgres::PostgresBackend> backend,
+                           postgres::PostgresBackend::Open(options, std::move(clock)));
+  return backend->bundle();  // Its url never holds the password.
+#else
+  (void)raw;
+  (void)clock;
+  return Status::Unimplemented(
+      "OpenBackend: the postgres backend is not built into this jobpact; configure jobpact with "
+      "-DJOBPACT_WITH_POSTGRES=ON (it needs libpq, Debian: libpq-dev; it builds "
+      "jobpact::postgres, which jobpact::backends then links)");
+#endif
+}
+
 }  // namespace
 
 Result<BackendBundle> OpenBackend(std::string_view url, const BackendOpenOptions& options) {
@@ -334,11 +358,11 @@ Result<BackendBundle> OpenBackend(std::string_view url, const BackendOpenOptions
     // messages may quote parts of the authority (a fragment, say), where a
     // Redis URL keeps its password.
     if (IsRedisScheme(url)) return OpenRedis(url, std::move(clock));
+    if (IsPostgresScheme(url)) return OpenPostgres(url, std::move(clock));
     JOBPACT_ASSIGN_OR_RETURN(internal::BackendUrl parsed, internal::ParseBackendUrl(url));
     const std::string& scheme = parsed.scheme;
     if (scheme == "memory") return OpenMemory(parsed, std::move(clock));
     if (scheme == "sqlite") return OpenSqlite(url, parsed, std::move(clock));
-    if (scheme == "postgres" || scheme == "postgresql") return NotImplementedYet("postgres");
     return Status::InvalidArgument("OpenBackend: unknown backend scheme \"" + scheme +
                                    ":\" (known: " + kKnownSchemes + ")");
   } catch (const std::exception& e) {

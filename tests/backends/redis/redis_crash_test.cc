@@ -170,17 +170,15 @@ TEST(RedisCrashTest, KilledWorkersLoseNoJobAndEveryDuplicateEffectIsExplained) {
     // The stored history: JSON entries, one per line.
     JOBPACT_ASSERT_OK_AND_ASSIGN(redis_internal::Reply h,
                                  client->Command({"HGET", prefix + "job:" + id, "h"}));
-    std::string last_worker;
+    std::vector<nlohmann::json> entries;
     std::size_t at = 0;
     while (at < h.str.size()) {
       std::size_t nl = h.str.find('\n', at);
       if (nl == std::string::npos) nl = h.str.size();
-      const std::string e = h.str.substr(at, nl - at);
+      entries.push_back(nlohmann::json::parse(h.str.substr(at, nl - at), nullptr, false));
       at = nl + 1;
-      const std::size_t w = e.find("\"worker\":\"");
-      if (w != std::string::npos) last_worker = e.substr(w + 10, e.find('"', w + 10) - w - 10);
-      if (e.find("\"reason\":\"lease_expired") != std::string::npos) lost.insert(last_worker);
     }
+    crash_testing::NoteLostLeases(entries, &lost);
   }
   for (const std::string& worker : lost) {
     EXPECT_EQ(killed.count(crash_testing::PidOfWorker(worker)), 1u)

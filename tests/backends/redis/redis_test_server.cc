@@ -1,6 +1,8 @@
 // The test server (redis_test_server.h).
 #include "tests/backends/redis/redis_test_server.h"
 
+#include "tests/backends/free_port.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -24,23 +26,7 @@ namespace jobpact {
 namespace redis_testing {
 namespace {
 
-// A port the kernel calls free right now (bound to 127.0.0.1:0 and closed).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
+int FreePort() { return backend_testing::FreeLoopbackPort(); }
 
 // True if 127.0.0.1:port answers PING with +PONG.
 bool Pings(int port) {

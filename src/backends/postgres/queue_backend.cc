@@ -1,0 +1,828 @@
+// The PostgreSQL QueueBackend: the storage primitives of StoreBackend over
+// the jobs table (layout in schema.cc). Every primitive that changes state
+// is one transaction (Core::Tx); what a change does to a job is the
+// engine's (jobpact/transitions.h), never SQL's: a job row is written from
+// the record the engine computed, conditional on (job id, status, epoch,
+// lease token). Every value is a statement parameter.
+#include "jobpact/store_backend.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "jobpact/job.h"
+#include "jobpact/job_status.h"
+#include "jobpact/retry_policy.h"
+#include "jobpact/transitions.h"
+#include "src/backends/postgres/connection.h"
+#include "src/backends/postgres/control_store.h"
+#include "src/backends/postgres/core.h"
+#include "src/internal/guarded.h"
+#include "src/internal/job_row_codec.h"
+#include "src/internal/time_ns.h"
+
+namespace jobpact {
+namespace postgres {
+
+using ::jobpact::internal::AuditJson;
+using ::jobpact::internal::DurationFromNs;
+using ::jobpact::internal::HistoryEntryJson;
+using ::jobpact::internal::HistoryJson;
+using ::jobpact::internal::kColJobId;
+using ::jobpact::internal::kColJobType;
+using ::jobpact::internal::RawRow;
+using ::jobpact::internal::ReadJobRow;
+using ::jobpact::internal::TimeFromNs;
+using ::jobpact::internal::ToNs;
+using internal::Connection;
+using internal::Params;
+using internal::PgResult;
+using internal::PgRow;
+using Core = PostgresBackend::Core;
+
+namespace {
+
+// The columns every job read selects (the shared codec's order).
+#define JOBPACT_PG_JOB_COLUMNS                                                                \
+  "job_id, status, attempt, max_attempts, ready_at_ns, enqueued_at_ns, updated_at_ns, "      \
+  "finished_at_ns, epoch, lease_recoveries, lock_waits, previous_delay_ns, checkpoint, "     \
+  "failure_class, failure_code, failure_message, reason, result, envelope, history, "        \
+  "lease_token, lease_expires_at_ns, dead_lettered_at_ns, raw_envelope, audit, job_type, "   \
+  "queue, priority, cancel_requested"
+
+// A PostgreSQL text[] literal of `items` (a parameter value, never SQL).
+std::string TextArray(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (const std::string& s : items) {
+    if (out.size() > 1) out += ',';
+    out += '"';
+    for (char c : s) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
+// Appends a record's mutable fields, in the order of kRecordSet / the
+// insert's columns (21 parameters).
+void AddRecord(Params& p, const JobRecord& r) {
+  p.Add(JobStatusName(r.status))
+      .Add(r.envelope.attempt)
+      .Add(r.envelope.max_attempts)
+      .Add(ToNs(r.ready_at))
+      .Add(ToNs(r.updated_at));
+  if (r.finished_at) {
+    p.Add(ToNs(*r.finished_at));
+  } else {
+    p.Null();
+  }
+  p.Add(r.epoch).Add(r.lease_recoveries).Add(r.lock_waits).Add(ToNs(r.previous_delay));
+  p.Add(r.checkpoint);
+  if (r.last_failure) {
+    p.Add(FailureClassName(r.last_failure->failure_class))
+        .Add(r.last_failure->code)
+        .Add(r.last_failure->message);
+  } else {
+    p.Null().Null().Null();
+  }
+  p.Add(r.reason).Add(r.result).AddOrNull(r.lease_token);
+  if (r.lease_token.empty()) {
+    p.Null();
+  } else {
+    p.Add(ToNs(r.lease_expires_at));
+  }
+  if (r.status == JobStatus::kDeadLettered && r.finished_at) {
+    p.Add(ToNs(*r.finished_at));
+  } else {
+    p.Null();
+  }
+  p.Add(AuditJson(r.audit)).Add(r.cancel_requested ? 1 : 0);
+}
+
+// The columns a change writes ($5..$25 after the four of the condition):
+// every field the engine may change. An empty checkpoint keeps the stored
+// one, and a change of a running job keeps the audit and a cancel request an
+// operator stored meanwhile (JobChange).
+#define JOBPACT_PG_RECORD_SET                                                                  \
+  "status = $5, attempt = $6, max_attempts = $7, ready_at_ns = $8, updated_at_ns = $9, "      \
+  "finished_at_ns = $10, epoch = $11, lease_recoveries = $12, lock_waits = $13, "             \
+  "previous_delay_ns = $14, checkpoint = CASE WHEN $15::text = '' THEN checkpoint ELSE $15 "  \
+  "END, failure_class = $16, failure_code = $17, failure_message = $18, reason = $19, "       \
+  "result = $20, lease_token = $21, lease_expires_at_ns = $22, dead_lettered_at_ns = $23, "   \
+  "audit = CASE WHEN $2::text = 'running' THEN audit ELSE $24::jsonb END, cancel_requested = " \
+  "CASE WHEN $2::text = 'running' THEN greatest(cancel_requested, $25::integer) ELSE "        \
+  "$25::integer END"
+
+#define JOBPACT_PG_MATCH \
+  " WHERE job_id = $1 AND status = $2 AND epoch = $3 AND coalesce(lease_token, '') = $4"
+
+// The next jobs a worker may lease, obeying the control state: locked for
+// this transaction, skipping rows other transactions hold. The locking
+// SELECT returns each row as locked (its newest version), which is what the
+// conditional write that follows must match.
+std::string LeaseSql(bool some_queues) {
+  return std::string("SELECT " JOBPACT_PG_JOB_COLUMNS
+                     " FROM {t}jobs j WHERE j.status IN ('queued', 'retry_scheduled') AND "
+                     "j.ready_at_ns <= $1 ") +
+         (some_queues ? "AND j.queue = ANY ($3::text[]) " : "") +
+         "AND NOT EXISTS (SELECT 1 FROM {t}control c WHERE c.failure_class = '' AND ((c.kind = "
+         "'pause_type' AND c.subject = j.job_type) OR (c.kind = 'pause_queue' AND c.subject = "
+         "j.queue) OR (c.kind = 'concurrency_limit' AND c.subject = j.job_type AND "
+         "c.limit_value <= (SELECT count(*) FROM {t}jobs r WHERE r.status = 'running' AND "
+         "r.job_type = c.subject)))) ORDER BY j.priority DESC, j.ready_at_ns, j.job_id LIMIT $2 "
+         "FOR UPDATE OF j SKIP LOCKED";
+}
+
+class PostgresQueueBackend final : public StoreBackend {
+ public:
+  explicit PostgresQueueBackend(std::shared_ptr<Core> core)
+      : StoreBackend(core->clock()),
+        core_(std::move(core)),
+        lease_any_(core_->SqlOf(LeaseSql(false))),
+        lease_some_(core_->SqlOf(LeaseSql(true))) {}
+
+  std::string_view Name() const override { return "postgres"; }
+
+  // Inserts prepared jobs through `conn` (inside a transaction), and
+  // notifies idle workers (delivered when that transaction commits).
+  static Result<std::vector<EnqueueResult>> InsertOn(Core& core, Connection& conn,
+                                                     std::vector<JobChange>& jobs,
+                                                     const EnqueueOptions& options,
+                                                     TimePoint now);
+
+  Result<bool> WaitForWork(Duration timeout) override { return core_->WaitForNotify(timeout); }
+
+ protected:
+  Result<std::vector<EnqueueResult>> InsertJobs(std::vector<JobChange>& jobs,
+                                                const EnqueueOptions& options,
+                                                TimePoint now) override {
+    std::vector<EnqueueResult> results;
+    JOBPACT_PG_RETURN_IF_ERROR(core_->Tx("Enqueue", [&](Connection& conn) -> Status {
+      JOBPACT_ASSIGN_OR_RETURN(results, InsertOn(*core_, conn, jobs, options, now));
+      return Status::Ok();
+    }));
+    return results;
+  }
+
+  std::vector<Status> WriteJobs(std::vector<JobWrite>& writes) override;
+  Status LeaseJobs(const DequeueRequest& request, TimePoint now,
+                   std::vector<Delivery>* deliveries) override;
+  Result<Lease> RenewLease(const Lease& lease, TimePoint expires_at, std::string_view checkpoint,
+                           TimePoint now) override;
+  Result<std::vector<JobChange>> RecoverJobs(int max_recoveries, TimePoint now) override;
+  Result<std::optional<JobRecord>> LoadJob(std::string_view job_id) override;
+  Result<std::vector<JobRecord>> QueryJobs(const JobQuery& query) override;
+  Result<std::optional<std::string>> FindDuplicateJob(std::string_view dedup_key,
+                                                      std::string_view self_job_id,
+                                                      TimePoint since) override;
+  Result<int> DeleteJobs(JobPlacement placement, TimePoint older_than) override;
+  Result<QueueStats> ReadStats(TimePoint now) override;
+  Status RequestCancel(const JobChange& change) override;
+  Result<ControlState> LoadControl() override { return internal::LoadControl(*core_); }
+  Status WriteControl(const ControlWrite& write) override {
+    return internal::WriteControl(*core_, write);
+  }
+  Result<std::vector<std::string>> LoadControlAudit(std::size_t limit) override {
+    return internal::LoadControlAudit(*core_, limit);
+  }
+  Status StorePolicies(const std::vector<PublishedPolicy>& policies) override {
+    return internal::StorePolicies(*core_, policies);
+  }
+  Result<std::vector<PublishedPolicy>> LoadPolicies() override {
+    return internal::LoadPolicies(*core_);
+  }
+
+ private:
+  // Writes `c` over its row if the row matches c.expect (and appends its
+  // history entry, naming `worker` in it if given). kAborted or kNotFound
+  // when it does not.
+  Status UpdateRow(Connection& conn, const JobChange& c, std::string_view worker = {});
+  // Marks the delivery's idempotency claim completed in the completion's
+  // transaction; kAborted if another owner holds or completed the key.
+  Status CompleteClaimOn(Connection& conn, const JobChange& c, std::int64_t now_ns);
+  // Why a conditional write matched no row: kNotFound or kAborted.
+  Status StaleError(Connection& conn, const JobChange& c, std::string_view what);
+  // The record of a row, or -- for a row that no longer decodes -- the row
+  // quarantined (engine::Quarantine) in its place, with `quarantined` set.
+  Result<JobRecord> DecodeOrQuarantine(Connection& conn, const PgRow& row, TimePoint now,
+                                       bool with_history, bool* quarantined);
+  // Notifies idle workers when the current transaction commits.
+  Status Notify(Connection& conn) { return NotifyOn(*core_, conn); }
+  static Status NotifyOn(Core& core, Connection& conn) {
+    return conn.Exec("SELECT pg_notify($1, '')", Params().Add(core.channel()), "notify").status();
+  }
+  Result<int> PurgeInChunks(std::string_view what, const char* sql, TimePoint older_than);
+
+  const std::shared_ptr<Core> core_;
+  // Immutable after construction.
+  const std::string lease_any_;
+  const std::string lease_some_;
+};
+
+Status PostgresQueueBackend::StaleError(Connection& conn, const JobChange& c,
+                                        std::string_view what) {
+  const std::string& id = c.record.envelope.job_id;
+  JOBPACT_ASSIGN_OR_RETURN(
+      PgResult r, conn.Exec(core_->Sql("SELECT status, epoch FROM {t}jobs WHERE job_id = $1"),
+                            Params().Add(id), what));
+  if (r.rows() == 0) return Status::NotFound(std::string(what) + ": no job " + id);
+  return Status::Aborted(std::string(what) + ": stale lease on job " + id + " (lease epoch " +
+                         std::to_string(c.expect.epoch) + ", job epoch " + r.Text(0, 1) +
+                         ", status " + r.Text(0, 0) + "): the job was taken over or finished");
+}
+
+Status PostgresQueueBackend::UpdateRow(Connection& conn, const JobChange& c,
+                                       std::string_view worker) {
+  // Every change of a stored job adds one history entry at most (the
+  // engine's); more would be dropped here.
+  if (c.append.size() > 1) {
+    return Status::Internal("write job: more than one history entry in one change");
+  }
+  static const std::string with_entry_tmpl =
+      std::string("UPDATE {t}jobs SET ") + JOBPACT_PG_RECORD_SET +
+      ", history = CASE WHEN jsonb_array_length(history) >= " + std::to_string(kMaxHistory) +
+      " THEN (history - 0) || $26::jsonb ELSE history || $26::jsonb END" + JOBPACT_PG_MATCH;
+  static const std::string without_entry_tmpl =
+      std::string("UPDATE {t}jobs SET ") + JOBPACT_PG_RECORD_SET + JOBPACT_PG_MATCH;
+  Params p;
+  p.Add(c.record.envelope.job_id)
+      .Add(JobStatusName(c.expect.status))
+      .Add(c.expect.epoch)
+      .Add(c.expect.lease_token);
+  AddRecord(p, c.record);
+  if (!c.append.empty()) p.Add(HistoryEntryJson(c.append.back(), worker));
+  JOBPACT_ASSIGN_OR_RETURN(
+      PgResult r,
+      conn.Exec(core_->Sql(c.append.empty() ? without_entry_tmpl.c_str() : with_entry_tmpl.c_str()),
+                p, "write job"));
+  if (r.affected() == 0) return StaleError(conn, c, "write job");
+  return Status::Ok();
+}
+
+Result<JobRecord> PostgresQueueBackend::DecodeOrQuarantine(Connection& conn, const PgRow& row,
+                                                           TimePoint now, bool with_history,
+                                                           bool* quarantined) {
+  *quarantined = false;
+  Result<JobRecord> rec = ReadJobRow(row, with_history);
+  if (rec.ok()) return rec;
+  // A record nobody can read must not block the others: it leaves the state
+  // machine as a DLQ entry with the whole row kept (SPEC 1: never dropped).
+  JobChange q = engine::Quarantine(row.Text(kColJobId), RawRow(row), rec.status().message(), now);
+  static const std::string sql = std::string("UPDATE {t}jobs SET ") + JOBPACT_PG_RECORD_SET +
+                                 ", queue = '', raw_envelope = $26, history = $27::jsonb "
+                                 // Unconditional: $3 and $4 (the condition of the other
+                                 // writes) are only typed here, as libpq needs.
+                                 "WHERE job_id = $1 AND $3::bigint IS NOT NULL AND $4::text IS "
+                                 "NOT NULL";
+  Params p;
+  p.Add(q.record.envelope.job_id).Add(JobStatusName(q.record.status)).Add(0).Add("");
+  AddRecord(p, q.record);
+  p.Add(*q.record.raw_input).Add(HistoryJson(q.append));
+  JOBPACT_RETURN_IF_ERROR(conn.Exec(core_->Sql(sql.c_str()), p, "quarantine").status());
+  *quarantined = true;
+  q.record.history = q.append;
+  return std::move(q.record);
+}
+
+Result<std::vector<EnqueueResult>> PostgresQueueBackend::InsertOn(Core& core, Connection& conn,
+                                                                  std::vector<JobChange>& jobs,
+                                                                  const EnqueueOptions& options,
+                                                                  TimePoint now) {
+  std::vector<EnqueueResult> results;
+  results.reserve(jobs.size());
+  const std::int64_t now_ns = ToNs(now);
+  // A dedup match is now - enqueued_at < window, so a zero window disables
+  // dedup (the in-memory reference's rule).
+  const bool dedup = options.dedup_window > Duration::zero();
+  const std::int64_t window_start_ns = now_ns - ToNs(options.dedup_window);
+  if (jobs.size() > 1) {
+    // A batch is refused whole when any id is taken, even by a job that
+    // would otherwise be a dedup duplicate (checked before any dedup).
+    std::vector<std::string> ids;
+    ids.reserve(jobs.size());
+    for (const JobChange& c : jobs) ids.push_back(c.record.envelope.job_id);
+    JOBPACT_ASSIGN_OR_RETURN(
+        PgResult r, conn.Exec(core.Sql("SELECT job_id FROM {t}jobs WHERE job_id = ANY "
+                                       "($1::text[]) ORDER BY job_id LIMIT 1"),
+                              Params().Add(TextArray(ids)), "EnqueueBatch"));
+    if (r.rows() > 0) {
+      return Status::AlreadyExists("EnqueueBatch: job id " + r.Text(0, 0) + " already exists");
+    }
+  }
+  bool inserted = false;
+  for (const JobChange& c : jobs) {
+    const JobRecord& rec = c.record;
+    const Envelope& env = rec.envelope;
+    if (dedup && !env.dedup_key.empty()) {
+      // Enqueues of one key queue here until this transaction ends, so two
+      // concurrent ones cannot both miss each other.
+      JOBPACT_RETURN_IF_ERROR(
+          conn.Exec("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))",
+                    Params().Add(core.LockSpace("dedup")).Add(env.dedup_key), "Enqueue")
+              .status());
+      // The most recent live job with this key within the window.
+      JOBPACT_ASSIGN_OR_RETURN(
+          PgResult r,
+          conn.Exec(core.Sql("SELECT job_id, status FROM {t}jobs WHERE dedup_key = $1 AND "
+                             "enqueued_at_ns > $2 AND status NOT IN ('discarded', 'failed', "
+                             "'dead_lettered') ORDER BY enqueued_at_ns DESC, job_id DESC LIMIT 1"),
+                    Params().Add(env.dedup_key).Add(window_start_ns), "Enqueue"));
+      if (r.rows() > 0) {
+        EnqueueResult dup;
+        dup.job_id = r.Text(0, 0);
+        dup.duplicate = true;
+        JOBPACT_ASSIGN_OR_RETURN(dup.status, ParseJobStatus(r.Text(0, 1)));
+        results.push_back(std::move(dup));
+        continue;
+      }
+    }
+    Params p;
+    p.Add(env.job_id);
+    AddRecord(p, rec);
+    // Quarantined input keeps no envelope of its own beyond what could be
+    // read of it (job_id, job_type, trace_id).
+    p.Add(env.job_type)
+        .Add(env.queue)
+        .Add(env.priority)
+        .Add(ToNs(env.visibility_timeout))
+        .AddOrNull(env.dedup_key)
+        .Add(SerializeEnvelope(env));
+    if (rec.raw_input) {
+      p.Add(*rec.raw_input);
+    } else {
+      p.Null();
+    }
+    p.Add(HistoryJson(c.append)).Add(ToNs(rec.enqueued_at));
+    Result<PgResult> r = conn.Exec(
+        core.Sql("INSERT INTO {t}jobs (job_id, status, attempt, max_attempts, ready_at_ns, "
+                 "updated_at_ns, finished_at_ns, epoch, lease_recoveries, lock_waits, "
+                 "previous_delay_ns, checkpoint, failure_class, failure_code, failure_message, "
+                 "reason, result, lease_token, lease_expires_at_ns, dead_lettered_at_ns, audit, "
+                 "cancel_requested, job_type, queue, priority, visibility_timeout_ns, dedup_key, "
+                 "envelope, raw_envelope, history, enqueued_at_ns) VALUES ($1, $2, $3, $4, $5, "
+                 "$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, "
+                 "$21::jsonb, $22, $23, $24, $25, $26, $27, $28, $29, $30::jsonb, $31)"),
+        p, "Enqueue");
+    if (!r.ok()) {
+      if (r.status().code() == StatusCode::kAlreadyExists) {
+        return Status::AlreadyExists("Enqueue: job id " + env.job_id + " already exists");
+      }
+      return r.status();
+    }
+    inserted = true;
+    results.push_back(EnqueueResult{env.job_id, false, rec.status});
+  }
+  if (inserted) JOBPACT_RETURN_IF_ERROR(NotifyOn(core, conn));
+  return results;
+}
+
+std::vector<Status> PostgresQueueBackend::WriteJobs(std::vector<JobWrite>& writes) {
+  std::vector<Status> out(writes.size());
+  Status batch = core_->Tx("Complete", [&](Connection& conn) -> Status {
+    std::fill(out.begin(), out.end(), Status::Ok());
+    const std::int64_t now_ns = ToNs(core_->Now());
+    bool wake = false;
+    for (std::size_t i = 0; i < writes.size(); ++i) {
+      const JobWrite& w = writes[i];
+      const JobChange& c = w.change;
+      // Each write commits or rolls back alone (a stale lease or a failed
+      // effect), inside the one transaction of the batch.
+      JOBPACT_RETURN_IF_ERROR(conn.Simple("SAVEPOINT jobpact_write", "Complete"));
+      Status s = UpdateRow(conn, c);
+      if (s.ok() && w.effect != nullptr) {
+        // Inside the completion transaction, after the fence: the effect
+        // commits iff this delivery's completion does.
+        Status effect = ::jobpact::internal::Guarded("transactional_effect", [&] {
+          return (*w.effect)(static_cast<void*>(conn.raw()));
+        });
+        if (effect.ok() && conn.tx_status() == PQTRANS_INERROR) {
+          effect = Status::Internal("a statement of the effect failed (its error was not returned)");
+        }
+        if (!effect.ok()) {
+          s = Status(effect.code(),
+                     "Complete: the transactional effect failed, the completion of job " +
+                         c.record.envelope.job_id + " was rolled back: " + effect.message());
+        } else if (c.record.status == JobStatus::kSucceeded &&
+                   !c.record.envelope.idempotency_key.empty()) {
+          s = CompleteClaimOn(conn, c, now_ns);
+        }
+      }
+      if (conn.broken()) {
+        return Status::Unavailable("Complete: postgres " + core_->server() +
+                                   ": connection lost; nothing of the batch was written" +
+                                   (s.ok() ? std::string() : " (" + s.message() + ")"));
+      }
+      if (conn.tx_status() != PQTRANS_INTRANS && conn.tx_status() != PQTRANS_INERROR) {
+        return Status::Internal("Complete: the transaction was ended inside a transactional effect");
+      }
+      if (s.ok()) {
+        JOBPACT_RETURN_IF_ERROR(conn.Simple("RELEASE SAVEPOINT jobpact_write", "Complete"));
+        const JobPlacement pl = c.placement;
+        if (pl == JobPlacement::kReady || pl == JobPlacement::kScheduled) wake = true;
+      } else {
+        JOBPACT_RETURN_IF_ERROR(conn.Simple(
+            "ROLLBACK TO SAVEPOINT jobpact_write; RELEASE SAVEPOINT jobpact_write", "Complete"));
+        const StatusCode code = s.code();
+        // The store's own failures fail the batch; a refused write fails
+        // alone.
+        if (code == StatusCode::kUnavailable || code == StatusCode::kResourceExhausted ||
+            code == StatusCode::kDeadlineExceeded) {
+          return s;
+        }
+      }
+      out[i] = std::move(s);
+    }
+    if (wake) JOBPACT_RETURN_IF_ERROR(Notify(conn));
+    return Status::Ok();
+  });
+  if (!batch.ok()) std::fill(out.begin(), out.end(), batch);
+  return out;
+}
+
+Status PostgresQueueBackend::CompleteClaimOn(Connection& conn, const JobChange& c,
+                                             std::int64_t now_ns) {
+  // The claim this delivery holds (the runner's claim owner is the lease
+  // token) is marked completed in the same transaction as the effect, so no
+  // crash can separate "effect committed" from "key recorded". A key
+  // claimed or completed by another owner means this delivery lost its
+  // claim: the effect must not commit a second time for the key.
+  const std::string& key = c.record.envelope.idempotency_key;
+  const std::string& owner = c.expect.lease_token;
+  JOBPACT_ASSIGN_OR_RETURN(
+      PgResult done,
+      conn.Exec(core_->Sql("UPDATE {t}idempotency SET state = 'completed', result = $3, "
+                           "expires_at_ns = $4 WHERE key = $1 AND owner = $2 AND state = "
+                           "'in_progress'"),
+                Params().Add(key).Add(owner).Add(c.record.result).Add(
+                    now_ns + ToNs(core_->options().idempotency_retention)),
+                "Complete"));
+  if (done.affected() > 0) return Status::Ok();
+  JOBPACT_ASSIGN_OR_RETURN(
+      PgResult other,
+      conn.Exec(core_->Sql("SELECT owner, state FROM {t}idempotency WHERE key = $1 AND owner <> $2"),
+                Params().Add(key).Add(owner), "Complete"));
+  if (other.rows() > 0) {
+    return Status::Aborted("Complete: the idempotency claim on key '" + key +
+                           "' is no longer held by this delivery (" + other.Text(0, 1) + " by " +
+                           other.Text(0, 0) + "): the completion of job " +
+                           c.record.envelope.job_id +
+                           " and its transactional effect were rolled back");
+  }
+  return Status::Ok();
+}
+
+Status PostgresQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint now,
+                                       std::vector<Delivery>* deliveries) {
+  std::vector<Delivery>& out = *deliveries;
+  const std::string queues = request.queues.empty() ? std::string() : TextArray(request.queues);
+  Status s = core_->Tx("Dequeue", [&](Connection& conn) -> Status {
+    out.clear();
+    const std::int64_t now_ns = ToNs(now);
+    // How many more jobs each limited type may start. Leases of a schema
+    // with concurrency limits are serialized (an advisory lock held to
+    // COMMIT), so that two workers cannot both take a type's last slot.
+    std::map<std::string, std::int64_t, std::less<>> room;
+    {
+      JOBPACT_ASSIGN_OR_RETURN(
+          PgResult r,
+          conn.Exec(core_->Sql("SELECT c.subject, c.limit_value - (SELECT count(*) FROM "
+                               "{t}jobs r WHERE r.status = 'running' AND r.job_type = "
+                               "c.subject) FROM {t}control c WHERE c.kind = "
+                               "'concurrency_limit'"),
+                    Params(), "Dequeue"));
+      if (r.rows() > 0) {
+        JOBPACT_RETURN_IF_ERROR(conn.Exec("SELECT pg_advisory_xact_lock(hashtext($1), 0)",
+                                          Params().Add(core_->LockSpace("limits")), "Dequeue")
+                                    .status());
+        // Counted again under the lock: another lease may have committed.
+        JOBPACT_ASSIGN_OR_RETURN(
+            r, conn.Exec(core_->Sql("SELECT c.subject, c.limit_value - (SELECT count(*) FROM "
+                                    "{t}jobs r WHERE r.status = 'running' AND r.job_type = "
+                                    "c.subject) FROM {t}control c WHERE c.kind = "
+                                    "'concurrency_limit'"),
+                         Params(), "Dequeue"));
+        for (int i = 0; i < r.rows(); ++i) room[r.Text(i, 0)] = r.Int(i, 1);
+      }
+    }
+    for (int round = 0; round < 8 && static_cast<int>(out.size()) < request.max_jobs; ++round) {
+      Params p;
+      p.Add(now_ns).Add(request.max_jobs - static_cast<int>(out.size()));
+      if (!queues.empty()) p.Add(queues);
+      JOBPACT_ASSIGN_OR_RETURN(
+          PgResult rows, conn.Exec(queues.empty() ? lease_any_ : lease_some_, p, "Dequeue"));
+      if (rows.rows() == 0) break;
+      bool ask_again = false;  // A row was quarantined or passed over.
+      for (int i = 0; i < rows.rows(); ++i) {
+        const PgRow row(rows, i);
+        auto limited = room.find(row.Text(kColJobType));
+        if (limited != room.end() && limited->second <= 0) {
+          ask_again = true;  // The next query leaves its type out.
+          continue;
+        }
+        bool quarantined = false;
+        JOBPACT_ASSIGN_OR_RETURN(
+            JobRecord rec,
+            DecodeOrQuarantine(conn, row, now, /*with_history=*/false, &quarantined));
+        if (quarantined) {
+          ask_again = true;
+          continue;
+        }
+        if (limited != room.end()) --limited->second;
+        // Lease tokens are "<worker>:<epoch>:<nonce>": unique per delivery,
+        // since a job's epoch grows with every delivery.
+        std::string token =
+            request.worker_id + ":" + std::to_string(rec.epoch + 1) + ":" + core_->NewNonce();
+        JOBPACT_ASSIGN_OR_RETURN(JobChange c, engine::Deliver(rec, std::move(token), now));
+        // The delivery's history entry also names the worker.
+        JOBPACT_RETURN_IF_ERROR(UpdateRow(conn, c, request.worker_id));
+        Delivery d;
+        d.lease = Lease{c.record.envelope.job_id, c.record.lease_token, c.record.epoch,
+                        c.record.lease_expires_at, c.record.cancel_requested};
+        d.job = std::move(c.record);
+        d.job.history = std::move(c.append);
+        out.push_back(std::move(d));
+      }
+      if (!ask_again) break;
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) out.clear();
+  return s;
+}
+
+Result<Lease> PostgresQueueBackend::RenewLease(const Lease& lease, TimePoint expires_at,
+                                               std::string_view checkpoint, TimePoint now) {
+  Lease renewed = lease;
+  JOBPACT_PG_RETURN_IF_ERROR(core_->Tx("Renew", [&](Connection& conn) -> Status {
+    JOBPACT_ASSIGN_OR_RETURN(
+        PgResult r,
+        conn.Exec(core_->Sql("UPDATE {t}jobs SET lease_expires_at_ns = $4, updated_at_ns = $5, "
+                             "checkpoint = coalesce($6, checkpoint) WHERE job_id = $1 AND status "
+                             "= 'running' AND epoch = $2 AND lease_token = $3 RETURNING "
+                             "cancel_requested"),
+                  Params()
+                      .Add(lease.job_id)
+                      .Add(lease.epoch)
+                      .Add(lease.token)
+                      .Add(ToNs(expires_at))
+                      .Add(ToNs(now))
+                      .AddOrNull(checkpoint),
+                  "Renew"));
+    if (r.rows() == 0) {
+      JobChange probe;
+      probe.record.envelope.job_id = lease.job_id;
+      probe.expect.epoch = lease.epoch;
+      return StaleError(conn, probe, "Renew");
+    }
+    renewed.cancel_requested = r.Int(0, 0) != 0;
+    renewed.expires_at = expires_at;
+    return Status::Ok();
+  }));
+  return renewed;
+}
+
+Status PostgresQueueBackend::RequestCancel(const JobChange& c) {
+  return core_->Tx("Cancel", [&](Connection& conn) -> Status {
+    JOBPACT_ASSIGN_OR_RETURN(
+        PgResult r,
+        conn.Exec(core_->Sql("UPDATE {t}jobs SET cancel_requested = 1, updated_at_ns = $5, audit "
+                             "= audit || to_jsonb($6::text) WHERE job_id = $1 AND status = $2 "
+                             "AND epoch = $3 AND coalesce(lease_token, '') = $4"),
+                  Params()
+                      .Add(c.record.envelope.job_id)
+                      .Add(JobStatusName(c.expect.status))
+                      .Add(c.expect.epoch)
+                      .Add(c.expect.lease_token)
+                      .Add(ToNs(c.record.updated_at))
+                      .Add(c.record.audit.empty() ? std::string() : c.record.audit.back()),
+                  "Cancel"));
+    if (r.affected() == 0) return StaleError(conn, c, "Cancel");
+    return Status::Ok();
+  });
+}
+
+Result<std::vector<JobChange>> PostgresQueueBackend::RecoverJobs(int max_recoveries,
+                                                                 TimePoint now) {
+  std::vector<JobChange> recovered;
+  JOBPACT_PG_RETURN_IF_ERROR(core_->Tx("RecoverExpiredLeases", [&](Connection& conn) -> Status {
+    recovered.clear();
+    // Any worker may reclaim; rows another worker is reclaiming (or
+    // completing) right now are skipped, not waited for.
+    JOBPACT_ASSIGN_OR_RETURN(
+        PgResult rows,
+        conn.Exec(core_->Sql("SELECT " JOBPACT_PG_JOB_COLUMNS
+                             " FROM {t}jobs WHERE status = 'running' AND lease_expires_at_ns <= "
+                             "$1 ORDER BY lease_expires_at_ns, job_id FOR UPDATE SKIP LOCKED"),
+                  Params().Add(ToNs(now)), "RecoverExpiredLeases"));
+    bool wake = false;
+    for (int i = 0; i < rows.rows(); ++i) {
+      bool quarantined = false;
+      JOBPACT_ASSIGN_OR_RETURN(
+          JobRecord rec,
+          DecodeOrQuarantine(conn, PgRow(rows, i), now, /*with_history=*/false, &quarantined));
+      if (quarantined) continue;
+      JOBPACT_ASSIGN_OR_RETURN(JobChange c, engine::RecoverLease(rec, max_recoveries, now));
+      JOBPACT_RETURN_IF_ERROR(UpdateRow(conn, c));
+      if (c.placement == JobPlacement::kReady) wake = true;
+      recovered.push_back(std::move(c));
+    }
+    if (wake) JOBPACT_RETURN_IF_ERROR(Notify(conn));
+    return Status::Ok();
+  }));
+  return recovered;
+}
+
+Result<std::optional<JobRecord>> PostgresQueueBackend::LoadJob(std::string_view job_id) {
+  std::optional<JobRecord> rec;
+  JOBPACT_PG_RETURN_IF_ERROR(core_->Read("Get", [&](Connection& conn) -> Status {
+    JOBPACT_ASSIGN_OR_RETURN(
+        PgResult r,
+        conn.Exec(core_->Sql("SELECT " JOBPACT_PG_JOB_COLUMNS " FROM {t}jobs WHERE job_id = $1"),
+                  Params().Add(job_id), "Get"));
+    if (r.rows() == 0) return Status::Ok();
+    const PgRow row(r, 0);
+    Result<JobRecord> decoded = ReadJobRow(row);
+    if (decoded.ok()) {
+      rec = std::move(*decoded);
+    } else {
+      // Shown as it will be quarantined by the next pass that meets it.
+      JobChange q = engine::Quarantine(row.Text(kColJobId), RawRow(row),
+                                       decoded.status().message(), core_->Now());
+      q.record.history = q.append;
+      rec = std::move(q.record);
+    }
+    return Status::Ok();
+  }));
+  return rec;
+}
+
+Result<std::vector<JobRecord>> PostgresQueueBackend::QueryJobs(const JobQuery& q) {
+  std::vector<JobRecord> out;
+  // The DLQ listing filters and orders on dead_lettered_at_ns (its partial
+  // index); other listings on finished_at_ns.
+  const bool dlq = q.status == JobStatus::kDeadLettered;
+  const std::string finished = dlq ? "dead_lettered_at_ns" : "finished_at_ns";
+  std::string sql = "SELECT " JOBPACT_PG_JOB_COLUMNS " FROM {t}jobs WHERE true";
+  Params p;
+  auto param = [&](auto value) {
+    p.Add(value);
+    return "$" + std::to_string(p.size());
+  };
+  if (q.status) sql += " AND status = " + param(JobStatusName(*q.status));
+  if (q.job_type) sql += " AND job_type = " + param(std::string_view(*q.job_type));
+  if (q.queue) sql += " AND queue = " + param(std::string_view(*q.queue));
+  if (q.after_job_id) sql += " AND job_id > " + param(std::string_view(*q.after_job_id));
+  if (q.reason) sql += " AND reason = " + param(std::string_view(*q.reason));
+  if (q.failure_class) sql += " AND failure_class = " + param(FailureClassName(*q.failure_class));
+  if (q.finished_after) sql += " AND " + finished + " >= " + param(ToNs(*q.finished_after));
+  if (q.finished_before) sql += " AND " + finished + " < " + param(ToNs(*q.finished_before));
+  sql += q.by_finished_at ? " ORDER BY " + finished + ", job_id" : " ORDER BY job_id";
+  sql += " LIMIT " + param(static_cast<std::int64_t>(
+                         std::min<std::size_t>(q.limit, static_cast<std::size_t>(INT64_MAX))));
+  const std::string text = core_->SqlOf(sql);
+  JOBPACT_PG_RETURN_IF_ERROR(core_->Read("QueryJobs", [&](Connection& conn) -> Status {
+    out.clear();
+    JOBPACT_ASSIGN_OR_RETURN(PgResult r, conn.Exec(text, p, "QueryJobs"));
+    for (int i = 0; i < r.rows(); ++i) {
+      const PgRow row(r, i);
+      Result<JobRecord> decoded = ReadJobRow(row);
+      if (decoded.ok()) {
+        out.push_back(std::move(*decoded));
+      } else {
+        JobChange quarantined = engine::Quarantine(row.Text(kColJobId), RawRow(row),
+                                                   decoded.status().message(), core_->Now());
+        quarantined.record.history = quarantined.append;
+        out.push_back(std::move(quarantined.record));
+      }
+    }
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Result<std::optional<std::string>> PostgresQueueBackend::FindDuplicateJob(
+    std::string_view dedup_key, std::string_view self_job_id, TimePoint since) {
+  std::optional<std::string> found;
+  JOBPACT_PG_RETURN_IF_ERROR(core_->Read("FindDuplicate", [&](Connection& conn) -> Status {
+    JOBPACT_ASSIGN_OR_RETURN(
+        PgResult r,
+        conn.Exec(core_->Sql("SELECT job_id FROM {t}jobs WHERE dedup_key = $1 AND job_id <> $2 "
+                             "AND (status = 'running' OR (status = 'succeeded' AND "
+                             "finished_at_ns >= $3)) ORDER BY enqueued_at_ns, job_id LIMIT 1"),
+                  Params().Add(dedup_key).Add(self_job_id).Add(ToNs(since)), "FindDuplicate"));
+    if (r.rows() > 0) found = r.Text(0, 0);
+    return Status::Ok();
+  }));
+  return found;
+}
+
+Result<int> PostgresQueueBackend::PurgeInChunks(std::string_view what, const char* sql,
+                                                TimePoint older_than) {
+  // Chunks of 1000 rows, each its own transaction, so a large purge never
+  // holds many row locks for long.
+  int total = 0;
+  while (true) {
+    int deleted = 0;
+    JOBPACT_PG_RETURN_IF_ERROR(core_->Tx(what, [&](Connection& conn) -> Status {
+      JOBPACT_ASSIGN_OR_RETURN(PgResult r,
+                               conn.Exec(core_->Sql(sql), Params().Add(ToNs(older_than)), what));
+      deleted = static_cast<int>(r.affected());
+      return Status::Ok();
+    }));
+    total += deleted;
+    if (deleted < 1000) return total;
+  }
+}
+
+Result<int> PostgresQueueBackend::DeleteJobs(JobPlacement placement, TimePoint older_than) {
+  if (placement == JobPlacement::kDeadLettered) {
+    return PurgeInChunks("PurgeDeadLetters",
+                         "DELETE FROM {t}jobs WHERE job_id IN (SELECT job_id FROM {t}jobs WHERE "
+                         "status = 'dead_lettered' AND dead_lettered_at_ns < $1 LIMIT 1000 FOR "
+                         "UPDATE SKIP LOCKED)",
+                         older_than);
+  }
+  if (placement == JobPlacement::kFinal) {
+    return PurgeInChunks("PurgeFinished",
+                         "DELETE FROM {t}jobs WHERE job_id IN (SELECT job_id FROM {t}jobs WHERE "
+                         "status IN ('succeeded', 'failed', 'discarded') AND finished_at_ns < $1 "
+                         "LIMIT 1000 FOR UPDATE SKIP LOCKED)",
+                         older_than);
+  }
+  return Status::InvalidArgument("DeleteJobs: only DLQ entries and final jobs are purged");
+}
+
+Result<QueueStats> PostgresQueueBackend::ReadStats(TimePoint now) {
+  QueueStats stats;
+  for (JobStatus s : kAllJobStatuses) stats.by_status[s] = 0;
+  JOBPACT_PG_RETURN_IF_ERROR(core_->Tx("Stats", [&](Connection& conn) -> Status {
+    // One snapshot for both statements.
+    JOBPACT_RETURN_IF_ERROR(
+        conn.Simple("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", "Stats"));
+    const std::int64_t now_ns = ToNs(now);
+    {
+      JOBPACT_ASSIGN_OR_RETURN(
+          PgResult r,
+          conn.Exec(core_->Sql("SELECT queue, status, count(*) FROM {t}jobs GROUP BY queue, "
+                               "status"),
+                    Params(), "Stats"));
+      for (int i = 0; i < r.rows(); ++i) {
+        const std::string queue = r.Text(i, 0);
+        auto status = ParseJobStatus(r.Text(i, 1));
+        if (!status.ok()) return status.status();
+        const std::int64_t n = r.Int(i, 2);
+        stats.by_status[*status] += n;
+        if (*status == JobStatus::kDeadLettered) stats.dead_letters += n;
+        if (queue.empty()) continue;  // Invalid envelopes belong to no queue.
+        QueueStats::PerQueue& pq = stats.queues[queue];
+        if (*status == JobStatus::kQueued || *status == JobStatus::kRetryScheduled) pq.depth += n;
+        if (*status == JobStatus::kRunning) pq.running += n;
+      }
+    }
+    JOBPACT_ASSIGN_OR_RETURN(
+        PgResult r,
+        conn.Exec(core_->Sql("SELECT queue, min(greatest(ready_at_ns, enqueued_at_ns)) FROM "
+                             "{t}jobs WHERE status IN ('queued', 'retry_scheduled') AND "
+                             "ready_at_ns <= $1 GROUP BY queue"),
+                  Params().Add(now_ns), "Stats"));
+    for (int i = 0; i < r.rows(); ++i) {
+      const std::int64_t oldest = r.Int(i, 1);
+      stats.queues[r.Text(i, 0)].oldest_ready_age =
+          DurationFromNs(std::max<std::int64_t>(0, now_ns - oldest));
+    }
+    return Status::Ok();
+  }));
+  return stats;
+}
+
+}  // namespace
+
+Result<std::vector<EnqueueResult>> PostgresBackend::Core::EnqueueOn(
+    Connection& conn, const std::vector<const Envelope*>& envs, const EnqueueOptions& options) {
+  // The caller's own transaction (EnqueueInTransaction): the same engine
+  // step and the same insert as StoreBackend::Enqueue.
+  const TimePoint now = Now();
+  std::vector<JobChange> jobs;
+  jobs.reserve(envs.size());
+  for (const Envelope* env : envs) {
+    Result<JobChange> c = engine::NewJob(*env, now);
+    if (!c.ok()) return Status(c.status().code(), "Enqueue: " + c.status().message());
+    jobs.push_back(std::move(*c));
+  }
+  return PostgresQueueBackend::InsertOn(*this, conn, jobs, options, now);
+}
+
+std::shared_ptr<StoreBackend> PostgresBackend::Core::MakeQueue(std::shared_ptr<Core> core) {
+  return std::make_shared<PostgresQueueBackend>(std::move(core));
+}
+
+}  // namespace postgres
+}  // namespace jobpact
