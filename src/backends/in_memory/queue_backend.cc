@@ -407,8 +407,11 @@ class InMemoryQueueBackend::Impl {
                                                       TimePoint since) {
     std::lock_guard<std::mutex> lock(mu_);
     const JobRecord* best = nullptr;
-    // C++17's unordered_map has no lookup by string_view.
-    auto d = dedup_.find(std::string(dedup_key));
+    // C++17's unordered_map has no lookup by string_view: the key goes into
+    // a buffer kept for it, which allocates only when a key is longer than
+    // any before.
+    dedup_probe_.assign(dedup_key.data(), dedup_key.size());
+    auto d = dedup_.find(dedup_probe_);
     if (d == dedup_.end()) return std::optional<std::string>();
     for (Id id : d->second) {
       if (id == self_job_id) continue;
@@ -664,6 +667,7 @@ class InMemoryQueueBackend::Impl {
   std::set<TimeKey> dlq_;
   std::set<TimeKey> final_;
   std::unordered_map<std::string, std::vector<Id>> dedup_;
+  std::string dedup_probe_;  // FindDuplicateJob's lookup key (see there).
   std::array<std::int64_t, std::size(kAllJobStatuses)> status_counts_{};
   std::uint64_t delivery_counter_ = 0;
 };
