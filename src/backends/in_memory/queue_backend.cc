@@ -51,17 +51,25 @@ using TimeKey = std::pair<TimePoint, Id>;
 // Jobs mostly enter an index in its order (the clock moves forward: a FIFO
 // queue's ready_at, lease expiries, finish times) and leave it from the
 // front, so these try the end and the front before a search from the root.
-template <typename Set, typename Key>
-void InsertKey(Set& set, Key key) {
-  set.emplace_hint(set.end(), std::move(key));  // O(1) when it goes last.
-}
-template <typename Set, typename Key>
-void EraseKey(Set& set, const Key& key) {
-  if (!set.empty() && *set.begin() == key) {
-    set.erase(set.begin());
-  } else {
-    set.erase(key);
+//
+// A job leaves one index and enters the next in the same step (Unindex,
+// then Index), so the node taken out is kept in `spare` (one per set type)
+// and the next insertion into a set of that type re-keys it instead of
+// allocating: a completion moves its job from leased_ to final_ without a
+// free and a malloc on the worker's thread.
+template <typename Set>
+void InsertKey(Set& set, typename Set::value_type key, typename Set::node_type& spare) {
+  if (spare.empty()) {
+    set.emplace_hint(set.end(), std::move(key));  // O(1) when it goes last.
+    return;
   }
+  spare.value() = std::move(key);
+  set.insert(set.end(), std::move(spare));  // Leaves `spare` empty.
+}
+template <typename Set>
+void EraseKey(Set& set, const typename Set::value_type& key, typename Set::node_type& spare) {
+  auto it = !set.empty() && *set.begin() == key ? set.begin() : set.find(key);
+  if (it != set.end()) spare = set.extract(it);  // Frees the previous spare, if any.
 }
 
 // The jobs of one job type in one queue: the unit the lease step passes over
@@ -148,6 +156,11 @@ class InMemoryQueueBackend::Impl {
       Entry& e = *entry;
       auto it = jobs_.emplace(Id(e.record.envelope.job_id), std::move(entry)).first;
       e.queue = QueueOf(e.record);
+      // Room for the three entries of a job that runs once (enqueued,
+      // delivered, its outcome), taken here on the enqueuing thread: the
+      // delivery and the completion then append without allocating, on
+      // the workers, whose arenas pay most for every new retained block.
+      c.append.reserve(3);
       AppendHistory(e.record.history, std::move(c.append));
       Index(it->first, e, c.placement);
       if (same_key != nullptr) same_key->push_back(it->first);
@@ -574,21 +587,23 @@ class InMemoryQueueBackend::Impl {
     QueueState* q = e.queue;
     switch (placement) {
       case JobPlacement::kReady:
-        if (q != nullptr) InsertKey(q->ready, ReadyKey{-r.envelope.priority, r.ready_at, id, &e});
+        if (q != nullptr) {
+          InsertKey(q->ready, ReadyKey{-r.envelope.priority, r.ready_at, id, &e}, spare_ready_);
+        }
         break;
       case JobPlacement::kScheduled:
-        InsertKey(scheduled_, TimeKey{r.ready_at, id});
+        InsertKey(scheduled_, TimeKey{r.ready_at, id}, spare_time_);
         if (q != nullptr) ++q->scheduled;
         break;
       case JobPlacement::kLeased:
-        InsertKey(leased_, TimeKey{r.lease_expires_at, id});
+        InsertKey(leased_, TimeKey{r.lease_expires_at, id}, spare_time_);
         if (q != nullptr) ++q->running;
         break;
       case JobPlacement::kDeadLettered:
-        InsertKey(dlq_, TimeKey{r.finished_at.value_or(r.updated_at), id});
+        InsertKey(dlq_, TimeKey{r.finished_at.value_or(r.updated_at), id}, spare_time_);
         break;
       case JobPlacement::kFinal:
-        InsertKey(final_, TimeKey{r.finished_at.value_or(r.updated_at), id});
+        InsertKey(final_, TimeKey{r.finished_at.value_or(r.updated_at), id}, spare_time_);
         break;
     }
     e.placed = placement;
@@ -601,21 +616,23 @@ class InMemoryQueueBackend::Impl {
     QueueState* q = e.queue;
     switch (e.placed) {
       case JobPlacement::kReady:
-        if (q != nullptr) EraseKey(q->ready, ReadyKey{-r.envelope.priority, r.ready_at, id, &e});
+        if (q != nullptr) {
+          EraseKey(q->ready, ReadyKey{-r.envelope.priority, r.ready_at, id, &e}, spare_ready_);
+        }
         break;
       case JobPlacement::kScheduled:
-        EraseKey(scheduled_, TimeKey{r.ready_at, id});
+        EraseKey(scheduled_, TimeKey{r.ready_at, id}, spare_time_);
         if (q != nullptr) --q->scheduled;
         break;
       case JobPlacement::kLeased:
-        EraseKey(leased_, TimeKey{r.lease_expires_at, id});
+        EraseKey(leased_, TimeKey{r.lease_expires_at, id}, spare_time_);
         if (q != nullptr) --q->running;
         break;
       case JobPlacement::kDeadLettered:
-        EraseKey(dlq_, TimeKey{r.finished_at.value_or(r.updated_at), id});
+        EraseKey(dlq_, TimeKey{r.finished_at.value_or(r.updated_at), id}, spare_time_);
         break;
       case JobPlacement::kFinal:
-        EraseKey(final_, TimeKey{r.finished_at.value_or(r.updated_at), id});
+        EraseKey(final_, TimeKey{r.finished_at.value_or(r.updated_at), id}, spare_time_);
         break;
     }
     --status_counts_[Slot(r.status)];
@@ -666,6 +683,9 @@ class InMemoryQueueBackend::Impl {
   std::set<TimeKey> leased_;
   std::set<TimeKey> dlq_;
   std::set<TimeKey> final_;
+  // The last node each kind of index gave up (see InsertKey).
+  std::set<ReadyKey>::node_type spare_ready_;
+  std::set<TimeKey>::node_type spare_time_;
   std::unordered_map<std::string, std::vector<Id>> dedup_;
   std::string dedup_probe_;  // FindDuplicateJob's lookup key (see there).
   std::array<std::int64_t, std::size(kAllJobStatuses)> status_counts_{};
