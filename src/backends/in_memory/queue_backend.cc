@@ -14,7 +14,8 @@
 //   - leased_: running jobs by lease expiry (RecoverJobs).
 //   - dlq_, final_: dead-lettered and final jobs by finished_at (listing,
 //     purging).
-//   - dedup_: dedup_key -> the ids of the jobs carrying it.
+//   - dedup_: dedup_key -> the jobs carrying it, one entry per job keyed by
+//     a view of that job's own dedup_key (so it lives as long as the job).
 //
 // A change is stored field by field (Store), moving what it computed into
 // the stored record: the record is ~1 KB of strings, and copying or moving
@@ -143,12 +144,11 @@ class InMemoryQueueBackend::Impl {
     std::vector<EnqueueResult> out;
     out.reserve(jobs.size());
     for (JobChange& c : jobs) {
-      // The jobs stored under its dedup key, looked up once (null: none).
-      const std::string& key = c.record.envelope.dedup_key;
-      std::vector<Id>* same_key = key.empty() ? nullptr : &dedup_[key];
-      if (same_key != nullptr) {
-        if (std::optional<EnqueueResult> dup = FindEnqueueDuplicate(*same_key, options, now)) {
-          out.push_back(std::move(*dup));  // So same_key is not empty.
+      const bool has_dedup_key = !c.record.envelope.dedup_key.empty();
+      if (has_dedup_key) {
+        if (std::optional<EnqueueResult> dup =
+                FindEnqueueDuplicate(c.record.envelope.dedup_key, options, now)) {
+          out.push_back(std::move(*dup));
           continue;
         }
       }
@@ -163,7 +163,7 @@ class InMemoryQueueBackend::Impl {
       c.append.reserve(3);
       AppendHistory(e.record.history, std::move(c.append));
       Index(it->first, e, c.placement);
-      if (same_key != nullptr) same_key->push_back(it->first);
+      if (has_dedup_key) dedup_.emplace(std::string_view(e.record.envelope.dedup_key), &e);
       out.push_back(EnqueueResult{e.record.envelope.job_id, false, e.record.status});
     }
     return out;
@@ -420,15 +420,10 @@ class InMemoryQueueBackend::Impl {
                                                       TimePoint since) {
     std::lock_guard<std::mutex> lock(mu_);
     const JobRecord* best = nullptr;
-    // C++17's unordered_map has no lookup by string_view: the key goes into
-    // a buffer kept for it, which allocates only when a key is longer than
-    // any before.
-    dedup_probe_.assign(dedup_key.data(), dedup_key.size());
-    auto d = dedup_.find(dedup_probe_);
-    if (d == dedup_.end()) return std::optional<std::string>();
-    for (Id id : d->second) {
-      if (id == self_job_id) continue;
-      const JobRecord& r = jobs_.find(id)->second->record;
+    const auto [first, last] = dedup_.equal_range(dedup_key);
+    for (auto d = first; d != last; ++d) {
+      const JobRecord& r = d->second->record;
+      if (r.envelope.job_id == self_job_id) continue;
       const bool live = r.status == JobStatus::kRunning ||
                         (r.status == JobStatus::kSucceeded && r.finished_at >= since);
       if (live && (best == nullptr || std::tie(r.enqueued_at, r.envelope.job_id) <
@@ -448,11 +443,14 @@ class InMemoryQueueBackend::Impl {
       auto it = jobs_.find(set.begin()->second);
       Unindex(it->first, *it->second);
       const std::string& key = it->second->record.envelope.dedup_key;
-      if (!key.empty()) {
-        auto d = dedup_.find(key);
-        std::vector<Id>& ids = d->second;
-        ids.erase(std::find(ids.begin(), ids.end(), it->first));
-        if (ids.empty()) dedup_.erase(d);
+      if (!key.empty()) {  // Its dedup entry views its key: it goes first.
+        const auto [first, last] = dedup_.equal_range(key);
+        for (auto d = first; d != last; ++d) {
+          if (d->second == it->second.get()) {
+            dedup_.erase(d);
+            break;
+          }
+        }
       }
       jobs_.erase(it);
       ++deleted;
@@ -572,12 +570,20 @@ class InMemoryQueueBackend::Impl {
 
   QueueState* QueueOf(const JobRecord& r) {
     if (r.envelope.queue.empty()) return nullptr;  // Quarantined input: no queue.
+    // Jobs mostly arrive in runs of one (queue, type): the last one found is
+    // tried first, compared by content (a set is never erased, so the
+    // pointer stays valid), before a search of the map.
+    if (last_queue_ != nullptr && last_queue_->first.first == r.envelope.queue &&
+        last_queue_->first.second == r.envelope.job_type) {
+      return &last_queue_->second;
+    }
     auto it = queues_.find(std::pair(std::string_view(r.envelope.queue),
                                      std::string_view(r.envelope.job_type)));
     if (it == queues_.end()) {
       it = queues_.emplace(std::pair(r.envelope.queue, r.envelope.job_type), QueueState()).first;
       it->second.type = it->first.second;
     }
+    last_queue_ = &*it;
     return &it->second;
   }
 
@@ -647,15 +653,16 @@ class InMemoryQueueBackend::Impl {
     }
   }
 
-  // The newest of `same_key` (the jobs with one dedup key) enqueued within
-  // the window that did not end without effect, as an EnqueueResult.
+  // The newest of the jobs stored with this dedup key enqueued within the
+  // window that did not end without effect, as an EnqueueResult.
   // REQUIRES: mu_ held.
-  std::optional<EnqueueResult> FindEnqueueDuplicate(const std::vector<Id>& same_key,
+  std::optional<EnqueueResult> FindEnqueueDuplicate(std::string_view dedup_key,
                                                     const EnqueueOptions& options, TimePoint now) {
     if (options.dedup_window <= Duration::zero()) return std::nullopt;
     const JobRecord* best = nullptr;
-    for (Id id : same_key) {
-      const JobRecord& other = jobs_.find(id)->second->record;
+    const auto [first, last] = dedup_.equal_range(dedup_key);
+    for (auto d = first; d != last; ++d) {
+      const JobRecord& other = d->second->record;
       if (now - other.enqueued_at >= options.dedup_window || EndedWithoutEffect(other.status)) {
         continue;
       }
@@ -674,6 +681,8 @@ class InMemoryQueueBackend::Impl {
   std::unordered_map<Id, std::unique_ptr<Entry>> jobs_;
   // By (queue, job type); a set is never erased, so Entry::queue stays valid.
   std::map<std::pair<std::string, std::string>, QueueState, PairLess> queues_;
+  // The (queue, type) QueueOf found last, or null (see there).
+  std::pair<const std::pair<std::string, std::string>, QueueState>* last_queue_ = nullptr;
   ControlState control_;
   // CompleteInPlace's scratch: its history entry's buffer is reused.
   JobChange rest_;
@@ -686,8 +695,8 @@ class InMemoryQueueBackend::Impl {
   // The last node each kind of index gave up (see InsertKey).
   std::set<ReadyKey>::node_type spare_ready_;
   std::set<TimeKey>::node_type spare_time_;
-  std::unordered_map<std::string, std::vector<Id>> dedup_;
-  std::string dedup_probe_;  // FindDuplicateJob's lookup key (see there).
+  // Keyed by views of each job's own envelope.dedup_key (see the file comment).
+  std::unordered_multimap<std::string_view, Entry*> dedup_;
   std::array<std::int64_t, std::size(kAllJobStatuses)> status_counts_{};
   std::uint64_t delivery_counter_ = 0;
 };
