@@ -29,9 +29,7 @@ class KeyAndOwner {
   }
 
   std::string_view key() const { return std::string_view(bytes_.get(), key_size_); }
-  std::string_view owner() const {
-    return std::string_view(bytes_.get() + key_size_, owner_size_);
-  }
+  std::string_view owner() const { return std::string_view(bytes_.get() + key_size_, owner_size_); }
 
  private:
   std::unique_ptr<char[]> bytes_;  // The key, then the owner; never null.

@@ -10,9 +10,9 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
-#include <memory>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -96,15 +96,21 @@ struct SeriesKey {
 // on the hot path. Computed before the stripe's lock is taken.
 struct SeriesKeyHash {
   static constexpr std::uint64_t kMul = 0x9e3779b97f4a7c15ULL;
-  JOBPACT_SINK_INLINE static std::uint64_t Step(std::uint64_t h, std::uint64_t w) { return (h ^ w) * kMul; }
-  JOBPACT_SINK_INLINE static std::uint64_t Rotl(std::uint64_t w, int r) { return (w << r) | (w >> (64 - r)); }
+  JOBPACT_SINK_INLINE static std::uint64_t Step(std::uint64_t h, std::uint64_t w) {
+    return (h ^ w) * kMul;
+  }
+  JOBPACT_SINK_INLINE static std::uint64_t Rotl(std::uint64_t w, int r) {
+    return (w << r) | (w >> (64 - r));
+  }
   // A part of 1 to 7 bytes, without a loop: two overlapping 4-byte words
   // from 4 bytes on, else its first, middle and last byte.
   JOBPACT_SINK_INLINE static std::uint64_t Short(const char* p, std::size_t n) {
     if (n >= 4) {
       return (std::uint64_t{SeriesKey::Load4(p)} << 32) | SeriesKey::Load4(p + n - 4);
     }
-    const auto byte = [&](std::size_t i) { return std::uint64_t{static_cast<unsigned char>(p[i])}; };
+    const auto byte = [&](std::size_t i) {
+      return std::uint64_t{static_cast<unsigned char>(p[i])};
+    };
     return (byte(0) << 16) | (byte(n / 2) << 8) | byte(n - 1);
   }
   JOBPACT_SINK_INLINE static std::uint64_t Sample(std::string_view s) {
@@ -116,11 +122,11 @@ struct SeriesKeyHash {
   }
   JOBPACT_SINK_INLINE static std::uint64_t Of(const SeriesKey& k) {
     // The lengths separate the parts: ("ab", "") != ("a", "b").
-    std::uint64_t h = Step(0x243f6a8885a308d3ULL,
-                           k.name.size() ^ (std::uint64_t{k.job_type.size()} << 16) ^
-                               (std::uint64_t{k.queue.size()} << 32) ^
-                               (std::uint64_t{k.reason.size()} << 48) ^
-                               (std::uint64_t{k.failure_class.size()} << 56));
+    std::uint64_t h =
+        Step(0x243f6a8885a308d3ULL, k.name.size() ^ (std::uint64_t{k.job_type.size()} << 16) ^
+                                        (std::uint64_t{k.queue.size()} << 32) ^
+                                        (std::uint64_t{k.reason.size()} << 48) ^
+                                        (std::uint64_t{k.failure_class.size()} << 56));
     h = Step(h, Sample(k.name));  // Never empty in practice; Sample copes if so.
     if (!k.job_type.empty()) h = Step(h, Sample(k.job_type));
     if (!k.queue.empty()) h = Step(h, Sample(k.queue));
@@ -290,7 +296,8 @@ class StripeLock {
 // worker threads almost never share a lock.
 int MyStripe() {
   static std::atomic<unsigned> next{0};
-  thread_local int stripe = static_cast<int>(next.fetch_add(1, std::memory_order_relaxed) % kStripes);
+  thread_local int stripe =
+      static_cast<int>(next.fetch_add(1, std::memory_order_relaxed) % kStripes);
   return stripe;
 }
 
