@@ -124,25 +124,17 @@ void CheckLength(std::string_view field, std::string_view value, std::size_t max
   }
 }
 
-// job_type and queue: [A-Za-z0-9._:-]+, bounded.
-void CheckSafeName(std::string_view field, std::string_view value, const ValidationOptions& options,
-                   bool check_chars, std::vector<FieldError>* out) {
+// job_type and queue: [A-Za-z0-9._:-]+, bounded. Finds and reports what
+// is wrong (CheckSafeName below is the entry point).
+void ReportSafeName(std::string_view field, std::string_view value,
+                    const ValidationOptions& options, bool check_chars,
+                    std::vector<FieldError>* out) {
   if (value.empty()) {
     out->push_back({std::string(field), "is required and must not be empty"});
     return;
   }
   CheckLength(field, value, options.max_name_length, out);
   if (!check_chars) return;
-  // IsSafeNameChar as a table: job_type and queue are checked at every
-  // enqueue and delivery, by the runner and again by the store.
-  static const std::array<bool, 256> kSafe = [] {
-    std::array<bool, 256> t{};
-    for (int c = 0; c < 256; ++c) t[c] = IsSafeNameChar(static_cast<char>(c));
-    return t;
-  }();
-  bool all_safe = true;
-  for (const char c : value) all_safe &= kSafe[static_cast<unsigned char>(c)];
-  if (all_safe) return;
   for (std::size_t i = 0; i < value.size(); ++i) {
     if (!IsSafeNameChar(value[i])) {
       out->push_back({std::string(field),
@@ -157,8 +149,8 @@ void CheckSafeName(std::string_view field, std::string_view value, const Validat
 // True if every byte of `value` IsKeyChar (0x21-0x7E), tested eight bytes at
 // a time: keys and ids are checked at every enqueue and delivery, by the
 // runner and again by the store (engine::CheckStorable). False is exact too;
-// CheckKey then finds the offending byte one by one.
-bool AllKeyChars(std::string_view value) {
+// ReportKey then finds the offending byte one by one.
+inline bool AllKeyChars(std::string_view value) {
   constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
   constexpr std::uint64_t kHigh = 0x8080808080808080ULL;
   std::size_t i = 0;
@@ -179,8 +171,8 @@ bool AllKeyChars(std::string_view value) {
 }
 
 // Optional keys and ids: empty, or printable ASCII without whitespace, bounded.
-void CheckKey(std::string_view field, std::string_view value, const ValidationOptions& options,
-              bool check_chars, std::vector<FieldError>* out) {
+void ReportKey(std::string_view field, std::string_view value, const ValidationOptions& options,
+               bool check_chars, std::vector<FieldError>* out) {
   CheckLength(field, value, options.max_name_length, out);
   if (!check_chars || AllKeyChars(value)) return;
   for (std::size_t i = 0; i < value.size(); ++i) {
@@ -193,6 +185,37 @@ void CheckKey(std::string_view field, std::string_view value, const ValidationOp
       return;
     }
   }
+}
+
+// The common case of every envelope, inline (IsSafeNameChar as a table): eight names and keys are
+// checked per validation, three validations per job (the runner's at
+// enqueue, the store's, the runner's bounds at delivery), and a name within
+// its bound with the allowed bytes adds nothing. Anything else goes to the
+// Report functions, which check again and describe the problem.
+inline bool AllSafeNameChars(std::string_view value) {
+  static const std::array<bool, 256> kSafe = [] {
+    std::array<bool, 256> t{};
+    for (int c = 0; c < 256; ++c) t[c] = IsSafeNameChar(static_cast<char>(c));
+    return t;
+  }();
+  bool all_safe = true;
+  for (const char c : value) all_safe &= kSafe[static_cast<unsigned char>(c)];
+  return all_safe;
+}
+inline void CheckSafeName(std::string_view field, std::string_view value,
+                          const ValidationOptions& options, bool check_chars,
+                          std::vector<FieldError>* out) {
+  if (!value.empty() && value.size() <= options.max_name_length &&
+      (!check_chars || AllSafeNameChars(value))) {
+    return;
+  }
+  ReportSafeName(field, value, options, check_chars, out);
+}
+inline void CheckKey(std::string_view field, std::string_view value,
+                     const ValidationOptions& options, bool check_chars,
+                     std::vector<FieldError>* out) {
+  if (value.size() <= options.max_name_length && (!check_chars || AllKeyChars(value))) return;
+  ReportKey(field, value, options, check_chars, out);
 }
 
 void CheckPositive(std::string_view field, Duration d, std::vector<FieldError>* out) {

@@ -3,13 +3,15 @@
 // InMemoryMetricsSink keeps every counter, histogram and gauge the JobRunner
 // emits in process memory, so tests can assert on them and demos can print
 // them. It is built for the runner's hot path (about six calls per job, from
-// every worker thread): a call takes one uncontended mutex and does no heap
+// every worker thread): a call takes one uncontended lock and does no heap
 // allocation once its series (name + labels) has been seen.
 //
-// How: series live in stripes, each with its own mutex and hash table keyed
-// by string_views into the series' own copy of its labels; each thread sticks
-// to one stripe, so worker threads rarely share a lock or a cache line.
-// Readers sum over the stripes. Gauges are rare writes and live in one table.
+// How: series live in stripes, each with its own small lock (a spin lock
+// whose waiters yield) and an open-addressing table of the series' hashes
+// and addresses, each series holding its own copy of its name and labels;
+// each thread sticks to one stripe, so worker threads rarely share a lock or
+// a cache line. Readers sum over the stripes. Gauges are rare writes and
+// live in one table, under a mutex.
 //
 // Histograms use fixed log-linear buckets: 16 linear sub-buckets per power
 // of two from 2^-31 (about 0.5 ns) to 2^34 (about 540 years in seconds), plus

@@ -1,5 +1,8 @@
 // InMemoryIdempotencyStore: records in a hash table keyed by string_views
-// into each record's own key, so lookups by string_view never allocate.
+// into each record's own key, so lookups by string_view never allocate. A
+// record is held by value in its table node, its key and owner in one block
+// (KeyAndOwner): a fresh claim allocates that block and the node, where it
+// took four allocations (the record, its key, its owner, the node).
 #include "jobpact/in_memory/idempotency_store.h"
 
 #include <algorithm>
@@ -9,6 +12,8 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+
+#include "src/backends/in_memory/key_and_owner.h"
 #include "src/internal/checks.h"
 #include "src/internal/guarded.h"
 
@@ -16,9 +21,28 @@ namespace jobpact {
 namespace {
 
 using internal::Guarded;
+using internal::KeyAndOwner;
 
 using State = IdempotencyRecord::State;
 
+// A stored record. A new owner (a fresh claim of an expired key) is a new
+// Stored: the table's key views `ids`.
+struct Stored {
+  KeyAndOwner ids;
+  State state = State::kInProgress;
+  std::string result;
+  TimePoint expires_at;
+};
+
+IdempotencyRecord ToRecord(const Stored& s) {
+  IdempotencyRecord r;
+  r.key = std::string(s.ids.key());
+  r.state = s.state;
+  r.owner = std::string(s.ids.owner());
+  r.result = s.result;
+  r.expires_at = s.expires_at;
+  return r;
+}
 
 }  // namespace
 
@@ -34,36 +58,28 @@ class InMemoryIdempotencyStore::Impl {
     const TimePoint now = clock_->Now();
     MaybeSweep(now);
     auto it = records_.find(key);
-    if (it != records_.end() && now < it->second->expires_at) {
-      IdempotencyRecord& r = *it->second;
+    if (it != records_.end() && now < it->second.expires_at) {
+      Stored& r = it->second;
       if (r.state == State::kCompleted) {
         out.kind = ClaimOutcome::Kind::kCompleted;
-      } else if (r.owner != owner) {
+      } else if (r.ids.owner() != owner) {
         out.kind = ClaimOutcome::Kind::kInProgress;
       } else {
         r.expires_at = now + ttl;  // The owner's own claim: extended.
         out.kind = ClaimOutcome::Kind::kClaimed;
       }
-      out.record = r;
+      out.record = ToRecord(r);
       return out;
     }
-    // Missing or expired: a fresh claim.
-    IdempotencyRecord* r;
-    if (it != records_.end()) {
-      r = it->second.get();
-      r->result.clear();
-    } else {
-      auto fresh = std::make_unique<IdempotencyRecord>();
-      fresh->key = std::string(key);
-      r = fresh.get();
-      std::string_view k = r->key;
-      records_.emplace(k, std::move(fresh));
-    }
-    r->state = State::kInProgress;
-    r->owner = std::string(owner);
-    r->expires_at = now + ttl;
+    // Missing or expired: a fresh claim (an expired record is as good as
+    // missing, so it goes first: should the new one fail to allocate, the
+    // key is simply free).
+    if (it != records_.end()) records_.erase(it);
+    Stored fresh{KeyAndOwner(key, owner), State::kInProgress, {}, now + ttl};
+    const std::string_view k = fresh.ids.key();  // Stays put when `fresh` moves.
+    it = records_.try_emplace(k, std::move(fresh)).first;
     out.kind = ClaimOutcome::Kind::kClaimed;
-    out.record = *r;
+    out.record = ToRecord(it->second);
     return out;
   }
 
@@ -72,10 +88,10 @@ class InMemoryIdempotencyStore::Impl {
     JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("IdempotencyStore::Complete", key, owner, retention));
     std::lock_guard<std::mutex> lock(mu_);
     const TimePoint now = clock_->Now();
-    IdempotencyRecord* r = LiveClaimOf(key, owner, now);
+    Stored* r = LiveClaimOf(key, owner, now);
     if (r == nullptr) return NotHeld(key, owner);
     r->state = State::kCompleted;
-    r->result = std::string(result);
+    r->result.assign(result.data(), result.size());
     r->expires_at = now + retention;
     return Status::Ok();
   }
@@ -84,14 +100,14 @@ class InMemoryIdempotencyStore::Impl {
     JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("IdempotencyStore::Release", key, owner));
     std::lock_guard<std::mutex> lock(mu_);
     auto it = records_.find(key);
-    if (it != records_.end() && it->second->state == State::kCompleted &&
-        clock_->Now() < it->second->expires_at) {
+    if (it != records_.end() && it->second.state == State::kCompleted &&
+        clock_->Now() < it->second.expires_at) {
       return Status::Aborted("idempotency key " + std::string(key) +
                              " is completed; completed records are never released");
     }
     // An expired claim of the owner's own may still be dropped.
-    if (it == records_.end() || it->second->state != State::kInProgress ||
-        it->second->owner != owner) {
+    if (it == records_.end() || it->second.state != State::kInProgress ||
+        it->second.ids.owner() != owner) {
       return NotHeld(key, owner);
     }
     records_.erase(it);
@@ -102,7 +118,7 @@ class InMemoryIdempotencyStore::Impl {
     JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("IdempotencyStore::Extend", key, owner, ttl));
     std::lock_guard<std::mutex> lock(mu_);
     const TimePoint now = clock_->Now();
-    IdempotencyRecord* r = LiveClaimOf(key, owner, now);
+    Stored* r = LiveClaimOf(key, owner, now);
     if (r == nullptr) return NotHeld(key, owner);
     r->expires_at = now + ttl;
     return Status::Ok();
@@ -112,7 +128,7 @@ class InMemoryIdempotencyStore::Impl {
     std::optional<IdempotencyRecord> out;
     std::lock_guard<std::mutex> lock(mu_);
     auto it = records_.find(key);
-    if (it != records_.end() && clock_->Now() < it->second->expires_at) out = *it->second;
+    if (it != records_.end() && clock_->Now() < it->second.expires_at) out = ToRecord(it->second);
     return out;
   }
 
@@ -127,11 +143,13 @@ class InMemoryIdempotencyStore::Impl {
   }
 
  private:
-  IdempotencyRecord* LiveClaimOf(std::string_view key, std::string_view owner, TimePoint now) {
+  Stored* LiveClaimOf(std::string_view key, std::string_view owner, TimePoint now) {
     auto it = records_.find(key);
     if (it == records_.end()) return nullptr;
-    IdempotencyRecord* r = it->second.get();
-    if (r->state != State::kInProgress || r->owner != owner || now >= r->expires_at) return nullptr;
+    Stored* r = &it->second;
+    if (r->state != State::kInProgress || r->ids.owner() != owner || now >= r->expires_at) {
+      return nullptr;
+    }
     return r;
   }
 
@@ -143,7 +161,7 @@ class InMemoryIdempotencyStore::Impl {
   int Sweep(TimePoint now) {
     int purged = 0;
     for (auto it = records_.begin(); it != records_.end();) {
-      if (now >= it->second->expires_at) {
+      if (now >= it->second.expires_at) {
         it = records_.erase(it);
         ++purged;
       } else {
@@ -166,7 +184,8 @@ class InMemoryIdempotencyStore::Impl {
 
   mutable std::mutex mu_;
   // Guarded by mu_.
-  std::unordered_map<std::string_view, std::unique_ptr<IdempotencyRecord>> records_;
+  // Keyed by views of each record's own key (Stored::ids).
+  std::unordered_map<std::string_view, Stored> records_;
   std::size_t ops_since_sweep_ = 0;
 };
 

@@ -1,5 +1,8 @@
 // InMemoryLockStore: locks in a hash table keyed by string_views into each
-// entry's own key, so lookups by string_view never allocate.
+// entry's own key, so lookups by string_view never allocate. An entry is
+// held by value in its table node, its key and owner in one block
+// (KeyAndOwner): an acquisition allocates that block and the node, where it
+// took four allocations (the entry, its key, its owner, the node).
 #include "jobpact/in_memory/lock_store.h"
 
 #include <algorithm>
@@ -11,6 +14,7 @@
 #include <utility>
 
 #include "jobpact/job.h"
+#include "src/backends/in_memory/key_and_owner.h"
 #include "src/internal/checks.h"
 #include "src/internal/guarded.h"
 
@@ -18,15 +22,19 @@ namespace jobpact {
 namespace {
 
 using internal::Guarded;
+using internal::KeyAndOwner;
 
+// A held (or expired, not yet swept) lock. A new owner is a new entry: the
+// table's key views `ids`.
 struct LockEntry {
-  std::string key;
-  std::string owner;
+  KeyAndOwner ids;
   std::uint64_t token = 0;
   TimePoint expires_at;
 };
 
-LockLease ToLease(const LockEntry& e) { return LockLease{e.key, e.owner, e.token, e.expires_at}; }
+LockLease ToLease(const LockEntry& e) {
+  return LockLease{std::string(e.ids.key()), std::string(e.ids.owner()), e.token, e.expires_at};
+}
 
 
 }  // namespace
@@ -43,10 +51,11 @@ class InMemoryLockStore::Impl {
     MaybeSweep(now);
     auto it = locks_.find(key);
     if (it != locks_.end()) {
-      LockEntry& e = *it->second;
+      LockEntry& e = it->second;
       if (now < e.expires_at) {
-        if (e.owner != owner) {
-          return Status::Aborted("lock " + e.key + " is held by " + e.owner + " until " +
+        if (e.ids.owner() != owner) {
+          return Status::Aborted("lock " + std::string(e.ids.key()) + " is held by " +
+                                 std::string(e.ids.owner()) + " until " +
                                  FormatRfc3339(e.expires_at));
         }
         e.expires_at = now + ttl;  // Re-entrant for its owner: same token.
@@ -54,20 +63,20 @@ class InMemoryLockStore::Impl {
       }
       // Expired: free. A new acquisition, even by the same owner, gets a new
       // token, since someone may have written in between with a newer one.
-      e.owner = std::string(owner);
-      e.token = ++last_token_;
-      e.expires_at = now + ttl;
-      return ToLease(e);
+      if (e.ids.owner() == owner) {
+        e.token = ++last_token_;
+        e.expires_at = now + ttl;
+        return ToLease(e);
+      }
+      // Another owner: a new entry. The expired one goes first (should the
+      // new one fail to allocate, the lock is simply free, as it was).
+      locks_.erase(it);
     }
-    auto e = std::make_unique<LockEntry>();
-    e->key = std::string(key);
-    e->owner = std::string(owner);
-    e->token = ++last_token_;
-    e->expires_at = now + ttl;
-    LockLease lease = ToLease(*e);
-    std::string_view k = e->key;
-    locks_.emplace(k, std::move(e));
-    return lease;
+    LockEntry fresh{KeyAndOwner(key, owner), 0, now + ttl};
+    fresh.token = ++last_token_;
+    const std::string_view k = fresh.ids.key();  // Stays put when `fresh` moves.
+    it = locks_.try_emplace(k, std::move(fresh)).first;
+    return ToLease(it->second);
   }
 
   Result<LockLease> Renew(std::string_view key, std::string_view owner, Duration ttl) {
@@ -78,12 +87,12 @@ class InMemoryLockStore::Impl {
     // An expired lock is lost even if nobody has taken it yet: the owner's
     // writes may already have been fenced off by a newer token elsewhere,
     // and a remote store (Redis) would have dropped the key anyway.
-    if (it == locks_.end() || it->second->owner != owner || now >= it->second->expires_at) {
+    if (it == locks_.end() || it->second.ids.owner() != owner || now >= it->second.expires_at) {
       return Status::Aborted("lock " + std::string(key) + " is no longer held by " +
                              std::string(owner));
     }
-    it->second->expires_at = now + ttl;
-    return ToLease(*it->second);
+    it->second.expires_at = now + ttl;
+    return ToLease(it->second);
   }
 
   Status Release(std::string_view key, std::string_view owner) {
@@ -92,12 +101,13 @@ class InMemoryLockStore::Impl {
     const TimePoint now = clock_->Now();
     auto it = locks_.find(key);
     if (it == locks_.end()) return Status::NotFound("lock " + std::string(key) + " is not held");
-    if (now >= it->second->expires_at) {
+    if (now >= it->second.expires_at) {
       locks_.erase(it);
       return Status::NotFound("lock " + std::string(key) + " had expired");
     }
-    if (it->second->owner != owner) {
-      return Status::Aborted("lock " + std::string(key) + " is held by " + it->second->owner);
+    if (it->second.ids.owner() != owner) {
+      return Status::Aborted("lock " + std::string(key) + " is held by " +
+                             std::string(it->second.ids.owner()));
     }
     locks_.erase(it);
     return Status::Ok();
@@ -107,7 +117,7 @@ class InMemoryLockStore::Impl {
     std::optional<LockLease> out;
     std::lock_guard<std::mutex> lock(mu_);
     auto it = locks_.find(key);
-    if (it != locks_.end() && clock_->Now() < it->second->expires_at) out = ToLease(*it->second);
+    if (it != locks_.end() && clock_->Now() < it->second.expires_at) out = ToLease(it->second);
     return out;
   }
 
@@ -117,7 +127,7 @@ class InMemoryLockStore::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     const TimePoint now = clock_->Now();
     for (const auto& [key, e] : locks_) {
-      if (now < e->expires_at) out.push_back(ToLease(*e));
+      if (now < e.expires_at) out.push_back(ToLease(e));
     }
     std::sort(out.begin(), out.end(),
               [](const LockLease& a, const LockLease& b) { return a.key < b.key; });
@@ -129,7 +139,7 @@ class InMemoryLockStore::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     const TimePoint now = clock_->Now();
     return static_cast<std::size_t>(std::count_if(
-        locks_.begin(), locks_.end(), [now](const auto& kv) { return now < kv.second->expires_at; }));
+        locks_.begin(), locks_.end(), [now](const auto& kv) { return now < kv.second.expires_at; }));
   }
 
  private:
@@ -139,7 +149,7 @@ class InMemoryLockStore::Impl {
     if (++ops_since_sweep_ < std::max<std::size_t>(1024, locks_.size())) return;
     ops_since_sweep_ = 0;
     for (auto it = locks_.begin(); it != locks_.end();) {
-      it = now >= it->second->expires_at ? locks_.erase(it) : std::next(it);
+      it = now >= it->second.expires_at ? locks_.erase(it) : std::next(it);
     }
   }
 
@@ -148,7 +158,8 @@ class InMemoryLockStore::Impl {
 
   mutable std::mutex mu_;
   // Guarded by mu_.
-  std::unordered_map<std::string_view, std::unique_ptr<LockEntry>> locks_;
+  // Keyed by views of each entry's own key (LockEntry::ids).
+  std::unordered_map<std::string_view, LockEntry> locks_;
   std::uint64_t last_token_ = 0;
   std::size_t ops_since_sweep_ = 0;
 };

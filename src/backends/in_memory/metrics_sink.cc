@@ -10,10 +10,20 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <thread>
 #include <tuple>
-#include <unordered_map>
 #include <utility>
+#include <vector>
+
+// The hot path's helpers are small and called several times per sample:
+// inlined, they cost a third of what their calls did.
+#if defined(__GNUC__)
+#define JOBPACT_SINK_INLINE inline __attribute__((always_inline))
+#else
+#define JOBPACT_SINK_INLINE inline
+#endif
 
 namespace jobpact {
 namespace {
@@ -31,67 +41,98 @@ struct SeriesKey {
     return SeriesKey{name, l.job_type, l.queue, l.reason, l.failure_class};
   }
   auto Tie() const { return std::tie(name, job_type, queue, reason, failure_class); }
-  // Sizes first, then the bytes, without string_view::compare's three-way
-  // result: a lookup compares one key per sample.
-  static bool Same(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
+  // Equal bytes, without an early exit (a compare follows a hash match,
+  // so the bytes are almost always equal): 16 bytes per step, then the last
+  // 16 (overlapping); two overlapping words from 8 bytes on, from 4 two
+  // half-words, below that the first, middle and last byte.
+  JOBPACT_SINK_INLINE static bool SameBytes(const char* a, const char* b, std::size_t n) {
+    if (n >= 16) {
+      std::uint64_t diff = 0;
+      for (std::size_t i = 0; i + 16 < n; i += 16) {
+        diff |= (Load8(a + i) ^ Load8(b + i)) | (Load8(a + i + 8) ^ Load8(b + i + 8));
+      }
+      diff |= (Load8(a + n - 16) ^ Load8(b + n - 16)) | (Load8(a + n - 8) ^ Load8(b + n - 8));
+      return diff == 0;
+    }
+    if (n >= 8) return ((Load8(a) ^ Load8(b)) | (Load8(a + n - 8) ^ Load8(b + n - 8))) == 0;
+    if (n >= 4) return ((Load4(a) ^ Load4(b)) | (Load4(a + n - 4) ^ Load4(b + n - 4))) == 0;
+    if (n == 0) return true;
+    return a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1];
   }
-  bool operator==(const SeriesKey& o) const {
+  // Sizes first, then the bytes, compared inline: a lookup compares one
+  // key per sample, and five calls of memcmp cost more than the bytes.
+  JOBPACT_SINK_INLINE bool operator==(const SeriesKey& o) const {
     return name.size() == o.name.size() && job_type.size() == o.job_type.size() &&
            queue.size() == o.queue.size() && reason.size() == o.reason.size() &&
-           failure_class.size() == o.failure_class.size() && Same(name, o.name) &&
-           Same(job_type, o.job_type) && Same(queue, o.queue) && Same(reason, o.reason) &&
-           Same(failure_class, o.failure_class);
+           failure_class.size() == o.failure_class.size() &&
+           SameBytes(name.data(), o.name.data(), name.size()) &&
+           SameBytes(job_type.data(), o.job_type.data(), job_type.size()) &&
+           SameBytes(queue.data(), o.queue.data(), queue.size()) &&
+           SameBytes(reason.data(), o.reason.data(), reason.size()) &&
+           SameBytes(failure_class.data(), o.failure_class.data(), failure_class.size());
   }
   bool operator<(const SeriesKey& o) const { return Tie() < o.Tie(); }
+
+  JOBPACT_SINK_INLINE static std::uint64_t Load8(const char* p) {
+    std::uint64_t w;
+    std::memcpy(&w, p, 8);
+    return w;
+  }
+  JOBPACT_SINK_INLINE static std::uint32_t Load4(const char* p) {
+    std::uint32_t w;
+    std::memcpy(&w, p, 4);
+    return w;
+  }
 };
 
-// Hashes the five parts from a sample of each: its length, its first and
-// its last eight bytes. Equal keys hash alike (the sample is a function of
-// the text), and keys that differ only in the middle of a part merely share
-// a bucket, where the full comparison tells them apart. Metric names and
-// labels differ in their length or their ends ("..._started_total",
-// "..._enqueued_total"), so the table stays spread while a sample costs a
-// fixed dozen steps however long the names are: hashing every word was the
-// largest cost of a sample on the hot path.
+// Hashes a key from the five parts' lengths (one word) and, for each part
+// that is not empty, a sample of it: its first and last eight bytes. Equal
+// keys hash alike (the sample is a function of the text), and keys that
+// differ only in the middle of a part merely share a probe sequence, where
+// the full comparison tells them apart. Metric names and labels differ in
+// their length or their ends ("..._started_total", "..._enqueued_total"),
+// so the table stays spread while a sample costs a fixed few steps however
+// long the names are: hashing every byte was the largest cost of a sample
+// on the hot path. Computed before the stripe's lock is taken.
 struct SeriesKeyHash {
-  static std::uint64_t Step(std::uint64_t h, std::uint64_t w) {
-    h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
-    return h ^ (h >> 29);
+  static constexpr std::uint64_t kMul = 0x9e3779b97f4a7c15ULL;
+  JOBPACT_SINK_INLINE static std::uint64_t Step(std::uint64_t h, std::uint64_t w) {
+    return (h ^ w) * kMul;
   }
-  // A part shorter than 8 bytes, without a loop: two overlapping 4-byte
-  // words from 4 bytes on, else its first, middle and last byte.
-  static std::uint64_t Short(const char* p, std::size_t n) {
+  JOBPACT_SINK_INLINE static std::uint64_t Rotl(std::uint64_t w, int r) {
+    return (w << r) | (w >> (64 - r));
+  }
+  // A part of 1 to 7 bytes, without a loop: two overlapping 4-byte words
+  // from 4 bytes on, else its first, middle and last byte.
+  JOBPACT_SINK_INLINE static std::uint64_t Short(const char* p, std::size_t n) {
     if (n >= 4) {
-      std::uint32_t a;
-      std::uint32_t b;
-      std::memcpy(&a, p, 4);
-      std::memcpy(&b, p + n - 4, 4);
-      return (std::uint64_t{a} << 32) | b;
+      return (std::uint64_t{SeriesKey::Load4(p)} << 32) | SeriesKey::Load4(p + n - 4);
     }
-    const auto byte = [&](std::size_t i) { return std::uint64_t{static_cast<unsigned char>(p[i])}; };
+    const auto byte = [&](std::size_t i) {
+      return std::uint64_t{static_cast<unsigned char>(p[i])};
+    };
     return (byte(0) << 16) | (byte(n / 2) << 8) | byte(n - 1);
   }
-  static std::uint64_t Mix(std::uint64_t h, std::string_view s) {
+  JOBPACT_SINK_INLINE static std::uint64_t Sample(std::string_view s) {
     const char* p = s.data();
     const std::size_t n = s.size();
-    h = Step(h, n);  // The length separates the parts: ("ab","") != ("a","b").
-    if (n == 0) return h;
-    if (n < 8) return Step(h, Short(p, n));
-    std::uint64_t first;
-    std::uint64_t last;
-    std::memcpy(&first, p, 8);
-    std::memcpy(&last, p + n - 8, 8);
-    return Step(Step(h, first), last);
+    if (n == 0) return 0;
+    if (n < 8) return Short(p, n);
+    return SeriesKey::Load8(p) ^ Rotl(SeriesKey::Load8(p + n - 8), 29);
   }
-  std::size_t operator()(const SeriesKey& k) const noexcept {
-    std::uint64_t h = 0x243f6a8885a308d3ULL;
-    h = Mix(h, k.name);
-    h = Mix(h, k.job_type);
-    h = Mix(h, k.queue);
-    h = Mix(h, k.reason);
-    h = Mix(h, k.failure_class);
-    return static_cast<std::size_t>(h ^ (h >> 32));
+  JOBPACT_SINK_INLINE static std::uint64_t Of(const SeriesKey& k) {
+    // The lengths separate the parts: ("ab", "") != ("a", "b").
+    std::uint64_t h =
+        Step(0x243f6a8885a308d3ULL, k.name.size() ^ (std::uint64_t{k.job_type.size()} << 16) ^
+                                        (std::uint64_t{k.queue.size()} << 32) ^
+                                        (std::uint64_t{k.reason.size()} << 48) ^
+                                        (std::uint64_t{k.failure_class.size()} << 56));
+    h = Step(h, Sample(k.name));  // Never empty in practice; Sample copes if so.
+    if (!k.job_type.empty()) h = Step(h, Sample(k.job_type));
+    if (!k.queue.empty()) h = Step(h, Sample(k.queue));
+    if (!k.reason.empty()) h = Step(h, Sample(k.reason));
+    if (!k.failure_class.empty()) h = Step(h, Sample(k.failure_class));
+    return h ^ (h >> 31);
   }
 };
 
@@ -148,35 +189,115 @@ struct HistogramData {
 
 template <typename V>
 struct Series {
-  explicit Series(const SeriesKey& k) : id(k) {}
+  explicit Series(const SeriesKey& k) : id(k), key(id.Key()) {}
   SeriesId id;
+  SeriesKey key;  // Views of `id` (a Series never moves: it is held by pointer).
   V value{};
 };
 
+// The series of one kind in one stripe: an open-addressing table (linear
+// probing, a power-of-two size, at most half full) of the series' hashes
+// and addresses, so that a lookup is one hashed probe and a compare, with
+// no node to chase and no division. Series are owned apart, in creation
+// order, and never move. Thread-compatible (each is under a stripe's lock).
 template <typename V>
-using SeriesTable =
-    std::unordered_map<SeriesKey, std::unique_ptr<Series<V>>, SeriesKeyHash>;
-
-// Finds the series for `key`, creating it on first sight (the only
-// allocation on this path).
-template <typename V>
-V& FindOrAdd(SeriesTable<V>& table, const SeriesKey& key) {
-  auto it = table.find(key);
-  if (it == table.end()) {
-    auto s = std::make_unique<Series<V>>(key);
-    SeriesKey owned = s->id.Key();
-    it = table.emplace(owned, std::move(s)).first;
+class SeriesTable {
+ public:
+  // The series for `key` (whose hash is `hash`), or null.
+  JOBPACT_SINK_INLINE V* Find(const SeriesKey& key, std::uint64_t hash) const {
+    if (slots_.empty()) return nullptr;
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
+      const Slot& s = slots_[i];
+      if (s.series == nullptr) return nullptr;
+      if (s.hash == hash && s.series->key == key) return &s.series->value;
+    }
   }
-  return it->second->value;
-}
+
+  // Finds the series for `key`, creating it on first sight (the only
+  // allocations on this path). May throw std::bad_alloc, leaving the table
+  // as it was.
+  JOBPACT_SINK_INLINE V& FindOrAdd(const SeriesKey& key, std::uint64_t hash) {
+    if (V* v = Find(key, hash)) return *v;
+    return Add(key, hash);
+  }
+
+  // Calls f(key, value) for every series.
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (const auto& s : series_) f(s->key, s->value);
+  }
+
+  std::size_t size() const { return series_.size(); }
+
+  void Clear() {
+    slots_.clear();
+    series_.clear();
+  }
+
+ private:
+  struct Slot {
+    std::uint64_t hash = 0;
+    Series<V>* series = nullptr;  // Null: empty.
+  };
+
+  // A new series (the first sample of its key).
+  V& Add(const SeriesKey& key, std::uint64_t hash) {
+    if ((series_.size() + 1) * 2 > slots_.size()) Grow();
+    series_.reserve(series_.size() + 1);
+    auto s = std::make_unique<Series<V>>(key);
+    Series<V>* raw = s.get();
+    series_.push_back(std::move(s));  // No throw: room reserved.
+    Place(hash, raw);
+    return raw->value;
+  }
+
+  void Place(std::uint64_t hash, Series<V>* series) {
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t i = hash & mask;
+    while (slots_[i].series != nullptr) i = (i + 1) & mask;
+    slots_[i] = Slot{hash, series};
+  }
+
+  // Doubles the slots (16 at first) and places every series again.
+  void Grow() {
+    std::vector<Slot> old(std::max<std::size_t>(16, slots_.size() * 2));
+    old.swap(slots_);  // `old` now holds the previous slots.
+    for (const Slot& s : old) {
+      if (s.series != nullptr) Place(s.hash, s.series);
+    }
+  }
+
+  std::vector<Slot> slots_;
+  std::vector<std::unique_ptr<Series<V>>> series_;
+};
 
 constexpr int kStripes = 8;
+
+// A stripe's lock. A sample holds it for a few dozen instructions, and in
+// practice one thread at a time takes it (each thread sticks to its stripe;
+// readers pass through briefly), where std::mutex's lock and unlock cost
+// more than the sample itself. A waiter yields its time slice, so a holder
+// that was preempted is not spun against. Satisfies Lockable.
+class StripeLock {
+ public:
+  void lock() noexcept {
+    while (locked_.exchange(true, std::memory_order_acquire)) {
+      while (locked_.load(std::memory_order_relaxed)) std::this_thread::yield();
+    }
+  }
+  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> locked_{false};
+};
 
 // Each thread sticks to one stripe, handed out round-robin, so that a few
 // worker threads almost never share a lock.
 int MyStripe() {
   static std::atomic<unsigned> next{0};
-  thread_local int stripe = static_cast<int>(next.fetch_add(1, std::memory_order_relaxed) % kStripes);
+  thread_local int stripe =
+      static_cast<int>(next.fetch_add(1, std::memory_order_relaxed) % kStripes);
   return stripe;
 }
 
@@ -184,15 +305,34 @@ int MyStripe() {
 
 // --- HistogramSnapshot ---
 
+namespace {
+// 2^e, exactly, at compile time (std::ldexp is not constexpr).
+constexpr double Pow2(int e) {
+  double r = 1;
+  for (; e > 0; --e) r *= 2;
+  for (; e < 0; ++e) r /= 2;
+  return r;
+}
+}  // namespace
+
 int HistogramSnapshot::BucketOf(double value) {
+  static_assert(kSubBuckets == 16, "the sub-bucket is the fraction's top 4 bits");
+  static_assert(std::numeric_limits<double>::is_iec559, "IEEE 754 doubles");
   // NaN, zero, negatives and tiny values: bucket 0.
-  if (!(value >= std::ldexp(1.0, kMinExponent - 1))) return 0;
+  constexpr double kLowest = Pow2(kMinExponent - 1);
+  if (!(value >= kLowest)) return 0;
   if (std::isinf(value)) return kBuckets - 1;
-  int exponent = 0;
-  double mantissa = std::frexp(value, &exponent);  // value = mantissa * 2^exponent, mantissa in [0.5, 1).
+  // What frexp gives (value = mantissa * 2^exponent, mantissa in [0.5, 1)),
+  // read from the bits: `value` is normal here (2^-31 is far above the
+  // subnormals), so value = (1 + f) * 2^(E - 1023) with E the biased
+  // exponent, i.e. exponent = E - 1022 and mantissa = (1 + f) / 2; the
+  // sub-bucket (mantissa - 0.5) * 2 * kSubBuckets = 16 f, truncated, is the
+  // top 4 bits of the fraction f.
+  std::uint64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  const int exponent = static_cast<int>((bits >> 52) & 0x7ff) - 1022;
   if (exponent >= kMaxExponent) return kBuckets - 1;
-  int sub = static_cast<int>((mantissa - 0.5) * 2 * kSubBuckets);
-  sub = std::min(sub, kSubBuckets - 1);
+  const int sub = static_cast<int>((bits >> 48) & 0xf);
   return 1 + (exponent - kMinExponent) * kSubBuckets + sub;
 }
 
@@ -235,7 +375,7 @@ void HistogramSnapshot::Merge(const HistogramSnapshot& other) {
 class InMemoryMetricsSink::Impl {
  public:
   struct alignas(64) Stripe {
-    std::mutex mu;
+    StripeLock mu;
     // Guarded by mu.
     SeriesTable<std::int64_t> counters;
     SeriesTable<HistogramData> histograms;
@@ -252,15 +392,15 @@ class InMemoryMetricsSink::Impl {
   template <typename F>
   void ForEachCounter(F&& f) {
     for (Stripe& s : stripes) {
-      std::lock_guard<std::mutex> lock(s.mu);
-      for (const auto& [key, series] : s.counters) f(key, series->value);
+      std::lock_guard<StripeLock> lock(s.mu);
+      s.counters.ForEach(f);
     }
   }
   template <typename F>
   void ForEachHistogram(F&& f) {
     for (Stripe& s : stripes) {
-      std::lock_guard<std::mutex> lock(s.mu);
-      for (const auto& [key, series] : s.histograms) f(key, series->value);
+      std::lock_guard<StripeLock> lock(s.mu);
+      s.histograms.ForEach(f);
     }
   }
 };
@@ -270,10 +410,12 @@ InMemoryMetricsSink::~InMemoryMetricsSink() = default;
 
 void InMemoryMetricsSink::Increment(std::string_view name, const MetricLabels& labels,
                                     std::int64_t delta) noexcept {
+  const SeriesKey key = SeriesKey::Of(name, labels);
+  const std::uint64_t hash = SeriesKeyHash::Of(key);
   Impl::Stripe& s = impl_->stripes[MyStripe()];
   try {
-    std::lock_guard<std::mutex> lock(s.mu);
-    FindOrAdd(s.counters, SeriesKey::Of(name, labels)) += delta;
+    std::lock_guard<StripeLock> lock(s.mu);
+    s.counters.FindOrAdd(key, hash) += delta;
   } catch (...) {
     // Out of memory for a new series: the sample is dropped (noexcept).
   }
@@ -281,30 +423,34 @@ void InMemoryMetricsSink::Increment(std::string_view name, const MetricLabels& l
 
 void InMemoryMetricsSink::Observe(std::string_view name, const MetricLabels& labels,
                                   double value) noexcept {
+  const SeriesKey key = SeriesKey::Of(name, labels);
+  const std::uint64_t hash = SeriesKeyHash::Of(key);
   Impl::Stripe& s = impl_->stripes[MyStripe()];
   try {
-    std::lock_guard<std::mutex> lock(s.mu);
-    FindOrAdd(s.histograms, SeriesKey::Of(name, labels)).Add(value);
+    std::lock_guard<StripeLock> lock(s.mu);
+    s.histograms.FindOrAdd(key, hash).Add(value);
   } catch (...) {
   }
 }
 
 void InMemoryMetricsSink::SetGauge(std::string_view name, const MetricLabels& labels,
                                    double value) noexcept {
+  const SeriesKey key = SeriesKey::Of(name, labels);
+  const std::uint64_t hash = SeriesKeyHash::Of(key);
   try {
     std::lock_guard<std::mutex> lock(impl_->gauges_mu);
-    FindOrAdd(impl_->gauges, SeriesKey::Of(name, labels)) = value;
+    impl_->gauges.FindOrAdd(key, hash) = value;
   } catch (...) {
   }
 }
 
 std::int64_t InMemoryMetricsSink::Counter(std::string_view name, const MetricLabels& labels) const {
   const SeriesKey key = SeriesKey::Of(name, labels);
+  const std::uint64_t hash = SeriesKeyHash::Of(key);
   std::int64_t total = 0;
   for (Impl::Stripe& s : impl_->stripes) {
-    std::lock_guard<std::mutex> lock(s.mu);
-    auto it = s.counters.find(key);
-    if (it != s.counters.end()) total += it->second->value;
+    std::lock_guard<StripeLock> lock(s.mu);
+    if (const std::int64_t* v = s.counters.Find(key, hash)) total += *v;
   }
   return total;
 }
@@ -330,21 +476,23 @@ HistogramSnapshot InMemoryMetricsSink::Histogram(std::string_view name,
 HistogramSnapshot InMemoryMetricsSink::HistogramExact(std::string_view name,
                                                       const MetricLabels& labels) const {
   const SeriesKey key = SeriesKey::Of(name, labels);
+  const std::uint64_t hash = SeriesKeyHash::Of(key);
   HistogramSnapshot snap;
   for (Impl::Stripe& s : impl_->stripes) {
-    std::lock_guard<std::mutex> lock(s.mu);
-    auto it = s.histograms.find(key);
-    if (it != s.histograms.end()) it->second->value.AddTo(snap);
+    std::lock_guard<StripeLock> lock(s.mu);
+    if (const HistogramData* h = s.histograms.Find(key, hash)) h->AddTo(snap);
   }
   return snap;
 }
 
 std::optional<double> InMemoryMetricsSink::Gauge(std::string_view name,
                                                  const MetricLabels& labels) const {
+  const SeriesKey key = SeriesKey::Of(name, labels);
+  const std::uint64_t hash = SeriesKeyHash::Of(key);
   std::lock_guard<std::mutex> lock(impl_->gauges_mu);
-  auto it = impl_->gauges.find(SeriesKey::Of(name, labels));
-  if (it == impl_->gauges.end()) return std::nullopt;
-  return it->second->value;
+  const double* v = impl_->gauges.Find(key, hash);
+  if (v == nullptr) return std::nullopt;
+  return *v;
 }
 
 std::vector<CounterSeries> InMemoryMetricsSink::Counters() const {
@@ -373,10 +521,10 @@ std::vector<GaugeSeries> InMemoryMetricsSink::Gauges() const {
   {
     std::lock_guard<std::mutex> lock(impl_->gauges_mu);
     out.reserve(impl_->gauges.size());
-    for (const auto& [k, s] : impl_->gauges) {
+    impl_->gauges.ForEach([&](const SeriesKey& k, double v) {
       out.push_back(GaugeSeries{std::string(k.name), std::string(k.job_type), std::string(k.queue),
-                                std::string(k.reason), std::string(k.failure_class), s->value});
-    }
+                                std::string(k.reason), std::string(k.failure_class), v});
+    });
   }
   std::sort(out.begin(), out.end(), [](const GaugeSeries& a, const GaugeSeries& b) {
     return std::tie(a.name, a.job_type, a.queue, a.reason, a.failure_class) <
@@ -387,12 +535,14 @@ std::vector<GaugeSeries> InMemoryMetricsSink::Gauges() const {
 
 void InMemoryMetricsSink::Reset() {
   for (Impl::Stripe& s : impl_->stripes) {
-    std::lock_guard<std::mutex> lock(s.mu);
-    s.counters.clear();
-    s.histograms.clear();
+    std::lock_guard<StripeLock> lock(s.mu);
+    s.counters.Clear();
+    s.histograms.Clear();
   }
   std::lock_guard<std::mutex> lock(impl_->gauges_mu);
-  impl_->gauges.clear();
+  impl_->gauges.Clear();
 }
 
 }  // namespace jobpact
+
+#undef JOBPACT_SINK_INLINE

@@ -14,7 +14,8 @@
 //   - leased_: running jobs by lease expiry (RecoverJobs).
 //   - dlq_, final_: dead-lettered and final jobs by finished_at (listing,
 //     purging).
-//   - dedup_: dedup_key -> the ids of the jobs carrying it.
+//   - dedup_: dedup_key -> the jobs carrying it, one entry per job keyed by
+//     a view of that job's own dedup_key (so it lives as long as the job).
 //
 // A change is stored field by field (Store), moving what it computed into
 // the stored record: the record is ~1 KB of strings, and copying or moving
@@ -51,17 +52,25 @@ using TimeKey = std::pair<TimePoint, Id>;
 // Jobs mostly enter an index in its order (the clock moves forward: a FIFO
 // queue's ready_at, lease expiries, finish times) and leave it from the
 // front, so these try the end and the front before a search from the root.
-template <typename Set, typename Key>
-void InsertKey(Set& set, Key key) {
-  set.emplace_hint(set.end(), std::move(key));  // O(1) when it goes last.
-}
-template <typename Set, typename Key>
-void EraseKey(Set& set, const Key& key) {
-  if (!set.empty() && *set.begin() == key) {
-    set.erase(set.begin());
-  } else {
-    set.erase(key);
+//
+// A job leaves one index and enters the next in the same step (Unindex,
+// then Index), so the node taken out is kept in `spare` (one per set type)
+// and the next insertion into a set of that type re-keys it instead of
+// allocating: a completion moves its job from leased_ to final_ without a
+// free and a malloc on the worker's thread.
+template <typename Set>
+void InsertKey(Set& set, typename Set::value_type key, typename Set::node_type& spare) {
+  if (spare.empty()) {
+    set.emplace_hint(set.end(), std::move(key));  // O(1) when it goes last.
+    return;
   }
+  spare.value() = std::move(key);
+  set.insert(set.end(), std::move(spare));  // Leaves `spare` empty.
+}
+template <typename Set>
+void EraseKey(Set& set, const typename Set::value_type& key, typename Set::node_type& spare) {
+  auto it = !set.empty() && *set.begin() == key ? set.begin() : set.find(key);
+  if (it != set.end()) spare = set.extract(it);  // Frees the previous spare, if any.
 }
 
 // The jobs of one job type in one queue: the unit the lease step passes over
@@ -135,12 +144,11 @@ class InMemoryQueueBackend::Impl {
     std::vector<EnqueueResult> out;
     out.reserve(jobs.size());
     for (JobChange& c : jobs) {
-      // The jobs stored under its dedup key, looked up once (null: none).
-      const std::string& key = c.record.envelope.dedup_key;
-      std::vector<Id>* same_key = key.empty() ? nullptr : &dedup_[key];
-      if (same_key != nullptr) {
-        if (std::optional<EnqueueResult> dup = FindEnqueueDuplicate(*same_key, options, now)) {
-          out.push_back(std::move(*dup));  // So same_key is not empty.
+      const bool has_dedup_key = !c.record.envelope.dedup_key.empty();
+      if (has_dedup_key) {
+        if (std::optional<EnqueueResult> dup =
+                FindEnqueueDuplicate(c.record.envelope.dedup_key, options, now)) {
+          out.push_back(std::move(*dup));
           continue;
         }
       }
@@ -148,9 +156,14 @@ class InMemoryQueueBackend::Impl {
       Entry& e = *entry;
       auto it = jobs_.emplace(Id(e.record.envelope.job_id), std::move(entry)).first;
       e.queue = QueueOf(e.record);
+      // Room for the three entries of a job that runs once (enqueued,
+      // delivered, its outcome), taken here on the enqueuing thread: the
+      // delivery and the completion then append without allocating, on
+      // the workers, whose arenas pay most for every new retained block.
+      c.append.reserve(3);
       AppendHistory(e.record.history, std::move(c.append));
       Index(it->first, e, c.placement);
-      if (same_key != nullptr) same_key->push_back(it->first);
+      if (has_dedup_key) dedup_.emplace(std::string_view(e.record.envelope.dedup_key), &e);
       out.push_back(EnqueueResult{e.record.envelope.job_id, false, e.record.status});
     }
     return out;
@@ -407,12 +420,10 @@ class InMemoryQueueBackend::Impl {
                                                       TimePoint since) {
     std::lock_guard<std::mutex> lock(mu_);
     const JobRecord* best = nullptr;
-    // C++17's unordered_map has no lookup by string_view.
-    auto d = dedup_.find(std::string(dedup_key));
-    if (d == dedup_.end()) return std::optional<std::string>();
-    for (Id id : d->second) {
-      if (id == self_job_id) continue;
-      const JobRecord& r = jobs_.find(id)->second->record;
+    const auto [first, last] = dedup_.equal_range(dedup_key);
+    for (auto d = first; d != last; ++d) {
+      const JobRecord& r = d->second->record;
+      if (r.envelope.job_id == self_job_id) continue;
       const bool live = r.status == JobStatus::kRunning ||
                         (r.status == JobStatus::kSucceeded && r.finished_at >= since);
       if (live && (best == nullptr || std::tie(r.enqueued_at, r.envelope.job_id) <
@@ -432,11 +443,14 @@ class InMemoryQueueBackend::Impl {
       auto it = jobs_.find(set.begin()->second);
       Unindex(it->first, *it->second);
       const std::string& key = it->second->record.envelope.dedup_key;
-      if (!key.empty()) {
-        auto d = dedup_.find(key);
-        std::vector<Id>& ids = d->second;
-        ids.erase(std::find(ids.begin(), ids.end(), it->first));
-        if (ids.empty()) dedup_.erase(d);
+      if (!key.empty()) {  // Its dedup entry views its key: it goes first.
+        const auto [first, last] = dedup_.equal_range(key);
+        for (auto d = first; d != last; ++d) {
+          if (d->second == it->second.get()) {
+            dedup_.erase(d);
+            break;
+          }
+        }
       }
       jobs_.erase(it);
       ++deleted;
@@ -556,12 +570,20 @@ class InMemoryQueueBackend::Impl {
 
   QueueState* QueueOf(const JobRecord& r) {
     if (r.envelope.queue.empty()) return nullptr;  // Quarantined input: no queue.
+    // Jobs mostly arrive in runs of one (queue, type): the last one found is
+    // tried first, compared by content (a set is never erased, so the
+    // pointer stays valid), before a search of the map.
+    if (last_queue_ != nullptr && last_queue_->first.first == r.envelope.queue &&
+        last_queue_->first.second == r.envelope.job_type) {
+      return &last_queue_->second;
+    }
     auto it = queues_.find(std::pair(std::string_view(r.envelope.queue),
                                      std::string_view(r.envelope.job_type)));
     if (it == queues_.end()) {
       it = queues_.emplace(std::pair(r.envelope.queue, r.envelope.job_type), QueueState()).first;
       it->second.type = it->first.second;
     }
+    last_queue_ = &*it;
     return &it->second;
   }
 
@@ -571,21 +593,23 @@ class InMemoryQueueBackend::Impl {
     QueueState* q = e.queue;
     switch (placement) {
       case JobPlacement::kReady:
-        if (q != nullptr) InsertKey(q->ready, ReadyKey{-r.envelope.priority, r.ready_at, id, &e});
+        if (q != nullptr) {
+          InsertKey(q->ready, ReadyKey{-r.envelope.priority, r.ready_at, id, &e}, spare_ready_);
+        }
         break;
       case JobPlacement::kScheduled:
-        InsertKey(scheduled_, TimeKey{r.ready_at, id});
+        InsertKey(scheduled_, TimeKey{r.ready_at, id}, spare_time_);
         if (q != nullptr) ++q->scheduled;
         break;
       case JobPlacement::kLeased:
-        InsertKey(leased_, TimeKey{r.lease_expires_at, id});
+        InsertKey(leased_, TimeKey{r.lease_expires_at, id}, spare_time_);
         if (q != nullptr) ++q->running;
         break;
       case JobPlacement::kDeadLettered:
-        InsertKey(dlq_, TimeKey{r.finished_at.value_or(r.updated_at), id});
+        InsertKey(dlq_, TimeKey{r.finished_at.value_or(r.updated_at), id}, spare_time_);
         break;
       case JobPlacement::kFinal:
-        InsertKey(final_, TimeKey{r.finished_at.value_or(r.updated_at), id});
+        InsertKey(final_, TimeKey{r.finished_at.value_or(r.updated_at), id}, spare_time_);
         break;
     }
     e.placed = placement;
@@ -598,21 +622,23 @@ class InMemoryQueueBackend::Impl {
     QueueState* q = e.queue;
     switch (e.placed) {
       case JobPlacement::kReady:
-        if (q != nullptr) EraseKey(q->ready, ReadyKey{-r.envelope.priority, r.ready_at, id, &e});
+        if (q != nullptr) {
+          EraseKey(q->ready, ReadyKey{-r.envelope.priority, r.ready_at, id, &e}, spare_ready_);
+        }
         break;
       case JobPlacement::kScheduled:
-        EraseKey(scheduled_, TimeKey{r.ready_at, id});
+        EraseKey(scheduled_, TimeKey{r.ready_at, id}, spare_time_);
         if (q != nullptr) --q->scheduled;
         break;
       case JobPlacement::kLeased:
-        EraseKey(leased_, TimeKey{r.lease_expires_at, id});
+        EraseKey(leased_, TimeKey{r.lease_expires_at, id}, spare_time_);
         if (q != nullptr) --q->running;
         break;
       case JobPlacement::kDeadLettered:
-        EraseKey(dlq_, TimeKey{r.finished_at.value_or(r.updated_at), id});
+        EraseKey(dlq_, TimeKey{r.finished_at.value_or(r.updated_at), id}, spare_time_);
         break;
       case JobPlacement::kFinal:
-        EraseKey(final_, TimeKey{r.finished_at.value_or(r.updated_at), id});
+        EraseKey(final_, TimeKey{r.finished_at.value_or(r.updated_at), id}, spare_time_);
         break;
     }
     --status_counts_[Slot(r.status)];
@@ -627,15 +653,16 @@ class InMemoryQueueBackend::Impl {
     }
   }
 
-  // The newest of `same_key` (the jobs with one dedup key) enqueued within
-  // the window that did not end without effect, as an EnqueueResult.
+  // The newest of the jobs stored with this dedup key enqueued within the
+  // window that did not end without effect, as an EnqueueResult.
   // REQUIRES: mu_ held.
-  std::optional<EnqueueResult> FindEnqueueDuplicate(const std::vector<Id>& same_key,
+  std::optional<EnqueueResult> FindEnqueueDuplicate(std::string_view dedup_key,
                                                     const EnqueueOptions& options, TimePoint now) {
     if (options.dedup_window <= Duration::zero()) return std::nullopt;
     const JobRecord* best = nullptr;
-    for (Id id : same_key) {
-      const JobRecord& other = jobs_.find(id)->second->record;
+    const auto [first, last] = dedup_.equal_range(dedup_key);
+    for (auto d = first; d != last; ++d) {
+      const JobRecord& other = d->second->record;
       if (now - other.enqueued_at >= options.dedup_window || EndedWithoutEffect(other.status)) {
         continue;
       }
@@ -654,6 +681,8 @@ class InMemoryQueueBackend::Impl {
   std::unordered_map<Id, std::unique_ptr<Entry>> jobs_;
   // By (queue, job type); a set is never erased, so Entry::queue stays valid.
   std::map<std::pair<std::string, std::string>, QueueState, PairLess> queues_;
+  // The (queue, type) QueueOf found last, or null (see there).
+  std::pair<const std::pair<std::string, std::string>, QueueState>* last_queue_ = nullptr;
   ControlState control_;
   // CompleteInPlace's scratch: its history entry's buffer is reused.
   JobChange rest_;
@@ -663,7 +692,11 @@ class InMemoryQueueBackend::Impl {
   std::set<TimeKey> leased_;
   std::set<TimeKey> dlq_;
   std::set<TimeKey> final_;
-  std::unordered_map<std::string, std::vector<Id>> dedup_;
+  // The last node each kind of index gave up (see InsertKey).
+  std::set<ReadyKey>::node_type spare_ready_;
+  std::set<TimeKey>::node_type spare_time_;
+  // Keyed by views of each job's own envelope.dedup_key (see the file comment).
+  std::unordered_multimap<std::string_view, Entry*> dedup_;
   std::array<std::int64_t, std::size(kAllJobStatuses)> status_counts_{};
   std::uint64_t delivery_counter_ = 0;
 };

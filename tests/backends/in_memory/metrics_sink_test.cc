@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -141,6 +142,48 @@ TEST(InMemoryMetricsSinkTest, LabelsAreCopiedNotReferenced) {
     type.assign("overwritten!!!");
   }
   EXPECT_EQ(sink.Counter(metric::kStarted, {"temporary.type", "q", "", ""}), 1);
+}
+
+// Many series that differ only in the middle of a label, or by where a
+// byte sits between two labels, share hash samples: each must still be its
+// own series, through the table's growth.
+TEST(InMemoryMetricsSinkTest, SeriesThatLookAlikeStayApart) {
+  InMemoryMetricsSink sink;
+  constexpr int kSeries = 600;
+  auto type_of = [](int i) {
+    std::string t = "job.type.0000.suffix";  // Same length, ends and first bytes.
+    const std::string n = std::to_string(1000 + i % 100);  // Four digits.
+    t.replace(9, n.size(), n);
+    return t;
+  };
+  for (int round = 1; round <= 3; ++round) {
+    for (int i = 0; i < kSeries; ++i) {
+      const std::string type = type_of(i);
+      const std::string queue = i < 100 ? "q" : "queue" + std::to_string(i / 100);
+      sink.Increment(metric::kSucceeded, {type, queue, "", ""}, i + 1);
+      sink.Observe(metric::kDuration, {type, queue, "", ""}, i);
+      sink.SetGauge(metric::kQueueDepth, {type, queue, "", ""}, i * round);
+    }
+  }
+  // ("ab", "c") and ("a", "bc") are two series.
+  sink.Increment(metric::kStarted, {"ab", "c", "", ""}, 1);
+  sink.Increment(metric::kStarted, {"a", "bc", "", ""}, 2);
+  sink.Increment(metric::kStarted, {"a", "b", "c", ""}, 4);
+  sink.Increment(metric::kStarted, {"a", "b", "", "c"}, 8);
+  for (int i = 0; i < kSeries; ++i) {
+    const std::string type = type_of(i);
+    const std::string queue = i < 100 ? "q" : "queue" + std::to_string(i / 100);
+    EXPECT_EQ(sink.Counter(metric::kSucceeded, {type, queue, "", ""}), 3 * (i + 1)) << i;
+    EXPECT_EQ(sink.HistogramExact(metric::kDuration, {type, queue, "", ""}).count, 3) << i;
+    EXPECT_EQ(sink.Gauge(metric::kQueueDepth, {type, queue, "", ""}), i * 3.0) << i;
+  }
+  EXPECT_EQ(sink.Counters().size(), kSeries + 4u);
+  EXPECT_EQ(sink.Gauges().size(), static_cast<std::size_t>(kSeries));
+  EXPECT_EQ(sink.Counter(metric::kStarted, {"ab", "c", "", ""}), 1);
+  EXPECT_EQ(sink.Counter(metric::kStarted, {"a", "bc", "", ""}), 2);
+  EXPECT_EQ(sink.Counter(metric::kStarted, {"a", "b", "c", ""}), 4);
+  EXPECT_EQ(sink.Counter(metric::kStarted, {"a", "b", "", "c"}), 8);
+  EXPECT_EQ(sink.Counter(metric::kStarted, {"a", "b", "", ""}), 0);
 }
 
 TEST(InMemoryMetricsSinkTest, ResetForgetsEverything) {
