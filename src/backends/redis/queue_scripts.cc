@@ -4,18 +4,24 @@
 //
 //   P job:<id>          hash: the record. `env` (the envelope JSON, written
 //                       once: no change alters it but attempt and
-//                       max_attempts, which are fields), the fields every
-//                       change writes (st att max rdy upd fin ep nrec lw pd
-//                       cp fcls fcode fmsg rsn res tok lexp raw aud cx), the
-//                       fixed ones the scripts need (q t pr vis dk enq), and
-//                       where the job is indexed (ixk: the index key after
-//                       P, ixm: its member there; rk, rsc: its ready set
-//                       and score, for the move from scheduled to ready).
-//                       Its history is in it too: `h`, the newest
-//                       kMaxHistory entries (JSON, joined by newlines, which
-//                       JSON text never holds raw), and `hn` their count --
-//                       appended in the HSET every change makes anyway, so a
-//                       transition costs no extra call and a job one key.
+//                       max_attempts), `d` (every value only the C++ side
+//                       reads, packed by queue_codec.cc: enqueued, ready and
+//                       finished times, max_attempts, counters, failure,
+//                       reason, result, raw input -- one opaque field each
+//                       write replaces), the fields the scripts check or
+//                       change on their own (st att ep upd tok lexp cp aud
+//                       cx fin), the fixed ones they need (q t vis dk enq),
+//                       and where the job is indexed (ixk: the index key
+//                       after P, ixm: its member there; rk, rsc: its ready
+//                       set and score, for the move from scheduled to
+//                       ready). dk fin cp tok lexp aud cx may be absent,
+//                       meaning '' / '' / '' / '' / '0' / '[]' / '0'.
+//                       Its history is in it too: entry n is field `h<n>`
+//                       (JSON), `hn` the count, the newest kMaxHistory kept
+//                       -- appended as one more pair of the HSET every
+//                       change makes anyway and never read back by a
+//                       change, so a transition costs no extra call and a
+//                       job one key.
 //   P ready:<q>|<t>     zset per (queue, job type) -- '|' is in no safe name,
 //                       so the pair is unambiguous: ready jobs.
 //   P scheduled         zset: queued / retry_scheduled jobs not ready yet.
@@ -103,24 +109,44 @@ local function bless(a, b)
   return #a < #b
 end
 -- Counters: "<status>|<queue>" per status and queue ('' for quarantined
--- input), "rt|<type>" running jobs per type (concurrency limits).
+-- input), "rt|<type>" running jobs per type (concurrency limits). Summed
+-- here and applied by flush() before the script returns: one HINCRBY per
+-- counter a call changes, not two or three per job.
+local DELTA = {}
 local function count(st, q, t, d)
-  local S = P .. 'queue-stats'
-  redis.call('HINCRBY', S, st .. '|' .. (q or ''), d)
-  if st == 'running' and q and q ~= '' then redis.call('HINCRBY', S, 'rt|' .. t, d) end
-end
--- History `h` of `n` entries with `entry` appended, the oldest dropped
--- beyond MAXH: the new h and n.
-local function happend(h, n, entry)
-  n = tonumber(n or '0') or 0
-  if not h or h == '' or n == 0 then return entry, 1 end
-  h = h .. '\n' .. entry
-  n = n + 1
-  while n > MAXH do
-    h = string.sub(h, string.find(h, '\n', 1, true) + 1)
-    n = n - 1
+  local k = st .. '|' .. (q or '')
+  DELTA[k] = (DELTA[k] or 0) + d
+  if st == 'running' and q and q ~= '' then
+    k = 'rt|' .. t
+    DELTA[k] = (DELTA[k] or 0) + d
   end
-  return h, n
+end
+local function flush()
+  local S = P .. 'queue-stats'
+  for k, d in pairs(DELTA) do
+    if d ~= 0 then redis.call('HINCRBY', S, k, d) end
+  end
+  DELTA = {}
+end
+-- History: entry n (1, 2, ...) of a job is its field 'h<n>', 'hn' the
+-- count; appended as two more field-value pairs of the HSET the change
+-- makes anyway (into kv), never read back. Returns the field that falls
+-- out of the kMaxHistory window (to HDEL), or nil.
+local function hpush(kv, hn, entry)
+  local n = (tonumber(hn) or 0) + 1
+  kv[#kv + 1] = 'h' .. n
+  kv[#kv + 1] = entry
+  kv[#kv + 1] = 'hn'
+  kv[#kv + 1] = n
+  if n > MAXH then return 'h' .. (n - MAXH) end
+  return nil
+end
+-- The history fields of a job with `hn` entries, oldest first.
+local function hfields(hn)
+  local n = tonumber(hn) or 0
+  local names = {}
+  for i = math.max(1, n - MAXH + 1), n do names[#names + 1] = 'h' .. i end
+  return names
 end
 -- Members of a time zset whose time is <= now, oldest first (at most limit).
 local function due(key, now, limit)
@@ -165,32 +191,41 @@ local function promote(now)
     end
   end
 end
--- The fields a record is read with (queue_codec.h: kRecordFields).
-local F = {'env', 'q', 't', 'pr', 'vis', 'dk', 'st', 'att', 'max', 'rdy', 'upd', 'fin', 'ep',
-           'nrec', 'lw', 'pd', 'cp', 'fcls', 'fcode', 'fmsg', 'rsn', 'res', 'tok', 'lexp', 'raw',
-           'aud', 'cx', 'enq'}
--- F and the history (h, hn): fields 29 and 30.
-local FH = {unpack(F)}
-FH[#FH + 1] = 'h'
-FH[#FH + 1] = 'hn'
+-- The fields a record is read with (queue_codec.h: RecordField).
+local F = {'env', 'd', 'q', 't', 'st', 'att', 'ep', 'upd', 'cp', 'tok', 'lexp', 'aud', 'cx'}
 )lua";
 
-// InsertJobs. ARGV: window_start ('' no dedup), n, then 36 per job:
-//   id dk env q t pr vis enq | st att max rdy upd fin ep nrec lw pd cp fcls
-//   fcode fmsg rsn res tok lexp rawflag raw aud cx | ixk ixm ixscore rk rsc
-//   history_entry
-// Returns {6, id} if an id is taken (nothing stored), else {0, then per job
-// dup(0/1), id, status}.
+// InsertJobs. ARGV: window_start ('' no dedup), n, then 24 per job:
+//   id dk env q t vis enq | st att upd fin ep cp tok lexp aud cx d |
+//   ixk ixm ixscore rk rsc history_entry
+// Fields at their defaults (dk fin cp tok '', lexp cx '0', aud '[]') are
+// left absent (every reader takes absent as the default) unless one of
+// them is not. Returns {6, id} if an id is taken (nothing stored), else
+// {0, then per job dup(0/1), id, status}.
 const char* const kInsert = R"lua(
 local ws = ARGV[1]
 local n = tonumber(ARGV[2])
-local K = 36
+local K = 24
 for i = 0, n - 1 do
   local id = ARGV[3 + i * K]
   if redis.call('EXISTS', P .. 'job:' .. id) == 1 then return {6, id} end
 end
 local out = {0}
 local woken = 0
+local seen = {}
+-- Index entries, added per key in few ZADDs at the end (no step of this
+-- script reads them; the dedup sets, which it does read, are added at once).
+local Z, ZK = {}, {}
+local function zlater(key, score, member)
+  local l = Z[key]
+  if not l then
+    l = {}
+    Z[key] = l
+    ZK[#ZK + 1] = key
+  end
+  l[#l + 1] = score
+  l[#l + 1] = member
+end
 for i = 0, n - 1 do
   local o = 3 + i * K
   local id, dk = ARGV[o], ARGV[o + 1]
@@ -215,22 +250,26 @@ for i = 0, n - 1 do
     out[#out + 1] = dup[2]
   else
     local jk = P .. 'job:' .. id
-    local q, t, st, enq = ARGV[o + 3], ARGV[o + 4], ARGV[o + 8], ARGV[o + 7]
-    redis.call('HSET', jk, 'env', ARGV[o + 2], 'q', q, 't', t, 'pr', ARGV[o + 5],
-      'vis', ARGV[o + 6], 'dk', dk, 'enq', enq, 'st', st, 'att', ARGV[o + 9],
-      'max', ARGV[o + 10], 'rdy', ARGV[o + 11], 'upd', ARGV[o + 12], 'fin', ARGV[o + 13],
-      'ep', ARGV[o + 14], 'nrec', ARGV[o + 15], 'lw', ARGV[o + 16], 'pd', ARGV[o + 17],
-      'cp', ARGV[o + 18], 'fcls', ARGV[o + 19], 'fcode', ARGV[o + 20], 'fmsg', ARGV[o + 21],
-      'rsn', ARGV[o + 22], 'res', ARGV[o + 23], 'tok', ARGV[o + 24], 'lexp', ARGV[o + 25],
-      'aud', ARGV[o + 28], 'cx', ARGV[o + 29], 'ixk', ARGV[o + 30], 'ixm', ARGV[o + 31],
-      'rk', ARGV[o + 33], 'rsc', ARGV[o + 34], 'h', ARGV[o + 35], 'hn', '1')
-    if ARGV[o + 26] == '1' then redis.call('HSET', jk, 'raw', ARGV[o + 27]) end
-    if ARGV[o + 30] ~= '' then
-      redis.call('ZADD', P .. ARGV[o + 30], ARGV[o + 32], ARGV[o + 31])
-      if string.sub(ARGV[o + 30], 1, 6) == 'ready:' then woken = woken + 1 end
+    local q, t, enq, st = ARGV[o + 3], ARGV[o + 4], ARGV[o + 6], ARGV[o + 7]
+    local ixk = ARGV[o + 18]
+    redis.call('HSET', jk, 'env', ARGV[o + 2], 'q', q, 't', t, 'vis', ARGV[o + 5], 'enq', enq,
+      'st', st, 'att', ARGV[o + 8], 'upd', ARGV[o + 9], 'ep', ARGV[o + 11], 'd', ARGV[o + 17],
+      'ixk', ixk, 'ixm', ARGV[o + 19], 'rk', ARGV[o + 21], 'rsc', ARGV[o + 22],
+      'h1', ARGV[o + 23], 'hn', '1')
+    if dk ~= '' or ARGV[o + 10] ~= '' or ARGV[o + 12] ~= '' or ARGV[o + 13] ~= '' or
+       ARGV[o + 14] ~= '0' or ARGV[o + 15] ~= '[]' or ARGV[o + 16] ~= '0' then
+      redis.call('HSET', jk, 'dk', dk, 'fin', ARGV[o + 10], 'cp', ARGV[o + 12],
+        'tok', ARGV[o + 13], 'lexp', ARGV[o + 14], 'aud', ARGV[o + 15], 'cx', ARGV[o + 16])
     end
-    redis.call('ZADD', P .. 'job-ids', 0, id)
-    if q ~= '' then redis.call('SADD', P .. 'job-pairs', q .. '|' .. t) end
+    if ixk ~= '' then
+      zlater(P .. ixk, ARGV[o + 20], ARGV[o + 19])
+      if string.sub(ixk, 1, 6) == 'ready:' then woken = woken + 1 end
+    end
+    zlater(P .. 'job-ids', 0, id)
+    if q ~= '' and not seen[q .. '|' .. t] then
+      seen[q .. '|' .. t] = true
+      redis.call('SADD', P .. 'job-pairs', q .. '|' .. t)
+    end
     if dk ~= '' then redis.call('ZADD', P .. 'dedup:' .. dk, fmt(msof(enq)), sub6(enq) .. id) end
     count(st, q, t, 1)
     out[#out + 1] = 0
@@ -238,6 +277,13 @@ for i = 0, n - 1 do
     out[#out + 1] = st
   end
 end
+for _, key in ipairs(ZK) do
+  local l = Z[key]
+  for j = 1, #l, 512 do
+    redis.call('ZADD', key, unpack(l, j, math.min(#l, j + 511)))
+  end
+end
+flush()
 wake(woken)
 return out
 )lua";
@@ -246,35 +292,36 @@ return out
 //   1 id, 2 expect status, 3 expect epoch, 4 expect token, 5 expired_by
 //   ('' or a time: the stored lease must have expired by then), 6 quarantine
 //   ('1': unconditional, new q and t, history replaced), 7 q, 8 t,
-//   9..30 st att max rdy upd fin ep nrec lw pd cp fcls fcode fmsg rsn res
-//   tok lexp rawflag raw aud cx, 31 ixk, 32 ixm, 33 ixscore, 34 rsc ('' keep),
-//   35 history entry ('' none), 36 number of effect ops, then 4 per op:
-//   name key a1 a2, then the idempotency claim to complete with the write
-//   (a transactional success): its record key ('' none), now and expiry in
-//   microseconds, gc ms, the index key, the key's name, the result.
+//   9..19 st att upd fin ep cp tok lexp aud cx d, 20 ixk, 21 ixm,
+//   22 ixscore, 23 rsc ('' keep), 24 history entry ('' none), 25 number of
+//   effect ops, then 4 per op: name key a1 a2, then the idempotency claim
+//   to complete with the write (a transactional success): its record key
+//   ('' none), now and expiry in microseconds, gc ms, the index key, the
+//   key's name, the result.
 // Returns {0}; {5} unknown job; {10, status, epoch[, 'renewed']} stale;
 // {9, message} an effect op that cannot apply (nothing written); {11,
 // state, owner} the claim is another owner's (nothing written).
 const char* const kWrite = R"lua(
+local TYPES = nil
 local function one(base)
 local function a(k) return ARGV[base + k] end
 local id = a(1)
 local jk = P .. 'job:' .. id
 local cur = redis.call('HMGET', jk, 'st', 'ep', 'tok', 'lexp', 'q', 't', 'ixk', 'ixm', 'cx', 'aud',
-                      'raw', 'h', 'hn')
+                      'hn')
 if not cur[1] then return {5} end
 local quar = a(6) == '1'
 if not quar then
   if cur[1] ~= a(2) or cur[2] ~= a(3) or (cur[3] or '') ~= a(4) then
     return {10, cur[1], cur[2]}
   end
-  if a(5) ~= '' and not le(cur[4], a(5)) then return {10, cur[1], cur[2], 'renewed'} end
+  if a(5) ~= '' and not le(cur[4] or '0', a(5)) then return {10, cur[1], cur[2], 'renewed'} end
 end
-local nops = tonumber(a(36))
+local nops = tonumber(a(25))
 -- The claim of a transactional success, held by this delivery (the lease
 -- token is the claim's owner): completed in this step, so no crash can
 -- separate the effect from the record. Another owner's: nothing written.
-local io = 37 + nops * 4
+local io = 26 + nops * 4
 local ik = a(io)
 local claim = nil
 if ik and ik ~= '' then
@@ -283,12 +330,14 @@ if ik and ik ~= '' then
 end
 -- The transactional effect: every op is checked before anything is written
 -- (a script is not rolled back on an error), then applied with the write.
-local types = {set = true, del = true, pexpire = true, incrby = 'string', hset = 'hash',
-               hincrby = 'hash', sadd = 'set', srem = 'set', rpush = 'list'}
+if nops > 0 and not TYPES then
+  TYPES = {set = true, del = true, pexpire = true, incrby = 'string', hset = 'hash',
+           hincrby = 'hash', sadd = 'set', srem = 'set', rpush = 'list'}
+end
 for i = 0, nops - 1 do
-  local o = 37 + i * 4
+  local o = 26 + i * 4
   local op, key = a(o), a(o + 1)
-  local want = types[op]
+  local want = TYPES[op]
   if not want then return {9, 'effect op ' .. (i + 1) .. ': unknown op ' .. op} end
   if want ~= true then
     local ty = redis.call('TYPE', key)['ok']
@@ -309,7 +358,7 @@ if claim and claim[1] == 'p' then
   redis.call('ZADD', a(io + 4), a(io + 2), a(io + 5))
 end
 for i = 0, nops - 1 do
-  local o = 37 + i * 4
+  local o = 26 + i * 4
   local op, key, a1, a2 = a(o), a(o + 1), a(o + 2), a(o + 3)
   if op == 'set' then
     if a2 ~= '' then redis.call('SET', key, a1, 'PX', a2) else redis.call('SET', key, a1) end
@@ -323,40 +372,39 @@ for i = 0, nops - 1 do
   elseif op == 'rpush' then redis.call('RPUSH', key, a1)
   end
 end
-local aud, cx = a(29), a(30)
+local aud, cx = a(17), a(18)
 if not quar and a(2) == 'running' then
   -- An operator's cancel may have added to them since the change was read.
   aud = cur[10] or '[]'
   if cur[9] == '1' then cx = '1' end
 end
 local q, t = cur[5], cur[6]
-local kv = {'st', a(9), 'att', a(10), 'max', a(11), 'rdy', a(12), 'upd', a(13),
-            'fin', a(14), 'ep', a(15), 'nrec', a(16), 'lw', a(17), 'pd', a(18),
-            'fcls', a(20), 'fcode', a(21), 'fmsg', a(22), 'rsn', a(23),
-            'res', a(24), 'tok', a(25), 'lexp', a(26), 'aud', aud, 'cx', cx,
-            'ixk', a(31), 'ixm', a(32)}
-if a(19) ~= '' then kv[#kv + 1] = 'cp'; kv[#kv + 1] = a(19) end
-if a(34) ~= '' then kv[#kv + 1] = 'rsc'; kv[#kv + 1] = a(34) end
-local h, hn = cur[12], cur[13]
-if quar then h, hn = '', '0' end
-if a(35) ~= '' then
-  local nh, nn = happend(h, hn, a(35))
-  kv[#kv + 1] = 'h'; kv[#kv + 1] = nh
-  kv[#kv + 1] = 'hn'; kv[#kv + 1] = fmt(nn)
-end
+local kv = {'st', a(9), 'att', a(10), 'upd', a(11), 'fin', a(12), 'ep', a(13),
+            'tok', a(15), 'lexp', a(16), 'd', a(19), 'ixk', a(20), 'ixm', a(21)}
+-- Written only where they change (Lua strings are interned: == is cheap).
+if aud ~= cur[10] then kv[#kv + 1] = 'aud'; kv[#kv + 1] = aud end
+if cx ~= cur[9] then kv[#kv + 1] = 'cx'; kv[#kv + 1] = cx end
+if a(14) ~= '' then kv[#kv + 1] = 'cp'; kv[#kv + 1] = a(14) end
+if a(23) ~= '' then kv[#kv + 1] = 'rsc'; kv[#kv + 1] = a(23) end
+local hn = cur[11]
 if quar then
+  -- The history is replaced: the quarantine's entry is the first.
+  local old = hfields(hn)
+  if #old > 0 then redis.call('HDEL', jk, unpack(old)) end
+  hn = '0'
   q, t = a(7), a(8)
   kv[#kv + 1] = 'q'; kv[#kv + 1] = q
   kv[#kv + 1] = 't'; kv[#kv + 1] = t
   kv[#kv + 1] = 'rk'; kv[#kv + 1] = ''
 end
-if a(27) == '1' then kv[#kv + 1] = 'raw'; kv[#kv + 1] = a(28) end
+local drop = nil
+if a(24) ~= '' then drop = hpush(kv, hn, a(24)) end
 redis.call('HSET', jk, unpack(kv))
-if a(27) ~= '1' and cur[11] then redis.call('HDEL', jk, 'raw') end
+if drop then redis.call('HDEL', jk, drop) end
 if cur[7] and cur[7] ~= '' then redis.call('ZREM', P .. cur[7], cur[8]) end
-if a(31) ~= '' then
-  redis.call('ZADD', P .. a(31), a(33), a(32))
-  if string.sub(a(31), 1, 6) == 'ready:' then wake(1) end
+if a(20) ~= '' then
+  redis.call('ZADD', P .. a(20), a(22), a(21))
+  if string.sub(a(20), 1, 6) == 'ready:' then wake(1) end
 end
 count(cur[1], cur[5], cur[6], -1)
 count(a(9), q, t, 1)
@@ -367,7 +415,8 @@ end
 // LeaseJobs. ARGV: 1 now, 2 max_jobs, 3 worker (for the token), 4 the
 // worker as a JSON string, 5 the delivery reason as a JSON string, 6.. the
 // queues (none: all). Returns per job {id, token, lease expiry, the record's
-// fields (F) as they were before the delivery}.
+// fields (F) as they were before the delivery}. Per job: one HMGET, one
+// HSET (the history entry in it), ZREM, ZADD; the counters once per call.
 const char* const kLease = R"lua(
 local now = ARGV[1]
 local max = tonumber(ARGV[2])
@@ -407,6 +456,10 @@ if #lists == 0 then
 end
 -- Tokens "<worker>#<n>", n unique in the namespace (some numbers unused).
 local seq = redis.call('INCRBY', P .. 'lease-seq', max) - max
+local nm, nsub = msof(now), tonumber(sub6(now))
+-- The history entry of a delivery, but for the status it leaves.
+local tail = '","to":"running","at_ns":' .. now .. ',"reason":' .. ARGV[5] .. ',"worker":' ..
+             ARGV[4] .. '}'
 while #out < max do
   local best = nil
   for _, l in ipairs(lists) do
@@ -421,39 +474,50 @@ while #out < max do
   end
   if best == nil then break end
   local m, t, pair = best.r[best.i], best.t, best.p
+  local rms = tonumber(best.r[best.i + 1]) % BAND
   best.i = best.i + 2
-  local id = string.sub(m, 7)
-  local jk = P .. 'job:' .. id
-  local f = redis.call('HMGET', jk, unpack(FH))
   -- Passed over if ready only from a time after this call's now: made
   -- ready by a process whose clock is ahead, or enqueued between the
   -- caller's clock read and this call. engine::Deliver would refuse it; a
-  -- later lease takes it.
-  if not f[10] or le(f[10], now) then
-    if room[t] then room[t] = room[t] - 1 end
-    local h, hn = happend(f[29], f[30], '{"from":"' .. tostring(f[7]) ..
-                          '","to":"running","at_ns":' .. now .. ',"reason":' .. ARGV[5] ..
-                          ',"worker":' .. ARGV[4] .. '}')
-    f[30] = nil
-    f[29] = nil
-    if f[7] ~= 'queued' and f[7] ~= 'retry_scheduled' then
+  -- later lease takes it. The ready time is the entry's: its score's
+  -- milliseconds and its member's six sub-millisecond digits.
+  if rms < nm or (rms == nm and tonumber(string.sub(m, 1, 6)) <= nsub) then
+    local id = string.sub(m, 7)
+    local jk = P .. 'job:' .. id
+    local f = redis.call('HMGET', jk, 'env', 'd', 'q', 't', 'st', 'att', 'ep', 'upd', 'cp', 'tok',
+                         'lexp', 'aud', 'cx', 'vis', 'hn')
+    if f[5] ~= 'queued' and f[5] ~= 'retry_scheduled' then
+      flush()
       return redis.error_reply('jobpact: index out of step: job ' .. id .. ' in a ready set is ' ..
-                               tostring(f[7]))
+                               tostring(f[5]))
     end
+    if room[t] then room[t] = room[t] - 1 end
     seq = seq + 1
     local tok = ARGV[3] .. '#' .. fmt(seq)
-    local lexp = addns(now, f[5])
-    local lm = sub6(lexp) .. id
-    redis.call('HSET', jk, 'st', 'running', 'ep', fmt(tonumber(f[13]) + 1),
-               'att', fmt(tonumber(f[8]) + 1), 'tok', tok, 'lexp', lexp, 'upd', now,
-               'ixk', 'leases', 'ixm', lm, 'h', h, 'hn', fmt(hn))
+    -- The expiry: now + the visibility timeout, as ms and six digits.
+    local vis = f[14]
+    local ms, sub = nm + msof(vis), nsub + tonumber(sub6(vis))
+    if sub >= 1000000 then ms = ms + 1; sub = sub - 1000000 end
+    local s6 = string.format('%06d', sub)
+    local msx = fmt(ms)
+    local lexp
+    if ms == 0 then lexp = fmt(sub) else lexp = msx .. s6 end
+    local lm = s6 .. id
+    local kv = {'st', 'running', 'ep', fmt(tonumber(f[7]) + 1), 'att', fmt(tonumber(f[6]) + 1),
+                'tok', tok, 'lexp', lexp, 'upd', now, 'ixk', 'leases', 'ixm', lm}
+    local drop = hpush(kv, f[15], '{"from":"' .. f[5] .. tail)
+    redis.call('HSET', jk, unpack(kv))
+    if drop then redis.call('HDEL', jk, drop) end
     redis.call('ZREM', P .. 'ready:' .. pair, m)
-    redis.call('ZADD', P .. 'leases', fmt(msof(lexp)), lm)
-    count(f[7], f[2], f[3], -1)
-    count('running', f[2], f[3], 1)
+    redis.call('ZADD', P .. 'leases', msx, lm)
+    count(f[5], f[3], f[4], -1)
+    count('running', f[3], f[4], 1)
+    f[15] = nil
+    f[14] = nil
     out[#out + 1] = {id, tok, lexp, f}
   end
 end
+flush()
 if #out < max and want == nil then redis.call('DEL', P .. 'wake') end
 return out
 )lua";
@@ -504,17 +568,25 @@ return {0}
 // Records. ARGV: with_history ('1'), then ids. Per id: false (none) or
 // {fields, history (entries joined by newlines)}.
 const char* const kLoad = R"lua(
+local FH = {unpack(F)}
+FH[#FH + 1] = 'hn'
 local out = {}
 for i = 2, #ARGV do
   local jk = P .. 'job:' .. ARGV[i]
   local f = redis.call('HMGET', jk, unpack(FH))
-  if not f[7] then
+  if not f[5] then
     out[#out + 1] = false
   else
-    local h = f[29] or ''
-    f[30] = nil
-    f[29] = nil
-    if ARGV[1] ~= '1' then h = '' end
+    local h = ''
+    local names = hfields(f[#FH])
+    if ARGV[1] == '1' and #names > 0 then
+      local e = {}
+      for _, x in ipairs(redis.call('HMGET', jk, unpack(names))) do
+        if x then e[#e + 1] = x end
+      end
+      h = table.concat(e, '\n')
+    end
+    f[#FH] = nil
     out[#out + 1] = {f, h}
   end
 end
@@ -596,6 +668,7 @@ for i = 1, #r, 2 do
   redis.call('DEL', jk)
   n = n + 1
 end
+flush()
 return {n, #r / 2}
 )lua";
 
@@ -650,7 +723,9 @@ return {0}
 
 // One write: ARGV as above.
 const char* const kWriteOne = R"lua(
-return one(0)
+local r = one(0)
+flush()
+return r
 )lua";
 
 // Several writes in one call, each checked and written alone (a refused
@@ -663,6 +738,7 @@ for i = 1, tonumber(ARGV[1]) do
   out[i] = one(pos)
   pos = pos + 1 + tonumber(ARGV[pos])
 end
+flush()
 return out
 )lua";
 

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "jobpact/job.h"
+#include "jobpact/queue_backend.h"
 #include "jobpact/redis/redis_backend.h"
 #include "jobpact/testing/matchers.h"
 #include "src/backends/redis/client.h"
@@ -187,16 +189,20 @@ TEST(RedisCrashTest, KilledWorkersLoseNoJobAndTheCompletionEffectHappensOnce) {
   // one this test killed (the delivery entries of the raw history).
   std::set<std::string> lost;
   for (const std::string& id : ids) {
-    // The stored history: JSON entries, one per line.
-    JOBPACT_ASSERT_OK_AND_ASSIGN(redis_internal::Reply h,
-                                 client->Command({"HGET", prefix + "job:" + id, "h"}));
+    // The stored history: JSON entries, entry n in field "h<n>", "hn"
+    // their count (queue_scripts.cc).
+    JOBPACT_ASSERT_OK_AND_ASSIGN(redis_internal::Reply hn,
+                                 client->Command({"HGET", prefix + "job:" + id, "hn"}));
+    std::vector<std::string> hmget{"HMGET", prefix + "job:" + id};
+    const long entries = std::atol(hn.str.c_str());
+    for (long n = std::max(1L, entries - static_cast<long>(kMaxHistory) + 1); n <= entries; ++n) {
+      hmget.push_back("h" + std::to_string(n));
+    }
+    ASSERT_GT(hmget.size(), 2u) << id << " has no stored history";
+    JOBPACT_ASSERT_OK_AND_ASSIGN(redis_internal::Reply h, client->Command(hmget));
     std::string last_worker;
-    std::size_t at = 0;
-    while (at < h.str.size()) {
-      std::size_t nl = h.str.find('\n', at);
-      if (nl == std::string::npos) nl = h.str.size();
-      const std::string e = h.str.substr(at, nl - at);
-      at = nl + 1;
+    for (const redis_internal::Reply& entry : h.elements) {
+      const std::string& e = entry.str;
       const std::size_t w = e.find("\"worker\":\"");
       if (w != std::string::npos) last_worker = e.substr(w + 10, e.find('"', w + 10) - w - 10);
       if (e.find("\"reason\":\"lease_expired") != std::string::npos) lost.insert(last_worker);
