@@ -121,12 +121,44 @@ local function count(st, q, t, d)
     DELTA[k] = (DELTA[k] or 0) + d
   end
 end
+-- Index changes: zset(key, member, score) adds (or moves) a member,
+-- zset(key, member, false) removes it; only the last change of a member
+-- counts. Applied by flush() in one ZREM and one ZADD per key, not a call
+-- per job: no script reads an index it changed this way before flush().
+local ZP, ZPK = {}, {}
+local function zset(key, member, score)
+  local z = ZP[key]
+  if not z then
+    z = {}
+    ZP[key] = z
+    ZPK[#ZPK + 1] = key
+  end
+  z[member] = score
+end
+local WOKEN = 0
+local wake
 local function flush()
+  for _, key in ipairs(ZPK) do
+    local rem, add = {}, {}
+    for m, sc in pairs(ZP[key]) do
+      if sc then
+        add[#add + 1] = sc
+        add[#add + 1] = m
+      else
+        rem[#rem + 1] = m
+      end
+    end
+    for j = 1, #rem, 512 do redis.call('ZREM', key, unpack(rem, j, math.min(#rem, j + 511))) end
+    for j = 1, #add, 512 do redis.call('ZADD', key, unpack(add, j, math.min(#add, j + 511))) end
+  end
+  ZP, ZPK = {}, {}
   local S = P .. 'queue-stats'
   for k, d in pairs(DELTA) do
     if d ~= 0 then redis.call('HINCRBY', S, k, d) end
   end
   DELTA = {}
+  if WOKEN > 0 then wake(WOKEN) end
+  WOKEN = 0
 end
 -- History: entry n (1, 2, ...) of a job is its field 'h<n>', 'hn' the
 -- count; appended as two more field-value pairs of the HSET the change
@@ -134,18 +166,19 @@ end
 -- out of the kMaxHistory window (to HDEL), or nil.
 local function hpush(kv, hn, entry)
   local n = (tonumber(hn) or 0) + 1
-  kv[#kv + 1] = 'h' .. n
+  local ns = fmt(n)
+  kv[#kv + 1] = 'h' .. ns
   kv[#kv + 1] = entry
   kv[#kv + 1] = 'hn'
-  kv[#kv + 1] = n
-  if n > MAXH then return 'h' .. (n - MAXH) end
+  kv[#kv + 1] = ns
+  if n > MAXH then return 'h' .. fmt(n - MAXH) end
   return nil
 end
 -- The history fields of a job with `hn` entries, oldest first.
 local function hfields(hn)
   local n = tonumber(hn) or 0
   local names = {}
-  for i = math.max(1, n - MAXH + 1), n do names[#names + 1] = 'h' .. i end
+  for i = math.max(1, n - MAXH + 1), n do names[#names + 1] = 'h' .. fmt(i) end
   return names
 end
 -- Members of a time zset whose time is <= now, oldest first (at most limit).
@@ -171,7 +204,7 @@ end
 -- Wake-up tokens for idle workers (WaitForWork: BLPOP on P wake): one per
 -- job made ready, at most WAKE kept, so a burst cannot pile them up.
 local WAKE = 256
-local function wake(n)
+function wake(n)
   if n <= 0 then return end
   local t = {}
   for i = 1, math.min(n, WAKE) do t[i] = '1' end
@@ -183,11 +216,13 @@ local function promote(now)
   for _, m in ipairs(due(P .. 'scheduled', now, PROMOTE)) do
     local id = string.sub(m, 7)
     local jk = P .. 'job:' .. id
-    local f = redis.call('HMGET', jk, 'rk', 'rsc')
+    local f = redis.call('HMGET', jk, 'q', 't', 'rsc')
     redis.call('ZREM', P .. 'scheduled', m)
+    -- Its ready set (none for quarantined input, which has no queue).
     if f[1] and f[1] ~= '' then
-      redis.call('ZADD', P .. f[1], f[2], m)
-      redis.call('HSET', jk, 'ixk', f[1])
+      local rk = 'ready:' .. f[1] .. '|' .. f[2]
+      redis.call('ZADD', P .. rk, f[3], m)
+      redis.call('HSET', jk, 'ixk', rk)
     end
   end
 end
@@ -211,21 +246,7 @@ for i = 0, n - 1 do
   if redis.call('EXISTS', P .. 'job:' .. id) == 1 then return {6, id} end
 end
 local out = {0}
-local woken = 0
 local seen = {}
--- Index entries, added per key in few ZADDs at the end (no step of this
--- script reads them; the dedup sets, which it does read, are added at once).
-local Z, ZK = {}, {}
-local function zlater(key, score, member)
-  local l = Z[key]
-  if not l then
-    l = {}
-    Z[key] = l
-    ZK[#ZK + 1] = key
-  end
-  l[#l + 1] = score
-  l[#l + 1] = member
-end
 for i = 0, n - 1 do
   local o = 3 + i * K
   local id, dk = ARGV[o], ARGV[o + 1]
@@ -252,20 +273,24 @@ for i = 0, n - 1 do
     local jk = P .. 'job:' .. id
     local q, t, enq, st = ARGV[o + 3], ARGV[o + 4], ARGV[o + 6], ARGV[o + 7]
     local ixk = ARGV[o + 18]
-    redis.call('HSET', jk, 'env', ARGV[o + 2], 'q', q, 't', t, 'vis', ARGV[o + 5], 'enq', enq,
+    redis.call('HSET', jk, 'env', ARGV[o + 2], 'q', q, 't', t, 'vis', ARGV[o + 5],
       'st', st, 'att', ARGV[o + 8], 'upd', ARGV[o + 9], 'ep', ARGV[o + 11], 'd', ARGV[o + 17],
-      'ixk', ixk, 'ixm', ARGV[o + 19], 'rk', ARGV[o + 21], 'rsc', ARGV[o + 22],
-      'h1', ARGV[o + 23], 'hn', '1')
-    if dk ~= '' or ARGV[o + 10] ~= '' or ARGV[o + 12] ~= '' or ARGV[o + 13] ~= '' or
-       ARGV[o + 14] ~= '0' or ARGV[o + 15] ~= '[]' or ARGV[o + 16] ~= '0' then
-      redis.call('HSET', jk, 'dk', dk, 'fin', ARGV[o + 10], 'cp', ARGV[o + 12],
-        'tok', ARGV[o + 13], 'lexp', ARGV[o + 14], 'aud', ARGV[o + 15], 'cx', ARGV[o + 16])
+      'ixk', ixk, 'ixm', ARGV[o + 19], 'h1', ARGV[o + 23], 'hn', '1')
+    -- Ready at once: rsc is only read to move the job from the scheduled
+    -- set, and every write that schedules it sends its own.
+    local ready = string.sub(ixk, 1, 6) == 'ready:'
+    if dk ~= '' or not ready or ARGV[o + 10] ~= '' or ARGV[o + 12] ~= '' or
+       ARGV[o + 13] ~= '' or ARGV[o + 14] ~= '0' or ARGV[o + 15] ~= '[]' or
+       ARGV[o + 16] ~= '0' then
+      redis.call('HSET', jk, 'dk', dk, 'enq', enq, 'fin', ARGV[o + 10], 'cp', ARGV[o + 12],
+        'tok', ARGV[o + 13], 'lexp', ARGV[o + 14], 'aud', ARGV[o + 15], 'cx', ARGV[o + 16],
+        'rsc', ARGV[o + 22])
     end
     if ixk ~= '' then
-      zlater(P .. ixk, ARGV[o + 20], ARGV[o + 19])
-      if string.sub(ixk, 1, 6) == 'ready:' then woken = woken + 1 end
+      zset(P .. ixk, ARGV[o + 19], ARGV[o + 20])
+      if ready then WOKEN = WOKEN + 1 end
     end
-    zlater(P .. 'job-ids', 0, id)
+    zset(P .. 'job-ids', id, '0')
     if q ~= '' and not seen[q .. '|' .. t] then
       seen[q .. '|' .. t] = true
       redis.call('SADD', P .. 'job-pairs', q .. '|' .. t)
@@ -277,14 +302,7 @@ for i = 0, n - 1 do
     out[#out + 1] = st
   end
 end
-for _, key in ipairs(ZK) do
-  local l = Z[key]
-  for j = 1, #l, 512 do
-    redis.call('ZADD', key, unpack(l, j, math.min(#l, j + 511)))
-  end
-end
 flush()
-wake(woken)
 return out
 )lua";
 
@@ -304,29 +322,28 @@ return out
 const char* const kWrite = R"lua(
 local TYPES = nil
 local function one(base)
-local function a(k) return ARGV[base + k] end
-local id = a(1)
+local A = ARGV
+local id = A[base + 1]
 local jk = P .. 'job:' .. id
-local cur = redis.call('HMGET', jk, 'st', 'ep', 'tok', 'lexp', 'q', 't', 'ixk', 'ixm', 'cx', 'aud',
-                      'hn')
+local cur = redis.call('HMGET', jk, 'st', 'ep', 'tok', 'lexp', 'q', 't', 'hn', 'cx', 'aud')
 if not cur[1] then return {5} end
-local quar = a(6) == '1'
+local quar = A[base + 6] == '1'
 if not quar then
-  if cur[1] ~= a(2) or cur[2] ~= a(3) or (cur[3] or '') ~= a(4) then
+  if cur[1] ~= A[base + 2] or cur[2] ~= A[base + 3] or (cur[3] or '') ~= A[base + 4] then
     return {10, cur[1], cur[2]}
   end
-  if a(5) ~= '' and not le(cur[4] or '0', a(5)) then return {10, cur[1], cur[2], 'renewed'} end
+  if A[base + 5] ~= '' and not le(cur[4] or '0', A[base + 5]) then return {10, cur[1], cur[2], 'renewed'} end
 end
-local nops = tonumber(a(25))
+local nops = tonumber(A[base + 25])
 -- The claim of a transactional success, held by this delivery (the lease
 -- token is the claim's owner): completed in this step, so no crash can
 -- separate the effect from the record. Another owner's: nothing written.
 local io = 26 + nops * 4
-local ik = a(io)
+local ik = A[base + io]
 local claim = nil
 if ik and ik ~= '' then
   claim = redis.call('HMGET', ik, 'state', 'owner')
-  if claim[1] and claim[2] ~= a(4) then return {11, claim[1], claim[2]} end
+  if claim[1] and claim[2] ~= A[base + 4] then return {11, claim[1], claim[2]} end
 end
 -- The transactional effect: every op is checked before anything is written
 -- (a script is not rolled back on an error), then applied with the write.
@@ -336,7 +353,7 @@ if nops > 0 and not TYPES then
 end
 for i = 0, nops - 1 do
   local o = 26 + i * 4
-  local op, key = a(o), a(o + 1)
+  local op, key = A[base + o], A[base + o + 1]
   local want = TYPES[op]
   if not want then return {9, 'effect op ' .. (i + 1) .. ': unknown op ' .. op} end
   if want ~= true then
@@ -346,20 +363,20 @@ for i = 0, nops - 1 do
     end
     local num = nil
     if op == 'incrby' then num = redis.call('GET', key) end
-    if op == 'hincrby' then num = redis.call('HGET', key, a(o + 2)) end
+    if op == 'hincrby' then num = redis.call('HGET', key, A[base + o + 2]) end
     if num and not string.match(num, '^%-?%d+$') then
       return {9, 'effect op ' .. (i + 1) .. ' (' .. op .. '): key ' .. key .. ' is not an integer'}
     end
   end
 end
 if claim and claim[1] == 'p' then
-  redis.call('HSET', ik, 'state', 'c', 'result', a(io + 6), 'exp', a(io + 2))
-  redis.call('PEXPIRE', ik, a(io + 3))
-  redis.call('ZADD', a(io + 4), a(io + 2), a(io + 5))
+  redis.call('HSET', ik, 'state', 'c', 'result', A[base + io + 6], 'exp', A[base + io + 2])
+  redis.call('PEXPIRE', ik, A[base + io + 3])
+  redis.call('ZADD', A[base + io + 4], A[base + io + 2], A[base + io + 5])
 end
 for i = 0, nops - 1 do
   local o = 26 + i * 4
-  local op, key, a1, a2 = a(o), a(o + 1), a(o + 2), a(o + 3)
+  local op, key, a1, a2 = A[base + o], A[base + o + 1], A[base + o + 2], A[base + o + 3]
   if op == 'set' then
     if a2 ~= '' then redis.call('SET', key, a1, 'PX', a2) else redis.call('SET', key, a1) end
   elseif op == 'del' then redis.call('DEL', key)
@@ -372,42 +389,53 @@ for i = 0, nops - 1 do
   elseif op == 'rpush' then redis.call('RPUSH', key, a1)
   end
 end
-local aud, cx = a(17), a(18)
-if not quar and a(2) == 'running' then
+-- Where it is indexed: a running job in the lease set by its expiry (the
+-- lease script writes no ixk and ixm), any other where ixk and ixm say.
+local ixk, ixm
+if cur[1] == 'running' then
+  ixk = 'leases'
+  ixm = sub6(cur[4] or '0') .. id
+else
+  local ix = redis.call('HMGET', jk, 'ixk', 'ixm')
+  ixk, ixm = ix[1], ix[2]
+end
+local aud, cx = A[base + 17], A[base + 18]
+if not quar and A[base + 2] == 'running' then
   -- An operator's cancel may have added to them since the change was read.
-  aud = cur[10] or '[]'
-  if cur[9] == '1' then cx = '1' end
+  aud = cur[9] or '[]'
+  if cur[8] == '1' then cx = '1' end
 end
 local q, t = cur[5], cur[6]
-local kv = {'st', a(9), 'att', a(10), 'upd', a(11), 'fin', a(12), 'ep', a(13),
-            'tok', a(15), 'lexp', a(16), 'd', a(19), 'ixk', a(20), 'ixm', a(21)}
+local kv = {'st', A[base + 9], 'att', A[base + 10], 'upd', A[base + 11], 'fin', A[base + 12],
+            'tok', A[base + 15], 'lexp', A[base + 16], 'd', A[base + 19], 'ixk', A[base + 20],
+            'ixm', A[base + 21]}
+if A[base + 13] ~= cur[2] then kv[#kv + 1] = 'ep'; kv[#kv + 1] = A[base + 13] end
 -- Written only where they change (Lua strings are interned: == is cheap).
-if aud ~= cur[10] then kv[#kv + 1] = 'aud'; kv[#kv + 1] = aud end
-if cx ~= cur[9] then kv[#kv + 1] = 'cx'; kv[#kv + 1] = cx end
-if a(14) ~= '' then kv[#kv + 1] = 'cp'; kv[#kv + 1] = a(14) end
-if a(23) ~= '' then kv[#kv + 1] = 'rsc'; kv[#kv + 1] = a(23) end
-local hn = cur[11]
+if aud ~= cur[9] then kv[#kv + 1] = 'aud'; kv[#kv + 1] = aud end
+if cx ~= cur[8] then kv[#kv + 1] = 'cx'; kv[#kv + 1] = cx end
+if A[base + 14] ~= '' then kv[#kv + 1] = 'cp'; kv[#kv + 1] = A[base + 14] end
+if A[base + 23] ~= '' then kv[#kv + 1] = 'rsc'; kv[#kv + 1] = A[base + 23] end
+local hn = cur[7]
 if quar then
   -- The history is replaced: the quarantine's entry is the first.
   local old = hfields(hn)
   if #old > 0 then redis.call('HDEL', jk, unpack(old)) end
   hn = '0'
-  q, t = a(7), a(8)
+  q, t = A[base + 7], A[base + 8]
   kv[#kv + 1] = 'q'; kv[#kv + 1] = q
   kv[#kv + 1] = 't'; kv[#kv + 1] = t
-  kv[#kv + 1] = 'rk'; kv[#kv + 1] = ''
 end
 local drop = nil
-if a(24) ~= '' then drop = hpush(kv, hn, a(24)) end
+if A[base + 24] ~= '' then drop = hpush(kv, hn, A[base + 24]) end
 redis.call('HSET', jk, unpack(kv))
 if drop then redis.call('HDEL', jk, drop) end
-if cur[7] and cur[7] ~= '' then redis.call('ZREM', P .. cur[7], cur[8]) end
-if a(20) ~= '' then
-  redis.call('ZADD', P .. a(20), a(22), a(21))
-  if string.sub(a(20), 1, 6) == 'ready:' then wake(1) end
+if ixk and ixk ~= '' then zset(P .. ixk, ixm, false) end
+if A[base + 20] ~= '' then
+  zset(P .. A[base + 20], A[base + 21], A[base + 22])
+  if string.sub(A[base + 20], 1, 6) == 'ready:' then WOKEN = WOKEN + 1 end
 end
 count(cur[1], cur[5], cur[6], -1)
-count(a(9), q, t, 1)
+count(A[base + 9], q, t, 1)
 return {0}
 end
 )lua";
@@ -443,7 +471,7 @@ for _, p in ipairs(redis.call('SMEMBERS', P .. 'job-pairs')) do
   local q, t = string.sub(p, 1, bar - 1), string.sub(p, bar + 1)
   if (want == nil or want[q]) and not pq[q] and not pt[t] and (room[t] == nil or room[t] > 0) then
     local r = redis.call('ZRANGE', P .. 'ready:' .. p, 0, max - 1, 'WITHSCORES')
-    if #r > 0 then lists[#lists + 1] = {r = r, i = 1, t = t, p = p} end
+    if #r > 0 then lists[#lists + 1] = {r = r, i = 1, q = q, t = t, p = p} end
   end
 end
 local out = {}
@@ -473,7 +501,7 @@ while #out < max do
     end
   end
   if best == nil then break end
-  local m, t, pair = best.r[best.i], best.t, best.p
+  local m, q, t, pair = best.r[best.i], best.q, best.t, best.p
   local rms = tonumber(best.r[best.i + 1]) % BAND
   best.i = best.i + 2
   -- Passed over if ready only from a time after this call's now: made
@@ -484,7 +512,8 @@ while #out < max do
   if rms < nm or (rms == nm and tonumber(string.sub(m, 1, 6)) <= nsub) then
     local id = string.sub(m, 7)
     local jk = P .. 'job:' .. id
-    local f = redis.call('HMGET', jk, 'env', 'd', 'q', 't', 'st', 'att', 'ep', 'upd', 'cp', 'tok',
+    -- q and t (F's 3rd and 4th; '_' is no field) are the ready set's.
+    local f = redis.call('HMGET', jk, 'env', 'd', '_', '_', 'st', 'att', 'ep', 'upd', 'cp', 'tok',
                          'lexp', 'aud', 'cx', 'vis', 'hn')
     if f[5] ~= 'queued' and f[5] ~= 'retry_scheduled' then
       flush()
@@ -503,15 +532,18 @@ while #out < max do
     local lexp
     if ms == 0 then lexp = fmt(sub) else lexp = msx .. s6 end
     local lm = s6 .. id
+    -- Not ixk and ixm: a running job is in the lease set by its expiry.
     local kv = {'st', 'running', 'ep', fmt(tonumber(f[7]) + 1), 'att', fmt(tonumber(f[6]) + 1),
-                'tok', tok, 'lexp', lexp, 'upd', now, 'ixk', 'leases', 'ixm', lm}
+                'tok', tok, 'lexp', lexp, 'upd', now}
     local drop = hpush(kv, f[15], '{"from":"' .. f[5] .. tail)
     redis.call('HSET', jk, unpack(kv))
     if drop then redis.call('HDEL', jk, drop) end
-    redis.call('ZREM', P .. 'ready:' .. pair, m)
-    redis.call('ZADD', P .. 'leases', msx, lm)
-    count(f[5], f[3], f[4], -1)
-    count('running', f[3], f[4], 1)
+    zset(P .. 'ready:' .. pair, m, false)
+    zset(P .. 'leases', lm, msx)
+    f[3] = q
+    f[4] = t
+    count(f[5], q, t, -1)
+    count('running', q, t, 1)
     f[15] = nil
     f[14] = nil
     out[#out + 1] = {id, tok, lexp, f}
@@ -526,13 +558,13 @@ return out
 // Returns {0, cancel_requested}, {5}, or {10, status, epoch}.
 const char* const kRenew = R"lua(
 local jk = P .. 'job:' .. ARGV[1]
-local cur = redis.call('HMGET', jk, 'st', 'ep', 'tok', 'ixm', 'cx')
+local cur = redis.call('HMGET', jk, 'st', 'ep', 'tok', 'lexp', 'cx')
 if not cur[1] then return {5} end
 if cur[1] ~= 'running' or cur[2] ~= ARGV[2] or cur[3] ~= ARGV[3] then return {10, cur[1], cur[2]} end
-local lm = sub6(ARGV[4]) .. ARGV[1]
-redis.call('ZREM', P .. 'leases', cur[4])
-redis.call('ZADD', P .. 'leases', fmt(msof(ARGV[4])), lm)
-local kv = {'lexp', ARGV[4], 'upd', ARGV[5], 'ixm', lm}
+-- A running job's lease entry is named by its expiry (no ixm kept).
+redis.call('ZREM', P .. 'leases', sub6(cur[4] or '0') .. ARGV[1])
+redis.call('ZADD', P .. 'leases', fmt(msof(ARGV[4])), sub6(ARGV[4]) .. ARGV[1])
+local kv = {'lexp', ARGV[4], 'upd', ARGV[5]}
 if ARGV[6] ~= '' then kv[#kv + 1] = 'cp'; kv[#kv + 1] = ARGV[6] end
 redis.call('HSET', jk, unpack(kv))
 return {0, cur[5]}
