@@ -164,9 +164,10 @@ end
 -- count; appended as two more field-value pairs of the HSET the change
 -- makes anyway (into kv), never read back. Returns the field that falls
 -- out of the kMaxHistory window (to HDEL), or nil.
-local function hpush(kv, hn, entry)
+local function hpush(kv, hn, entry, inc)
   local n = (tonumber(hn) or 0) + 1
-  local ns = fmt(n)
+  local ns
+  if inc then ns = inc(hn or '0') else ns = fmt(n) end
   kv[#kv + 1] = 'h' .. ns
   kv[#kv + 1] = entry
   kv[#kv + 1] = 'hn'
@@ -241,9 +242,16 @@ const char* const kInsert = R"lua(
 local ws = ARGV[1]
 local n = tonumber(ARGV[2])
 local K = 24
-for i = 0, n - 1 do
-  local id = ARGV[3 + i * K]
-  if redis.call('EXISTS', P .. 'job:' .. id) == 1 then return {6, id} end
+-- One EXISTS per 256 ids; only where one is taken, which.
+for c = 0, n - 1, 256 do
+  local ks = {}
+  for i = c, math.min(n, c + 256) - 1 do ks[#ks + 1] = P .. 'job:' .. ARGV[3 + i * K] end
+  if redis.call('EXISTS', unpack(ks)) > 0 then
+    for i = c, math.min(n, c + 256) - 1 do
+      local id = ARGV[3 + i * K]
+      if redis.call('EXISTS', P .. 'job:' .. id) == 1 then return {6, id} end
+    end
+  end
 end
 local out = {0}
 local seen = {}
@@ -485,7 +493,20 @@ end
 -- Tokens "<worker>#<n>", n unique in the namespace (some numbers unused).
 local seq = redis.call('INCRBY', P .. 'lease-seq', max) - max
 local nm, nsub = msof(now), tonumber(sub6(now))
--- The history entry of a delivery, but for the status it leaves.
+-- n + 1 as text for the usual small n (epoch, attempt, history count),
+-- without a string.format per job.
+local INC = {}
+do
+  local prev = '0'
+  for i = 1, 100 do
+    local x = fmt(i)
+    INC[prev] = x
+    prev = x
+  end
+end
+local function inc(x) return INC[x] or fmt((tonumber(x) or 0) + 1) end
+-- The lease expiry for a visibility timeout: {ms text, six digits, expiry}.
+local EXP = {}
 local tail = '","to":"running","at_ns":' .. now .. ',"reason":' .. ARGV[5] .. ',"worker":' ..
              ARGV[4] .. '}'
 while #out < max do
@@ -525,17 +546,20 @@ while #out < max do
     local tok = ARGV[3] .. '#' .. fmt(seq)
     -- The expiry: now + the visibility timeout, as ms and six digits.
     local vis = f[14]
-    local ms, sub = nm + msof(vis), nsub + tonumber(sub6(vis))
-    if sub >= 1000000 then ms = ms + 1; sub = sub - 1000000 end
-    local s6 = string.format('%06d', sub)
-    local msx = fmt(ms)
-    local lexp
-    if ms == 0 then lexp = fmt(sub) else lexp = msx .. s6 end
-    local lm = s6 .. id
+    local e = EXP[vis]
+    if not e then
+      local ms, sub = nm + msof(vis), nsub + tonumber(sub6(vis))
+      if sub >= 1000000 then ms = ms + 1; sub = sub - 1000000 end
+      local s6 = string.format('%06d', sub)
+      if ms == 0 then e = {fmt(ms), s6, fmt(sub)} else e = {fmt(ms), s6, fmt(ms) .. s6} end
+      EXP[vis] = e
+    end
+    local msx, lexp = e[1], e[3]
+    local lm = e[2] .. id
     -- Not ixk and ixm: a running job is in the lease set by its expiry.
-    local kv = {'st', 'running', 'ep', fmt(tonumber(f[7]) + 1), 'att', fmt(tonumber(f[6]) + 1),
-                'tok', tok, 'lexp', lexp, 'upd', now}
-    local drop = hpush(kv, f[15], '{"from":"' .. f[5] .. tail)
+    local kv = {'st', 'running', 'ep', inc(f[7]), 'att', inc(f[6]), 'tok', tok, 'lexp', lexp,
+                'upd', now}
+    local drop = hpush(kv, f[15], '{"from":"' .. f[5] .. tail, inc)
     redis.call('HSET', jk, unpack(kv))
     if drop then redis.call('HDEL', jk, drop) end
     zset(P .. 'ready:' .. pair, m, false)
