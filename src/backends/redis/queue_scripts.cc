@@ -113,8 +113,19 @@ end
 -- here and applied by flush() before the script returns: one HINCRBY per
 -- counter a call changes, not two or three per job.
 local DELTA = {}
+local CK = {}  -- CK[st][q]: the counter "<st>|<q>", built once a call.
 local function count(st, q, t, d)
-  local k = st .. '|' .. (q or '')
+  local byq = CK[st]
+  if not byq then
+    byq = {}
+    CK[st] = byq
+  end
+  local qq = q or ''
+  local k = byq[qq]
+  if not k then
+    k = st .. '|' .. qq
+    byq[qq] = k
+  end
   DELTA[k] = (DELTA[k] or 0) + d
   if st == 'running' and q and q ~= '' then
     k = 'rt|' .. t
@@ -231,32 +242,42 @@ end
 local F = {'env', 'd', 'q', 't', 'st', 'att', 'ep', 'upd', 'cp', 'tok', 'lexp', 'aud', 'cx'}
 )lua";
 
-// InsertJobs. ARGV: window_start ('' no dedup), n, then 24 per job:
-//   id dk env q t vis enq | st att upd fin ep cp tok lexp aud cx d |
-//   ixk ixm ixscore rk rsc history_entry
-// Fields at their defaults (dk fin cp tok '', lexp cx '0', aud '[]') are
-// left absent (every reader takes absent as the default) unless one of
-// them is not. Returns {6, id} if an id is taken (nothing stored), else
-// {0, then per job dup(0/1), id, status}.
+// InsertJobs. ARGV: window_start ('' no dedup), n, then per job 18 values
+//   id dk env q t vis enq st att upd ep d ixk ixm ixscore rsc
+//   history_entry flag
+// and, where flag is '1', 6 more: fin cp tok lexp aud cx. Flag '0': those
+// are at their defaults ('' '' '' '0' '[]' '0'), as for almost every new
+// job, and left absent (every reader takes absent as the default), as are
+// dk, enq and rsc where not needed (no dedup key; ready at once). Returns
+// {6, id} if an id is taken (nothing stored), else {0, then per job
+// dup(0/1), id, status}.
 const char* const kInsert = R"lua(
 local ws = ARGV[1]
 local n = tonumber(ARGV[2])
-local K = 24
+-- Where each job's values start.
+local at = {}
+do
+  local o = 3
+  for i = 1, n do
+    at[i] = o
+    if ARGV[o + 17] == '1' then o = o + 24 else o = o + 18 end
+  end
+end
 -- One EXISTS per 256 ids; only where one is taken, which.
-for c = 0, n - 1, 256 do
+for c = 1, n, 256 do
   local ks = {}
-  for i = c, math.min(n, c + 256) - 1 do ks[#ks + 1] = P .. 'job:' .. ARGV[3 + i * K] end
+  for i = c, math.min(n, c + 255) do ks[#ks + 1] = P .. 'job:' .. ARGV[at[i]] end
   if redis.call('EXISTS', unpack(ks)) > 0 then
-    for i = c, math.min(n, c + 256) - 1 do
-      local id = ARGV[3 + i * K]
+    for i = c, math.min(n, c + 255) do
+      local id = ARGV[at[i]]
       if redis.call('EXISTS', P .. 'job:' .. id) == 1 then return {6, id} end
     end
   end
 end
 local out = {0}
 local seen = {}
-for i = 0, n - 1 do
-  local o = 3 + i * K
+for i = 1, n do
+  local o = at[i]
   local id, dk = ARGV[o], ARGV[o + 1]
   local dup = nil
   if ws ~= '' and dk ~= '' then
@@ -280,22 +301,21 @@ for i = 0, n - 1 do
   else
     local jk = P .. 'job:' .. id
     local q, t, enq, st = ARGV[o + 3], ARGV[o + 4], ARGV[o + 6], ARGV[o + 7]
-    local ixk = ARGV[o + 18]
+    local ixk = ARGV[o + 12]
     redis.call('HSET', jk, 'env', ARGV[o + 2], 'q', q, 't', t, 'vis', ARGV[o + 5],
-      'st', st, 'att', ARGV[o + 8], 'upd', ARGV[o + 9], 'ep', ARGV[o + 11], 'd', ARGV[o + 17],
-      'ixk', ixk, 'ixm', ARGV[o + 19], 'h1', ARGV[o + 23], 'hn', '1')
+      'st', st, 'att', ARGV[o + 8], 'upd', ARGV[o + 9], 'ep', ARGV[o + 10], 'd', ARGV[o + 11],
+      'ixk', ixk, 'ixm', ARGV[o + 13], 'h1', ARGV[o + 16], 'hn', '1')
     -- Ready at once: rsc is only read to move the job from the scheduled
     -- set, and every write that schedules it sends its own.
     local ready = string.sub(ixk, 1, 6) == 'ready:'
-    if dk ~= '' or not ready or ARGV[o + 10] ~= '' or ARGV[o + 12] ~= '' or
-       ARGV[o + 13] ~= '' or ARGV[o + 14] ~= '0' or ARGV[o + 15] ~= '[]' or
-       ARGV[o + 16] ~= '0' then
-      redis.call('HSET', jk, 'dk', dk, 'enq', enq, 'fin', ARGV[o + 10], 'cp', ARGV[o + 12],
-        'tok', ARGV[o + 13], 'lexp', ARGV[o + 14], 'aud', ARGV[o + 15], 'cx', ARGV[o + 16],
-        'rsc', ARGV[o + 22])
+    if dk ~= '' then redis.call('HSET', jk, 'dk', dk, 'enq', enq) end
+    if not ready then redis.call('HSET', jk, 'rsc', ARGV[o + 15]) end
+    if ARGV[o + 17] == '1' then
+      redis.call('HSET', jk, 'fin', ARGV[o + 18], 'cp', ARGV[o + 19], 'tok', ARGV[o + 20],
+        'lexp', ARGV[o + 21], 'aud', ARGV[o + 22], 'cx', ARGV[o + 23])
     end
     if ixk ~= '' then
-      zset(P .. ixk, ARGV[o + 19], ARGV[o + 20])
+      zset(P .. ixk, ARGV[o + 13], ARGV[o + 14])
       if ready then WOKEN = WOKEN + 1 end
     end
     zset(P .. 'job-ids', id, '0')
@@ -315,11 +335,11 @@ return out
 )lua";
 
 // One conditional write. ARGV:
-//   1 id, 2 expect status, 3 expect epoch, 4 expect token, 5 expired_by
-//   ('' or a time: the stored lease must have expired by then), 6 quarantine
-//   ('1': unconditional, new q and t, history replaced), 7 q, 8 t,
-//   9..19 st att upd fin ep cp tok lexp aud cx d, 20 ixk, 21 ixm,
-//   22 ixscore, 23 rsc ('' keep), 24 history entry ('' none), 25 number of
+//   1 id, 2 expect status ('': a quarantine -- unconditional, queue and
+//   type cleared, history replaced), 3 expect epoch, 4 expect token, 5
+//   expired_by ('' or a time: the stored lease must have expired by then),
+//   6..16 st att upd fin ep cp tok lexp aud cx d, 17 ixk, 18 ixm,
+//   19 ixscore, 20 rsc ('' keep), 21 history entry ('' none), 22 number of
 //   effect ops, then 4 per op: name key a1 a2, then the idempotency claim
 //   to complete with the write (a transactional success): its record key
 //   ('' none), now and expiry in microseconds, gc ms, the index key, the
@@ -335,18 +355,20 @@ local id = A[base + 1]
 local jk = P .. 'job:' .. id
 local cur = redis.call('HMGET', jk, 'st', 'ep', 'tok', 'lexp', 'q', 't', 'hn', 'cx', 'aud')
 if not cur[1] then return {5} end
-local quar = A[base + 6] == '1'
+-- A quarantine (no status expected) is unconditional: no state machine to
+-- consult; the job keeps no queue and no type, so it can never run.
+local quar = A[base + 2] == ''
 if not quar then
   if cur[1] ~= A[base + 2] or cur[2] ~= A[base + 3] or (cur[3] or '') ~= A[base + 4] then
     return {10, cur[1], cur[2]}
   end
   if A[base + 5] ~= '' and not le(cur[4] or '0', A[base + 5]) then return {10, cur[1], cur[2], 'renewed'} end
 end
-local nops = tonumber(A[base + 25])
+local nops = tonumber(A[base + 22])
 -- The claim of a transactional success, held by this delivery (the lease
 -- token is the claim's owner): completed in this step, so no crash can
 -- separate the effect from the record. Another owner's: nothing written.
-local io = 26 + nops * 4
+local io = 23 + nops * 4
 local ik = A[base + io]
 local claim = nil
 if ik and ik ~= '' then
@@ -360,7 +382,7 @@ if nops > 0 and not TYPES then
            hincrby = 'hash', sadd = 'set', srem = 'set', rpush = 'list'}
 end
 for i = 0, nops - 1 do
-  local o = 26 + i * 4
+  local o = 23 + i * 4
   local op, key = A[base + o], A[base + o + 1]
   local want = TYPES[op]
   if not want then return {9, 'effect op ' .. (i + 1) .. ': unknown op ' .. op} end
@@ -383,7 +405,7 @@ if claim and claim[1] == 'p' then
   redis.call('ZADD', A[base + io + 4], A[base + io + 2], A[base + io + 5])
 end
 for i = 0, nops - 1 do
-  local o = 26 + i * 4
+  local o = 23 + i * 4
   local op, key, a1, a2 = A[base + o], A[base + o + 1], A[base + o + 2], A[base + o + 3]
   if op == 'set' then
     if a2 ~= '' then redis.call('SET', key, a1, 'PX', a2) else redis.call('SET', key, a1) end
@@ -407,43 +429,43 @@ else
   local ix = redis.call('HMGET', jk, 'ixk', 'ixm')
   ixk, ixm = ix[1], ix[2]
 end
-local aud, cx = A[base + 17], A[base + 18]
+local aud, cx = A[base + 14], A[base + 15]
 if not quar and A[base + 2] == 'running' then
   -- An operator's cancel may have added to them since the change was read.
   aud = cur[9] or '[]'
   if cur[8] == '1' then cx = '1' end
 end
 local q, t = cur[5], cur[6]
-local kv = {'st', A[base + 9], 'att', A[base + 10], 'upd', A[base + 11], 'fin', A[base + 12],
-            'tok', A[base + 15], 'lexp', A[base + 16], 'd', A[base + 19], 'ixk', A[base + 20],
-            'ixm', A[base + 21]}
-if A[base + 13] ~= cur[2] then kv[#kv + 1] = 'ep'; kv[#kv + 1] = A[base + 13] end
+local kv = {'st', A[base + 6], 'att', A[base + 7], 'upd', A[base + 8], 'fin', A[base + 9],
+            'tok', A[base + 12], 'lexp', A[base + 13], 'd', A[base + 16], 'ixk', A[base + 17],
+            'ixm', A[base + 18]}
+if A[base + 10] ~= cur[2] then kv[#kv + 1] = 'ep'; kv[#kv + 1] = A[base + 10] end
 -- Written only where they change (Lua strings are interned: == is cheap).
 if aud ~= cur[9] then kv[#kv + 1] = 'aud'; kv[#kv + 1] = aud end
 if cx ~= cur[8] then kv[#kv + 1] = 'cx'; kv[#kv + 1] = cx end
-if A[base + 14] ~= '' then kv[#kv + 1] = 'cp'; kv[#kv + 1] = A[base + 14] end
-if A[base + 23] ~= '' then kv[#kv + 1] = 'rsc'; kv[#kv + 1] = A[base + 23] end
+if A[base + 11] ~= '' then kv[#kv + 1] = 'cp'; kv[#kv + 1] = A[base + 11] end
+if A[base + 20] ~= '' then kv[#kv + 1] = 'rsc'; kv[#kv + 1] = A[base + 20] end
 local hn = cur[7]
 if quar then
   -- The history is replaced: the quarantine's entry is the first.
   local old = hfields(hn)
   if #old > 0 then redis.call('HDEL', jk, unpack(old)) end
   hn = '0'
-  q, t = A[base + 7], A[base + 8]
+  q, t = '', ''
   kv[#kv + 1] = 'q'; kv[#kv + 1] = q
   kv[#kv + 1] = 't'; kv[#kv + 1] = t
 end
 local drop = nil
-if A[base + 24] ~= '' then drop = hpush(kv, hn, A[base + 24]) end
+if A[base + 21] ~= '' then drop = hpush(kv, hn, A[base + 21]) end
 redis.call('HSET', jk, unpack(kv))
 if drop then redis.call('HDEL', jk, drop) end
 if ixk and ixk ~= '' then zset(P .. ixk, ixm, false) end
-if A[base + 20] ~= '' then
-  zset(P .. A[base + 20], A[base + 21], A[base + 22])
-  if string.sub(A[base + 20], 1, 6) == 'ready:' then WOKEN = WOKEN + 1 end
+if A[base + 17] ~= '' then
+  zset(P .. A[base + 17], A[base + 18], A[base + 19])
+  if string.sub(A[base + 17], 1, 6) == 'ready:' then WOKEN = WOKEN + 1 end
 end
 count(cur[1], cur[5], cur[6], -1)
-count(A[base + 9], q, t, 1)
+count(A[base + 6], q, t, 1)
 return {0}
 end
 )lua";
@@ -479,7 +501,7 @@ for _, p in ipairs(redis.call('SMEMBERS', P .. 'job-pairs')) do
   local q, t = string.sub(p, 1, bar - 1), string.sub(p, bar + 1)
   if (want == nil or want[q]) and not pq[q] and not pt[t] and (room[t] == nil or room[t] > 0) then
     local r = redis.call('ZRANGE', P .. 'ready:' .. p, 0, max - 1, 'WITHSCORES')
-    if #r > 0 then lists[#lists + 1] = {r = r, i = 1, q = q, t = t, p = p} end
+    if #r > 0 then lists[#lists + 1] = {r = r, i = 1, q = q, t = t, k = P .. 'ready:' .. p} end
   end
 end
 local out = {}
@@ -507,6 +529,8 @@ end
 local function inc(x) return INC[x] or fmt((tonumber(x) or 0) + 1) end
 -- The lease expiry for a visibility timeout: {ms text, six digits, expiry}.
 local EXP = {}
+local LK, PJ = P .. 'leases', P .. 'job:'
+
 local tail = '","to":"running","at_ns":' .. now .. ',"reason":' .. ARGV[5] .. ',"worker":' ..
              ARGV[4] .. '}'
 while #out < max do
@@ -522,7 +546,7 @@ while #out < max do
     end
   end
   if best == nil then break end
-  local m, q, t, pair = best.r[best.i], best.q, best.t, best.p
+  local m, q, t, rkey = best.r[best.i], best.q, best.t, best.k
   local rms = tonumber(best.r[best.i + 1]) % BAND
   best.i = best.i + 2
   -- Passed over if ready only from a time after this call's now: made
@@ -532,7 +556,7 @@ while #out < max do
   -- milliseconds and its member's six sub-millisecond digits.
   if rms < nm or (rms == nm and tonumber(string.sub(m, 1, 6)) <= nsub) then
     local id = string.sub(m, 7)
-    local jk = P .. 'job:' .. id
+    local jk = PJ .. id
     -- q and t (F's 3rd and 4th; '_' is no field) are the ready set's.
     local f = redis.call('HMGET', jk, 'env', 'd', '_', '_', 'st', 'att', 'ep', 'upd', 'cp', 'tok',
                          'lexp', 'aud', 'cx', 'vis', 'hn')
@@ -562,8 +586,8 @@ while #out < max do
     local drop = hpush(kv, f[15], '{"from":"' .. f[5] .. tail, inc)
     redis.call('HSET', jk, unpack(kv))
     if drop then redis.call('HDEL', jk, drop) end
-    zset(P .. 'ready:' .. pair, m, false)
-    zset(P .. 'leases', lm, msx)
+    zset(rkey, m, false)
+    zset(LK, lm, msx)
     f[3] = q
     f[4] = t
     count(f[5], q, t, -1)
