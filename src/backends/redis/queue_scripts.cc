@@ -822,10 +822,23 @@ flush()
 return out
 )lua";
 
-std::string WithLib(const char* body) {
+// The script: the library, then `body` as a function run under pcall, so
+// that a command failing midway (Redis rolls nothing back) still applies
+// the counter and index changes held for flush() of the steps done before
+// it, which are written: no job is left without its index entry.
+std::string WithLib(const std::string& body) {
   std::string lua = "local MAXH = " + std::to_string(kMaxHistory) + "\nlocal PROMOTE = 10000\n";
   lua += kLib;
+  lua += "local function main()\n";
   lua += body;
+  lua += R"lua(
+end
+local ok, r = pcall(main)
+if ok then return r end
+flush()
+if type(r) == 'table' and r.err then return redis.error_reply(r.err) end
+return redis.error_reply(tostring(r))
+)lua";
   return lua;
 }
 
@@ -833,11 +846,12 @@ std::string WithLib(const char* body) {
 
 const QueueScripts& Scripts() {
   static const QueueScripts* const scripts = new QueueScripts{
-      Script(WithLib(kInsert)),   Script(WithLib(kWrite) + kWriteOne),    Script(WithLib(kLease)),
+      Script(WithLib(kInsert)),   Script(WithLib(std::string(kWrite) + kWriteOne)),
+      Script(WithLib(kLease)),
       Script(WithLib(kRenew)),    Script(WithLib(kExpired)),  Script(WithLib(kCancel)),
       Script(WithLib(kLoad)),     Script(WithLib(kScanIds)),  Script(WithLib(kScanTime)),
       Script(WithLib(kFindDup)),  Script(WithLib(kPurge)),    Script(WithLib(kStats)),
-      Script(WithLib(kControl)),  Script(WithLib(kWrite) + kWriteMany),
+      Script(WithLib(kControl)),  Script(WithLib(std::string(kWrite) + kWriteMany)),
   };
   return *scripts;
 }
