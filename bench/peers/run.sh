@@ -13,6 +13,9 @@
 #                                      no AOF and no RDB snapshots)
 #   bench/peers/run.sh --sweep         also jobpact no-op at appendonly no,
 #                                      everysec and always (a fresh server each)
+#   bench/peers/run.sh --bench PATH    run this jobpact_peer_bench instead of
+#                                      building one (a saved binary of an
+#                                      earlier commit: before/after back to back)
 #
 # Needs: the build (JOBPACT_WITH_REDIS=ON, JOBPACT_BUILD_BENCHMARKS=ON; built
 # in $BUILD, default build/, which is configured first if it is new), Node 20 and
@@ -24,7 +27,7 @@
 HERE="$(cd "$(dirname "$0")" && pwd)"
 source "$HERE/../../scripts/lib.sh"
 
-QUICK=0 SWEEP=0 AOF=no
+QUICK=0 SWEEP=0 AOF=no PREBUILT=
 BUILD="${BUILD:-$JOBPACT_ROOT/build}"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -32,7 +35,8 @@ while [ $# -gt 0 ]; do
     --sweep) SWEEP=1 ;;
     --appendonly) AOF="$2"; shift ;;
     --build-dir) BUILD="$2"; shift ;;
-    *) echo "usage: $0 [--quick] [--sweep] [--appendonly no|everysec|always] [--build-dir DIR]" >&2; exit 2 ;;
+    --bench) PREBUILT="$2"; shift ;;
+    *) echo "usage: $0 [--quick] [--sweep] [--appendonly no|everysec|always] [--build-dir DIR] [--bench PATH]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -44,7 +48,11 @@ else
 fi
 
 BENCH="$BUILD/bench/peers/jobpact_peer_bench"
-if [ -f "$BUILD/CMakeCache.txt" ]; then
+if [ -n "$PREBUILT" ]; then
+  [ -x "$PREBUILT" ] || { echo "--bench: $PREBUILT is not an executable" >&2; exit 2; }
+  BENCH="$PREBUILT"
+  log "Using $BENCH (not built)"
+elif [ -f "$BUILD/CMakeCache.txt" ]; then
   log "Building jobpact_peer_bench in $BUILD"
   cmake "$BUILD" -DJOBPACT_BUILD_BENCHMARKS=ON -DJOBPACT_WITH_REDIS=ON >/dev/null
   cmake --build "$BUILD" --target jobpact_peer_bench -j "$JOBPACT_JOBS"

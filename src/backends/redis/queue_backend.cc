@@ -103,23 +103,23 @@ Status RedisQueueBackend::ConditionStatus(std::string_view what, std::string_vie
   }
 }
 
-Status RedisQueueBackend::WriteArgs(const JobChange& c, const std::string& expired_by,
-                                    const redis::RedisEffect* effect,
-                                    std::vector<std::string>* a) const {
-  // Every change of a stored job adds one history entry at most.
-  if (c.append.size() > 1) {
-    return Status::Internal("write job: more than one history entry in one change");
-  }
+Status RedisQueueBackend::ChangeArgs(const JobChange& c, const std::string& expired_by,
+                                     bool quarantine, std::vector<std::string>* a) const {
   const JobRecord& r = c.record;
-  a->reserve(36 + (effect ? effect->writes().size() * 4 : 0));
   a->push_back(r.envelope.job_id);
-  a->emplace_back(JobStatusName(c.expect.status));
-  a->push_back(std::to_string(c.expect.epoch));
-  a->push_back(c.expect.lease_token);
-  a->push_back(expired_by);
-  a->emplace_back("0");  // Not a quarantine.
-  a->emplace_back();
-  a->emplace_back();
+  if (quarantine) {
+    // No status expected: unconditional, there is no state machine to
+    // consult (and the job keeps no queue or type, so it can never run).
+    a->emplace_back();
+    a->emplace_back("0");
+    a->emplace_back();
+    a->emplace_back();
+  } else {
+    a->emplace_back(JobStatusName(c.expect.status));
+    a->push_back(std::to_string(c.expect.epoch));
+    a->push_back(c.expect.lease_token);
+    a->push_back(expired_by);
+  }
   JOBPACT_RETURN_IF_ERROR(AppendRecordArgs(r, a));
   JOBPACT_ASSIGN_OR_RETURN(IndexEntry ix, IndexOf(r, c.placement));
   a->push_back(std::move(ix.key));
@@ -133,6 +133,19 @@ Status RedisQueueBackend::WriteArgs(const JobChange& c, const std::string& expir
     a->emplace_back();
   }
   a->push_back(c.append.empty() ? std::string() : HistoryEntryJson(c.append.back()));
+  return Status::Ok();
+}
+
+Status RedisQueueBackend::WriteArgs(const JobChange& c, const std::string& expired_by,
+                                    const redis::RedisEffect* effect,
+                                    std::vector<std::string>* a) const {
+  // Every change of a stored job adds one history entry at most.
+  if (c.append.size() > 1) {
+    return Status::Internal("write job: more than one history entry in one change");
+  }
+  const JobRecord& r = c.record;
+  a->reserve(23 + (effect ? effect->writes().size() * 4 : 0));
+  JOBPACT_RETURN_IF_ERROR(ChangeArgs(c, expired_by, /*quarantine=*/false, a));
   const std::size_t n = effect ? effect->writes().size() : 0;
   a->push_back(std::to_string(n));
   for (std::size_t i = 0; i < n; ++i) {
@@ -173,21 +186,7 @@ Result<JobRecord> RedisQueueBackend::DecodeOrQuarantine(const std::string& id, c
   *quarantined = true;
   if (write) {
     std::vector<std::string> a;
-    a.push_back(id);
-    a.emplace_back();
-    a.emplace_back("0");
-    a.emplace_back();
-    a.emplace_back();
-    a.emplace_back("1");  // Unconditional: there is no state machine to consult.
-    a.emplace_back();     // No queue, no type: it can never run.
-    a.emplace_back();
-    JOBPACT_RETURN_IF_ERROR(AppendRecordArgs(q.record, &a));
-    JOBPACT_ASSIGN_OR_RETURN(IndexEntry ix, IndexOf(q.record, q.placement));
-    a.push_back(std::move(ix.key));
-    a.push_back(std::move(ix.member));
-    a.push_back(std::move(ix.score));
-    a.emplace_back();
-    a.push_back(HistoryEntryJson(q.append.back()));
+    JOBPACT_RETURN_IF_ERROR(ChangeArgs(q, std::string(), /*quarantine=*/true, &a));
     a.emplace_back("0");  // No effect ops,
     a.emplace_back();     // no idempotency claim.
     JOBPACT_ASSIGN_OR_RETURN(Reply r, Run("quarantine", Scripts().write, std::move(a)));
@@ -201,7 +200,7 @@ Result<std::vector<EnqueueResult>> RedisQueueBackend::InsertJobs(std::vector<Job
                                                                  const EnqueueOptions& options,
                                                                  TimePoint now) {
   std::vector<std::string> a;
-  a.reserve(2 + jobs.size() * 36);
+  a.reserve(2 + jobs.size() * 18);
   // A dedup match is now - enqueued_at < window, so a zero window disables
   // dedup (the in-memory reference's rule).
   if (options.dedup_window > Duration::zero()) {
@@ -222,16 +221,18 @@ Result<std::vector<EnqueueResult>> RedisQueueBackend::InsertJobs(std::vector<Job
     a.push_back(SerializeEnvelope(env));
     a.push_back(env.queue);
     a.push_back(env.job_type);
-    a.push_back(std::to_string(env.priority));
     a.push_back(std::to_string(ToNs(TimePoint{} + env.visibility_timeout)));
     JOBPACT_ASSIGN_OR_RETURN(std::string enq, TimeArg(r.enqueued_at, "enqueued_at"));
     a.push_back(std::move(enq));
-    JOBPACT_RETURN_IF_ERROR(AppendRecordArgs(r, &a));
+    // st att upd fin ep cp tok lexp aud cx d (AppendRecordArgs).
+    std::vector<std::string> v;
+    v.reserve(11);
+    JOBPACT_RETURN_IF_ERROR(AppendRecordArgs(r, &v));
+    for (int k : {0, 1, 2, 4, 10}) a.push_back(std::move(v[static_cast<std::size_t>(k)]));
     JOBPACT_ASSIGN_OR_RETURN(IndexEntry ix, IndexOf(r, c.placement));
     a.push_back(std::move(ix.key));
     a.push_back(std::move(ix.member));
     a.push_back(std::move(ix.score));
-    a.push_back(ReadyKeyOf(r));
     if (env.queue.empty()) {
       a.emplace_back();
     } else {
@@ -239,6 +240,13 @@ Result<std::vector<EnqueueResult>> RedisQueueBackend::InsertJobs(std::vector<Job
       a.push_back(std::move(score));
     }
     a.push_back(HistoryEntryJson(c.append.front()));
+    // fin cp tok lexp aud cx: sent only where one is not at its default.
+    const bool defaults = v[3].empty() && v[5].empty() && v[6].empty() && v[7] == "0" &&
+                          v[8] == "[]" && v[9] == "0";
+    a.emplace_back(defaults ? "0" : "1");
+    if (!defaults) {
+      for (int k : {3, 5, 6, 7, 8, 9}) a.push_back(std::move(v[static_cast<std::size_t>(k)]));
+    }
   }
   JOBPACT_ASSIGN_OR_RETURN(Reply r, Run("Enqueue", Scripts().insert, std::move(a)));
   if (r.type != Reply::Type::kArray || r.elements.empty()) {

@@ -63,12 +63,97 @@ Result<TimePoint> ParseTime(std::string_view ns, std::string_view what) {
   return TimeFromNs(v);
 }
 
+namespace {
+
+// The items of the packed field `d`, in this order.
+enum DataItem {
+  kDEnqueuedAt,
+  kDReadyAt,
+  kDFinishedAt,  // '' if unset.
+  kDMaxAttempts,
+  kDRecoveries,
+  kDLockWaits,
+  kDPreviousDelay,
+  kDFailureClass,  // '' if no failure.
+  kDFailureCode,
+  kDFailureMessage,
+  kDReason,
+  kDResult,
+  kDRawFlag,  // "1": quarantined input, kept in kDRaw.
+  kDRaw,
+  kDataItemCount,
+};
+
+void Item(std::string_view v, std::string* out) {
+  char len[24];
+  auto [p, ec] = std::to_chars(len, len + sizeof len, v.size());
+  (void)ec;
+  out->append(len, p);
+  out->push_back(':');
+  out->append(v);
+}
+
+void IntItem(std::int64_t v, std::string* out) {
+  char digits[24];
+  auto [p, ec] = std::to_chars(digits, digits + sizeof digits, v);
+  (void)ec;
+  Item(std::string_view(digits, static_cast<std::size_t>(p - digits)), out);
+}
+
+// The items of `d`, or false if it is not kDataItemCount of them.
+bool SplitData(std::string_view d, std::string_view* items) {
+  for (int i = 0; i < kDataItemCount; ++i) {
+    const std::size_t colon = d.find(':');
+    if (colon == std::string_view::npos) return false;
+    std::uint64_t len = 0;
+    auto [p, ec] = std::from_chars(d.data(), d.data() + colon, len);
+    if (ec != std::errc() || p != d.data() + colon || len > d.size() - colon - 1) return false;
+    items[i] = d.substr(colon + 1, len);
+    d.remove_prefix(colon + 1 + len);
+  }
+  return d.empty();
+}
+
+}  // namespace
+
+Result<std::string> EncodeRecordData(const JobRecord& r) {
+  std::string d;
+  d.reserve(96 + r.reason.size() + r.result.size() +
+            (r.last_failure ? r.last_failure->message.size() + r.last_failure->code.size() : 0) +
+            (r.raw_input ? r.raw_input->size() : 0));
+  JOBPACT_ASSIGN_OR_RETURN(std::string enq, TimeArg(r.enqueued_at, "enqueued_at"));
+  Item(enq, &d);
+  JOBPACT_ASSIGN_OR_RETURN(std::string ready, TimeArg(r.ready_at, "ready_at"));
+  Item(ready, &d);
+  if (r.finished_at) {
+    JOBPACT_ASSIGN_OR_RETURN(std::string fin, TimeArg(*r.finished_at, "finished_at"));
+    Item(fin, &d);
+  } else {
+    Item({}, &d);
+  }
+  IntItem(r.envelope.max_attempts, &d);
+  IntItem(r.lease_recoveries, &d);
+  IntItem(r.lock_waits, &d);
+  IntItem(ToNs(r.previous_delay), &d);
+  if (r.last_failure) {
+    Item(FailureClassName(r.last_failure->failure_class), &d);
+    Item(r.last_failure->code, &d);
+    Item(r.last_failure->message, &d);
+  } else {
+    Item({}, &d);
+    Item({}, &d);
+    Item({}, &d);
+  }
+  Item(r.reason, &d);
+  Item(r.result, &d);
+  Item(r.raw_input ? "1" : "0", &d);
+  Item(r.raw_input ? std::string_view(*r.raw_input) : std::string_view(), &d);
+  return d;
+}
+
 Status AppendRecordArgs(const JobRecord& r, std::vector<std::string>* a) {
   a->emplace_back(JobStatusName(r.status));
   a->push_back(std::to_string(r.envelope.attempt));
-  a->push_back(std::to_string(r.envelope.max_attempts));
-  JOBPACT_ASSIGN_OR_RETURN(std::string ready, TimeArg(r.ready_at, "ready_at"));
-  a->push_back(std::move(ready));
   JOBPACT_ASSIGN_OR_RETURN(std::string updated, TimeArg(r.updated_at, "updated_at"));
   a->push_back(std::move(updated));
   if (r.finished_at) {
@@ -78,21 +163,7 @@ Status AppendRecordArgs(const JobRecord& r, std::vector<std::string>* a) {
     a->emplace_back();
   }
   a->push_back(std::to_string(r.epoch));
-  a->push_back(std::to_string(r.lease_recoveries));
-  a->push_back(std::to_string(r.lock_waits));
-  a->push_back(std::to_string(ToNs(r.previous_delay)));
   a->push_back(r.checkpoint);
-  if (r.last_failure) {
-    a->emplace_back(FailureClassName(r.last_failure->failure_class));
-    a->push_back(r.last_failure->code);
-    a->push_back(r.last_failure->message);
-  } else {
-    a->emplace_back();
-    a->emplace_back();
-    a->emplace_back();
-  }
-  a->push_back(r.reason);
-  a->push_back(r.result);
   a->push_back(r.lease_token);
   if (r.lease_token.empty()) {
     a->emplace_back("0");
@@ -100,13 +171,13 @@ Status AppendRecordArgs(const JobRecord& r, std::vector<std::string>* a) {
     JOBPACT_ASSIGN_OR_RETURN(std::string exp, TimeArg(r.lease_expires_at, "lease_expires_at"));
     a->push_back(std::move(exp));
   }
-  a->emplace_back(r.raw_input ? "1" : "0");
-  a->push_back(r.raw_input.value_or(std::string()));
   a->push_back(r.audit.empty()
                    ? std::string("[]")
                    : nlohmann::json(r.audit).dump(-1, ' ', false,
                                                   nlohmann::json::error_handler_t::replace));
   a->emplace_back(r.cancel_requested ? "1" : "0");
+  JOBPACT_ASSIGN_OR_RETURN(std::string d, EncodeRecordData(r));
+  a->push_back(std::move(d));
   return Status::Ok();
 }
 
@@ -171,8 +242,12 @@ Result<JobRecord> DecodeRecord(std::string_view job_id, const Reply& f) {
   auto bad = [&](std::string_view what) {
     return Status::Internal("stored record of job " + id + ": " + std::string(what));
   };
+  std::string_view d[kDataItemCount];
+  if (f.elements[kFData].is_nil() || !SplitData(Str(f, kFData), d)) {
+    return bad("the packed fields (d) do not decode");
+  }
   JobRecord rec;
-  const bool has_raw = !f.elements[kFRaw].is_nil();
+  const bool has_raw = d[kDRawFlag] == "1";
   Result<Envelope> env =
       ParseEnvelope(Str(f, kFEnv), ::jobpact::internal::StoredEnvelopeValidation());
   if (env.ok()) {
@@ -199,50 +274,57 @@ Result<JobRecord> DecodeRecord(std::string_view job_id, const Reply& f) {
   }
   rec.envelope.job_id = id;
   std::int64_t v = 0;
-  auto integer = [&](int field, std::string_view what) -> Result<std::int64_t> {
-    if (!ParseInt(Str(f, field), &v)) return bad(std::string(what) + " is not a number");
+  auto integer_of = [&](std::string_view s, std::string_view what) -> Result<std::int64_t> {
+    if (!ParseInt(s, &v)) return bad(std::string(what) + " is not a number");
     return v;
   };
-  auto time = [&](int field, std::string_view what) -> Result<TimePoint> {
-    JOBPACT_ASSIGN_OR_RETURN(std::int64_t ns, integer(field, what));
+  auto integer = [&](int field, std::string_view what) -> Result<std::int64_t> {
+    return integer_of(Str(f, field), what);
+  };
+  auto time_of = [&](std::string_view s, std::string_view what) -> Result<TimePoint> {
+    JOBPACT_ASSIGN_OR_RETURN(std::int64_t ns, integer_of(s, what));
     return TimeFromNs(ns);
   };
   JOBPACT_ASSIGN_OR_RETURN(std::int64_t attempt, integer(kFAttempt, "attempt"));
-  JOBPACT_ASSIGN_OR_RETURN(std::int64_t max_attempts, integer(kFMaxAttempts, "max_attempts"));
+  JOBPACT_ASSIGN_OR_RETURN(std::int64_t max_attempts,
+                           integer_of(d[kDMaxAttempts], "max_attempts"));
   rec.envelope.attempt = static_cast<int>(attempt);
   rec.envelope.max_attempts = static_cast<int>(max_attempts);
   Result<JobStatus> status = ParseJobStatus(Str(f, kFStatus));
   if (!status.ok()) return bad("status: " + status.status().message());
   rec.status = *status;
-  JOBPACT_ASSIGN_OR_RETURN(rec.enqueued_at, time(kFEnqueuedAt, "enqueued_at"));
-  JOBPACT_ASSIGN_OR_RETURN(rec.ready_at, time(kFReadyAt, "ready_at"));
-  JOBPACT_ASSIGN_OR_RETURN(rec.updated_at, time(kFUpdatedAt, "updated_at"));
-  if (!Str(f, kFFinishedAt).empty()) {
-    JOBPACT_ASSIGN_OR_RETURN(rec.finished_at, time(kFFinishedAt, "finished_at"));
+  JOBPACT_ASSIGN_OR_RETURN(rec.enqueued_at, time_of(d[kDEnqueuedAt], "enqueued_at"));
+  JOBPACT_ASSIGN_OR_RETURN(rec.ready_at, time_of(d[kDReadyAt], "ready_at"));
+  JOBPACT_ASSIGN_OR_RETURN(rec.updated_at, time_of(Str(f, kFUpdatedAt), "updated_at"));
+  if (!d[kDFinishedAt].empty()) {
+    JOBPACT_ASSIGN_OR_RETURN(rec.finished_at, time_of(d[kDFinishedAt], "finished_at"));
   }
   JOBPACT_ASSIGN_OR_RETURN(rec.epoch, integer(kFEpoch, "epoch"));
-  JOBPACT_ASSIGN_OR_RETURN(std::int64_t recoveries, integer(kFRecoveries, "lease_recoveries"));
+  JOBPACT_ASSIGN_OR_RETURN(std::int64_t recoveries,
+                           integer_of(d[kDRecoveries], "lease_recoveries"));
   rec.lease_recoveries = static_cast<int>(recoveries);
-  JOBPACT_ASSIGN_OR_RETURN(std::int64_t lock_waits, integer(kFLockWaits, "lock_waits"));
+  JOBPACT_ASSIGN_OR_RETURN(std::int64_t lock_waits, integer_of(d[kDLockWaits], "lock_waits"));
   rec.lock_waits = static_cast<int>(lock_waits);
-  JOBPACT_ASSIGN_OR_RETURN(std::int64_t delay, integer(kFPreviousDelay, "previous_delay"));
+  JOBPACT_ASSIGN_OR_RETURN(std::int64_t delay,
+                           integer_of(d[kDPreviousDelay], "previous_delay"));
   rec.previous_delay = std::chrono::duration_cast<Duration>(std::chrono::nanoseconds(delay));
   rec.checkpoint = Str(f, kFCheckpoint);
-  if (!Str(f, kFFailureClass).empty()) {
+  if (!d[kDFailureClass].empty()) {
     Failure failure;
-    Result<FailureClass> c = ParseFailureClass(Str(f, kFFailureClass));
+    Result<FailureClass> c = ParseFailureClass(d[kDFailureClass]);
     failure.failure_class = c.ok() ? *c : FailureClass::kUnknown;
-    failure.code = Str(f, kFFailureCode);
-    failure.message = Str(f, kFFailureMessage);
+    failure.code = std::string(d[kDFailureCode]);
+    failure.message = std::string(d[kDFailureMessage]);
     rec.last_failure = std::move(failure);
   }
-  rec.reason = Str(f, kFReason);
-  rec.result = Str(f, kFResult);
+  rec.reason = std::string(d[kDReason]);
+  rec.result = std::string(d[kDResult]);
   rec.lease_token = Str(f, kFToken);
   if (!rec.lease_token.empty()) {
-    JOBPACT_ASSIGN_OR_RETURN(rec.lease_expires_at, time(kFLeaseExp, "lease_expires_at"));
+    JOBPACT_ASSIGN_OR_RETURN(rec.lease_expires_at,
+                             time_of(Str(f, kFLeaseExp), "lease_expires_at"));
   }
-  if (has_raw) rec.raw_input = Str(f, kFRaw);
+  if (has_raw) rec.raw_input = std::string(d[kDRaw]);
   const std::string& audit = Str(f, kFAudit);
   if (!audit.empty() && audit != "[]") {
     nlohmann::json j = nlohmann::json::parse(audit, nullptr, /*allow_exceptions=*/false);
@@ -257,9 +339,7 @@ Result<JobRecord> DecodeRecord(std::string_view job_id, const Reply& f) {
 
 std::string RawFields(const Reply& f) {
   static const char* const kNames[kRecordFieldCount] = {
-      "env", "q",  "t",  "pr", "vis",  "dk",    "st",   "att", "max", "rdy",
-      "upd", "fin", "ep", "nrec", "lw", "pd",   "cp",   "fcls", "fcode", "fmsg",
-      "rsn", "res", "tok", "lexp", "raw", "aud", "cx",  "enq"};
+      "env", "d", "q", "t", "st", "att", "ep", "upd", "cp", "tok", "lexp", "aud", "cx"};
   nlohmann::json row = nlohmann::json::object();
   for (std::size_t i = 0; i < f.elements.size() && i < kRecordFieldCount; ++i) {
     if (f.elements[i].is_nil()) {

@@ -21,36 +21,23 @@ namespace jobpact {
 namespace redis_internal {
 
 // The fields of a record as the scripts read them (the Lua table F), in
-// this order.
+// this order: the envelope, the packed fields only this side reads (`d`),
+// and the fields the scripts read, index or change on their own (lease,
+// renew, cancel).
 enum RecordField {
   kFEnv,    // The envelope JSON (SerializeEnvelope), written once.
-  kFQueue,  // Fixed at enqueue: queue, job type, priority, visibility
-  kFType,   // timeout (ns), dedup key.
-  kFPriority,
-  kFVisibility,
-  kFDedup,
-  kFStatus,  // What a change writes: status, attempt, max_attempts, ...
+  kFData,   // The packed fields (EncodeRecordData), rewritten by every write.
+  kFQueue,  // Fixed at enqueue: queue and job type.
+  kFType,
+  kFStatus,  // What a change or a script writes: status, attempt, ...
   kFAttempt,
-  kFMaxAttempts,
-  kFReadyAt,
-  kFUpdatedAt,
-  kFFinishedAt,  // '' if unset.
   kFEpoch,
-  kFRecoveries,
-  kFLockWaits,
-  kFPreviousDelay,
-  kFCheckpoint,
-  kFFailureClass,  // '' if no failure.
-  kFFailureCode,
-  kFFailureMessage,
-  kFReason,
-  kFResult,
-  kFToken,     // '' if no lease.
-  kFLeaseExp,  // "0" if no lease.
-  kFRaw,       // Absent (nil) unless quarantined input.
-  kFAudit,     // JSON array of strings.
-  kFCancel,    // "0" / "1".
-  kFEnqueuedAt,
+  kFUpdatedAt,
+  kFCheckpoint,  // Absent: ''.
+  kFToken,       // '' (or absent) if no lease.
+  kFLeaseExp,    // "0" (or absent) if no lease.
+  kFAudit,       // JSON array of strings; absent: [].
+  kFCancel,      // "0" / "1"; absent: "0".
   kRecordFieldCount,
 };
 
@@ -62,10 +49,13 @@ Result<std::string> TimeArg(TimePoint t, std::string_view what);
 std::string TimeArgClamped(TimePoint t);
 Result<TimePoint> ParseTime(std::string_view ns, std::string_view what);
 
-// Appends the 22 values of `r` that a change writes, in the order of the
-// insert and write scripts: st att max rdy upd fin ep nrec lw pd cp fcls
-// fcode fmsg rsn res tok lexp rawflag raw aud cx.
+// Appends the 11 values of `r` that a change writes, in the order of the
+// insert and write scripts: st att upd fin ep cp tok lexp aud cx d.
 Status AppendRecordArgs(const JobRecord& r, std::vector<std::string>* args);
+// The packed field `d`: the values of `r` no script reads (enqueued_at,
+// ready_at, finished_at, max_attempts, the counters, the failure, reason,
+// result, the raw input), each as "<length>:<bytes>", in that order.
+Result<std::string> EncodeRecordData(const JobRecord& r);
 
 // Where a job sits in the indexes: the key (after the namespace prefix),
 // its member there and its score.

@@ -4,18 +4,24 @@
 //
 //   P job:<id>          hash: the record. `env` (the envelope JSON, written
 //                       once: no change alters it but attempt and
-//                       max_attempts, which are fields), the fields every
-//                       change writes (st att max rdy upd fin ep nrec lw pd
-//                       cp fcls fcode fmsg rsn res tok lexp raw aud cx), the
-//                       fixed ones the scripts need (q t pr vis dk enq), and
-//                       where the job is indexed (ixk: the index key after
-//                       P, ixm: its member there; rk, rsc: its ready set
-//                       and score, for the move from scheduled to ready).
-//                       Its history is in it too: `h`, the newest
-//                       kMaxHistory entries (JSON, joined by newlines, which
-//                       JSON text never holds raw), and `hn` their count --
-//                       appended in the HSET every change makes anyway, so a
-//                       transition costs no extra call and a job one key.
+//                       max_attempts), `d` (every value only the C++ side
+//                       reads, packed by queue_codec.cc: enqueued, ready and
+//                       finished times, max_attempts, counters, failure,
+//                       reason, result, raw input -- one opaque field each
+//                       write replaces), the fields the scripts check or
+//                       change on their own (st att ep upd tok lexp cp aud
+//                       cx fin), the fixed ones they need (q t vis dk enq),
+//                       and where the job is indexed (ixk: the index key
+//                       after P, ixm: its member there; rk, rsc: its ready
+//                       set and score, for the move from scheduled to
+//                       ready). dk fin cp tok lexp aud cx may be absent,
+//                       meaning '' / '' / '' / '' / '0' / '[]' / '0'.
+//                       Its history is in it too: entry n is field `h<n>`
+//                       (JSON), `hn` the count, the newest kMaxHistory kept
+//                       -- appended as one more pair of the HSET every
+//                       change makes anyway and never read back by a
+//                       change, so a transition costs no extra call and a
+//                       job one key.
 //   P ready:<q>|<t>     zset per (queue, job type) -- '|' is in no safe name,
 //                       so the pair is unambiguous: ready jobs.
 //   P scheduled         zset: queued / retry_scheduled jobs not ready yet.
@@ -103,24 +109,89 @@ local function bless(a, b)
   return #a < #b
 end
 -- Counters: "<status>|<queue>" per status and queue ('' for quarantined
--- input), "rt|<type>" running jobs per type (concurrency limits).
+-- input), "rt|<type>" running jobs per type (concurrency limits). Summed
+-- here and applied by flush() before the script returns: one HINCRBY per
+-- counter a call changes, not two or three per job.
+local DELTA = {}
+local CK = {}  -- CK[st][q]: the counter "<st>|<q>", built once a call.
 local function count(st, q, t, d)
-  local S = P .. 'queue-stats'
-  redis.call('HINCRBY', S, st .. '|' .. (q or ''), d)
-  if st == 'running' and q and q ~= '' then redis.call('HINCRBY', S, 'rt|' .. t, d) end
-end
--- History `h` of `n` entries with `entry` appended, the oldest dropped
--- beyond MAXH: the new h and n.
-local function happend(h, n, entry)
-  n = tonumber(n or '0') or 0
-  if not h or h == '' or n == 0 then return entry, 1 end
-  h = h .. '\n' .. entry
-  n = n + 1
-  while n > MAXH do
-    h = string.sub(h, string.find(h, '\n', 1, true) + 1)
-    n = n - 1
+  local byq = CK[st]
+  if not byq then
+    byq = {}
+    CK[st] = byq
   end
-  return h, n
+  local qq = q or ''
+  local k = byq[qq]
+  if not k then
+    k = st .. '|' .. qq
+    byq[qq] = k
+  end
+  DELTA[k] = (DELTA[k] or 0) + d
+  if st == 'running' and q and q ~= '' then
+    k = 'rt|' .. t
+    DELTA[k] = (DELTA[k] or 0) + d
+  end
+end
+-- Index changes: zset(key, member, score) adds (or moves) a member,
+-- zset(key, member, false) removes it; only the last change of a member
+-- counts. Applied by flush() in one ZREM and one ZADD per key, not a call
+-- per job: no script reads an index it changed this way before flush().
+local ZP, ZPK = {}, {}
+local function zset(key, member, score)
+  local z = ZP[key]
+  if not z then
+    z = {}
+    ZP[key] = z
+    ZPK[#ZPK + 1] = key
+  end
+  z[member] = score
+end
+local WOKEN = 0
+local wake
+local function flush()
+  for _, key in ipairs(ZPK) do
+    local rem, add = {}, {}
+    for m, sc in pairs(ZP[key]) do
+      if sc then
+        add[#add + 1] = sc
+        add[#add + 1] = m
+      else
+        rem[#rem + 1] = m
+      end
+    end
+    for j = 1, #rem, 512 do redis.call('ZREM', key, unpack(rem, j, math.min(#rem, j + 511))) end
+    for j = 1, #add, 512 do redis.call('ZADD', key, unpack(add, j, math.min(#add, j + 511))) end
+  end
+  ZP, ZPK = {}, {}
+  local S = P .. 'queue-stats'
+  for k, d in pairs(DELTA) do
+    if d ~= 0 then redis.call('HINCRBY', S, k, d) end
+  end
+  DELTA = {}
+  if WOKEN > 0 then wake(WOKEN) end
+  WOKEN = 0
+end
+-- History: entry n (1, 2, ...) of a job is its field 'h<n>', 'hn' the
+-- count; appended as two more field-value pairs of the HSET the change
+-- makes anyway (into kv), never read back. Returns the field that falls
+-- out of the kMaxHistory window (to HDEL), or nil.
+local function hpush(kv, hn, entry, inc)
+  local n = (tonumber(hn) or 0) + 1
+  local ns
+  if inc then ns = inc(hn or '0') else ns = fmt(n) end
+  kv[#kv + 1] = 'h' .. ns
+  kv[#kv + 1] = entry
+  kv[#kv + 1] = 'hn'
+  kv[#kv + 1] = ns
+  if n > MAXH then return 'h' .. fmt(n - MAXH) end
+  return nil
+end
+-- The history fields of a job with `hn` entries, oldest first.
+local function hfields(hn)
+  local n = tonumber(hn) or 0
+  local names = {}
+  for i = math.max(1, n - MAXH + 1), n do names[#names + 1] = 'h' .. fmt(i) end
+  return names
 end
 -- Members of a time zset whose time is <= now, oldest first (at most limit).
 local function due(key, now, limit)
@@ -145,7 +216,7 @@ end
 -- Wake-up tokens for idle workers (WaitForWork: BLPOP on P wake): one per
 -- job made ready, at most WAKE kept, so a burst cannot pile them up.
 local WAKE = 256
-local function wake(n)
+function wake(n)
   if n <= 0 then return end
   local t = {}
   for i = 1, math.min(n, WAKE) do t[i] = '1' end
@@ -157,42 +228,56 @@ local function promote(now)
   for _, m in ipairs(due(P .. 'scheduled', now, PROMOTE)) do
     local id = string.sub(m, 7)
     local jk = P .. 'job:' .. id
-    local f = redis.call('HMGET', jk, 'rk', 'rsc')
+    local f = redis.call('HMGET', jk, 'q', 't', 'rsc')
     redis.call('ZREM', P .. 'scheduled', m)
+    -- Its ready set (none for quarantined input, which has no queue).
     if f[1] and f[1] ~= '' then
-      redis.call('ZADD', P .. f[1], f[2], m)
-      redis.call('HSET', jk, 'ixk', f[1])
+      local rk = 'ready:' .. f[1] .. '|' .. f[2]
+      redis.call('ZADD', P .. rk, f[3], m)
+      redis.call('HSET', jk, 'ixk', rk)
     end
   end
 end
--- The fields a record is read with (queue_codec.h: kRecordFields).
-local F = {'env', 'q', 't', 'pr', 'vis', 'dk', 'st', 'att', 'max', 'rdy', 'upd', 'fin', 'ep',
-           'nrec', 'lw', 'pd', 'cp', 'fcls', 'fcode', 'fmsg', 'rsn', 'res', 'tok', 'lexp', 'raw',
-           'aud', 'cx', 'enq'}
--- F and the history (h, hn): fields 29 and 30.
-local FH = {unpack(F)}
-FH[#FH + 1] = 'h'
-FH[#FH + 1] = 'hn'
+-- The fields a record is read with (queue_codec.h: RecordField).
+local F = {'env', 'd', 'q', 't', 'st', 'att', 'ep', 'upd', 'cp', 'tok', 'lexp', 'aud', 'cx'}
 )lua";
 
-// InsertJobs. ARGV: window_start ('' no dedup), n, then 36 per job:
-//   id dk env q t pr vis enq | st att max rdy upd fin ep nrec lw pd cp fcls
-//   fcode fmsg rsn res tok lexp rawflag raw aud cx | ixk ixm ixscore rk rsc
-//   history_entry
-// Returns {6, id} if an id is taken (nothing stored), else {0, then per job
+// InsertJobs. ARGV: window_start ('' no dedup), n, then per job 18 values
+//   id dk env q t vis enq st att upd ep d ixk ixm ixscore rsc
+//   history_entry flag
+// and, where flag is '1', 6 more: fin cp tok lexp aud cx. Flag '0': those
+// are at their defaults ('' '' '' '0' '[]' '0'), as for almost every new
+// job, and left absent (every reader takes absent as the default), as are
+// dk, enq and rsc where not needed (no dedup key; ready at once). Returns
+// {6, id} if an id is taken (nothing stored), else {0, then per job
 // dup(0/1), id, status}.
 const char* const kInsert = R"lua(
 local ws = ARGV[1]
 local n = tonumber(ARGV[2])
-local K = 36
-for i = 0, n - 1 do
-  local id = ARGV[3 + i * K]
-  if redis.call('EXISTS', P .. 'job:' .. id) == 1 then return {6, id} end
+-- Where each job's values start.
+local at = {}
+do
+  local o = 3
+  for i = 1, n do
+    at[i] = o
+    if ARGV[o + 17] == '1' then o = o + 24 else o = o + 18 end
+  end
+end
+-- One EXISTS per 256 ids; only where one is taken, which.
+for c = 1, n, 256 do
+  local ks = {}
+  for i = c, math.min(n, c + 255) do ks[#ks + 1] = P .. 'job:' .. ARGV[at[i]] end
+  if redis.call('EXISTS', unpack(ks)) > 0 then
+    for i = c, math.min(n, c + 255) do
+      local id = ARGV[at[i]]
+      if redis.call('EXISTS', P .. 'job:' .. id) == 1 then return {6, id} end
+    end
+  end
 end
 local out = {0}
-local woken = 0
-for i = 0, n - 1 do
-  local o = 3 + i * K
+local seen = {}
+for i = 1, n do
+  local o = at[i]
   local id, dk = ARGV[o], ARGV[o + 1]
   local dup = nil
   if ws ~= '' and dk ~= '' then
@@ -215,22 +300,29 @@ for i = 0, n - 1 do
     out[#out + 1] = dup[2]
   else
     local jk = P .. 'job:' .. id
-    local q, t, st, enq = ARGV[o + 3], ARGV[o + 4], ARGV[o + 8], ARGV[o + 7]
-    redis.call('HSET', jk, 'env', ARGV[o + 2], 'q', q, 't', t, 'pr', ARGV[o + 5],
-      'vis', ARGV[o + 6], 'dk', dk, 'enq', enq, 'st', st, 'att', ARGV[o + 9],
-      'max', ARGV[o + 10], 'rdy', ARGV[o + 11], 'upd', ARGV[o + 12], 'fin', ARGV[o + 13],
-      'ep', ARGV[o + 14], 'nrec', ARGV[o + 15], 'lw', ARGV[o + 16], 'pd', ARGV[o + 17],
-      'cp', ARGV[o + 18], 'fcls', ARGV[o + 19], 'fcode', ARGV[o + 20], 'fmsg', ARGV[o + 21],
-      'rsn', ARGV[o + 22], 'res', ARGV[o + 23], 'tok', ARGV[o + 24], 'lexp', ARGV[o + 25],
-      'aud', ARGV[o + 28], 'cx', ARGV[o + 29], 'ixk', ARGV[o + 30], 'ixm', ARGV[o + 31],
-      'rk', ARGV[o + 33], 'rsc', ARGV[o + 34], 'h', ARGV[o + 35], 'hn', '1')
-    if ARGV[o + 26] == '1' then redis.call('HSET', jk, 'raw', ARGV[o + 27]) end
-    if ARGV[o + 30] ~= '' then
-      redis.call('ZADD', P .. ARGV[o + 30], ARGV[o + 32], ARGV[o + 31])
-      if string.sub(ARGV[o + 30], 1, 6) == 'ready:' then woken = woken + 1 end
+    local q, t, enq, st = ARGV[o + 3], ARGV[o + 4], ARGV[o + 6], ARGV[o + 7]
+    local ixk = ARGV[o + 12]
+    redis.call('HSET', jk, 'env', ARGV[o + 2], 'q', q, 't', t, 'vis', ARGV[o + 5],
+      'st', st, 'att', ARGV[o + 8], 'upd', ARGV[o + 9], 'ep', ARGV[o + 10], 'd', ARGV[o + 11],
+      'ixk', ixk, 'ixm', ARGV[o + 13], 'h1', ARGV[o + 16], 'hn', '1')
+    -- Ready at once: rsc is only read to move the job from the scheduled
+    -- set, and every write that schedules it sends its own.
+    local ready = string.sub(ixk, 1, 6) == 'ready:'
+    if dk ~= '' then redis.call('HSET', jk, 'dk', dk, 'enq', enq) end
+    if not ready then redis.call('HSET', jk, 'rsc', ARGV[o + 15]) end
+    if ARGV[o + 17] == '1' then
+      redis.call('HSET', jk, 'fin', ARGV[o + 18], 'cp', ARGV[o + 19], 'tok', ARGV[o + 20],
+        'lexp', ARGV[o + 21], 'aud', ARGV[o + 22], 'cx', ARGV[o + 23])
     end
-    redis.call('ZADD', P .. 'job-ids', 0, id)
-    if q ~= '' then redis.call('SADD', P .. 'job-pairs', q .. '|' .. t) end
+    if ixk ~= '' then
+      zset(P .. ixk, ARGV[o + 13], ARGV[o + 14])
+      if ready then WOKEN = WOKEN + 1 end
+    end
+    zset(P .. 'job-ids', id, '0')
+    if q ~= '' and not seen[q .. '|' .. t] then
+      seen[q .. '|' .. t] = true
+      redis.call('SADD', P .. 'job-pairs', q .. '|' .. t)
+    end
     if dk ~= '' then redis.call('ZADD', P .. 'dedup:' .. dk, fmt(msof(enq)), sub6(enq) .. id) end
     count(st, q, t, 1)
     out[#out + 1] = 0
@@ -238,57 +330,61 @@ for i = 0, n - 1 do
     out[#out + 1] = st
   end
 end
-wake(woken)
+flush()
 return out
 )lua";
 
 // One conditional write. ARGV:
-//   1 id, 2 expect status, 3 expect epoch, 4 expect token, 5 expired_by
-//   ('' or a time: the stored lease must have expired by then), 6 quarantine
-//   ('1': unconditional, new q and t, history replaced), 7 q, 8 t,
-//   9..30 st att max rdy upd fin ep nrec lw pd cp fcls fcode fmsg rsn res
-//   tok lexp rawflag raw aud cx, 31 ixk, 32 ixm, 33 ixscore, 34 rsc ('' keep),
-//   35 history entry ('' none), 36 number of effect ops, then 4 per op:
-//   name key a1 a2, then the idempotency claim to complete with the write
-//   (a transactional success): its record key ('' none), now and expiry in
-//   microseconds, gc ms, the index key, the key's name, the result.
+//   1 id, 2 expect status ('': a quarantine -- unconditional, queue and
+//   type cleared, history replaced), 3 expect epoch, 4 expect token, 5
+//   expired_by ('' or a time: the stored lease must have expired by then),
+//   6..16 st att upd fin ep cp tok lexp aud cx d, 17 ixk, 18 ixm,
+//   19 ixscore, 20 rsc ('' keep), 21 history entry ('' none), 22 number of
+//   effect ops, then 4 per op: name key a1 a2, then the idempotency claim
+//   to complete with the write (a transactional success): its record key
+//   ('' none), now and expiry in microseconds, gc ms, the index key, the
+//   key's name, the result.
 // Returns {0}; {5} unknown job; {10, status, epoch[, 'renewed']} stale;
 // {9, message} an effect op that cannot apply (nothing written); {11,
 // state, owner} the claim is another owner's (nothing written).
 const char* const kWrite = R"lua(
+local TYPES = nil
 local function one(base)
-local function a(k) return ARGV[base + k] end
-local id = a(1)
+local A = ARGV
+local id = A[base + 1]
 local jk = P .. 'job:' .. id
-local cur = redis.call('HMGET', jk, 'st', 'ep', 'tok', 'lexp', 'q', 't', 'ixk', 'ixm', 'cx', 'aud',
-                      'raw', 'h', 'hn')
+local cur = redis.call('HMGET', jk, 'st', 'ep', 'tok', 'lexp', 'q', 't', 'hn', 'cx', 'aud')
 if not cur[1] then return {5} end
-local quar = a(6) == '1'
+-- A quarantine (no status expected) is unconditional: no state machine to
+-- consult; the job keeps no queue and no type, so it can never run.
+local quar = A[base + 2] == ''
 if not quar then
-  if cur[1] ~= a(2) or cur[2] ~= a(3) or (cur[3] or '') ~= a(4) then
+  if cur[1] ~= A[base + 2] or cur[2] ~= A[base + 3] or (cur[3] or '') ~= A[base + 4] then
     return {10, cur[1], cur[2]}
   end
-  if a(5) ~= '' and not le(cur[4], a(5)) then return {10, cur[1], cur[2], 'renewed'} end
+  if A[base + 5] ~= '' and not le(cur[4] or '0', A[base + 5]) then return {10, cur[1], cur[2], 'renewed'} end
 end
-local nops = tonumber(a(36))
+local nops = tonumber(A[base + 22])
 -- The claim of a transactional success, held by this delivery (the lease
 -- token is the claim's owner): completed in this step, so no crash can
 -- separate the effect from the record. Another owner's: nothing written.
-local io = 37 + nops * 4
-local ik = a(io)
+local io = 23 + nops * 4
+local ik = A[base + io]
 local claim = nil
 if ik and ik ~= '' then
   claim = redis.call('HMGET', ik, 'state', 'owner')
-  if claim[1] and claim[2] ~= a(4) then return {11, claim[1], claim[2]} end
+  if claim[1] and claim[2] ~= A[base + 4] then return {11, claim[1], claim[2]} end
 end
 -- The transactional effect: every op is checked before anything is written
 -- (a script is not rolled back on an error), then applied with the write.
-local types = {set = true, del = true, pexpire = true, incrby = 'string', hset = 'hash',
-               hincrby = 'hash', sadd = 'set', srem = 'set', rpush = 'list'}
+if nops > 0 and not TYPES then
+  TYPES = {set = true, del = true, pexpire = true, incrby = 'string', hset = 'hash',
+           hincrby = 'hash', sadd = 'set', srem = 'set', rpush = 'list'}
+end
 for i = 0, nops - 1 do
-  local o = 37 + i * 4
-  local op, key = a(o), a(o + 1)
-  local want = types[op]
+  local o = 23 + i * 4
+  local op, key = A[base + o], A[base + o + 1]
+  local want = TYPES[op]
   if not want then return {9, 'effect op ' .. (i + 1) .. ': unknown op ' .. op} end
   if want ~= true then
     local ty = redis.call('TYPE', key)['ok']
@@ -297,20 +393,20 @@ for i = 0, nops - 1 do
     end
     local num = nil
     if op == 'incrby' then num = redis.call('GET', key) end
-    if op == 'hincrby' then num = redis.call('HGET', key, a(o + 2)) end
+    if op == 'hincrby' then num = redis.call('HGET', key, A[base + o + 2]) end
     if num and not string.match(num, '^%-?%d+$') then
       return {9, 'effect op ' .. (i + 1) .. ' (' .. op .. '): key ' .. key .. ' is not an integer'}
     end
   end
 end
 if claim and claim[1] == 'p' then
-  redis.call('HSET', ik, 'state', 'c', 'result', a(io + 6), 'exp', a(io + 2))
-  redis.call('PEXPIRE', ik, a(io + 3))
-  redis.call('ZADD', a(io + 4), a(io + 2), a(io + 5))
+  redis.call('HSET', ik, 'state', 'c', 'result', A[base + io + 6], 'exp', A[base + io + 2])
+  redis.call('PEXPIRE', ik, A[base + io + 3])
+  redis.call('ZADD', A[base + io + 4], A[base + io + 2], A[base + io + 5])
 end
 for i = 0, nops - 1 do
-  local o = 37 + i * 4
-  local op, key, a1, a2 = a(o), a(o + 1), a(o + 2), a(o + 3)
+  local o = 23 + i * 4
+  local op, key, a1, a2 = A[base + o], A[base + o + 1], A[base + o + 2], A[base + o + 3]
   if op == 'set' then
     if a2 ~= '' then redis.call('SET', key, a1, 'PX', a2) else redis.call('SET', key, a1) end
   elseif op == 'del' then redis.call('DEL', key)
@@ -323,43 +419,53 @@ for i = 0, nops - 1 do
   elseif op == 'rpush' then redis.call('RPUSH', key, a1)
   end
 end
-local aud, cx = a(29), a(30)
-if not quar and a(2) == 'running' then
+-- Where it is indexed: a running job in the lease set by its expiry (the
+-- lease script writes no ixk and ixm), any other where ixk and ixm say.
+local ixk, ixm
+if cur[1] == 'running' then
+  ixk = 'leases'
+  ixm = sub6(cur[4] or '0') .. id
+else
+  local ix = redis.call('HMGET', jk, 'ixk', 'ixm')
+  ixk, ixm = ix[1], ix[2]
+end
+local aud, cx = A[base + 14], A[base + 15]
+if not quar and A[base + 2] == 'running' then
   -- An operator's cancel may have added to them since the change was read.
-  aud = cur[10] or '[]'
-  if cur[9] == '1' then cx = '1' end
+  aud = cur[9] or '[]'
+  if cur[8] == '1' then cx = '1' end
 end
 local q, t = cur[5], cur[6]
-local kv = {'st', a(9), 'att', a(10), 'max', a(11), 'rdy', a(12), 'upd', a(13),
-            'fin', a(14), 'ep', a(15), 'nrec', a(16), 'lw', a(17), 'pd', a(18),
-            'fcls', a(20), 'fcode', a(21), 'fmsg', a(22), 'rsn', a(23),
-            'res', a(24), 'tok', a(25), 'lexp', a(26), 'aud', aud, 'cx', cx,
-            'ixk', a(31), 'ixm', a(32)}
-if a(19) ~= '' then kv[#kv + 1] = 'cp'; kv[#kv + 1] = a(19) end
-if a(34) ~= '' then kv[#kv + 1] = 'rsc'; kv[#kv + 1] = a(34) end
-local h, hn = cur[12], cur[13]
-if quar then h, hn = '', '0' end
-if a(35) ~= '' then
-  local nh, nn = happend(h, hn, a(35))
-  kv[#kv + 1] = 'h'; kv[#kv + 1] = nh
-  kv[#kv + 1] = 'hn'; kv[#kv + 1] = fmt(nn)
-end
+local kv = {'st', A[base + 6], 'att', A[base + 7], 'upd', A[base + 8], 'fin', A[base + 9],
+            'tok', A[base + 12], 'lexp', A[base + 13], 'd', A[base + 16], 'ixk', A[base + 17],
+            'ixm', A[base + 18]}
+if A[base + 10] ~= cur[2] then kv[#kv + 1] = 'ep'; kv[#kv + 1] = A[base + 10] end
+-- Written only where they change (Lua strings are interned: == is cheap).
+if aud ~= cur[9] then kv[#kv + 1] = 'aud'; kv[#kv + 1] = aud end
+if cx ~= cur[8] then kv[#kv + 1] = 'cx'; kv[#kv + 1] = cx end
+if A[base + 11] ~= '' then kv[#kv + 1] = 'cp'; kv[#kv + 1] = A[base + 11] end
+if A[base + 20] ~= '' then kv[#kv + 1] = 'rsc'; kv[#kv + 1] = A[base + 20] end
+local hn = cur[7]
 if quar then
-  q, t = a(7), a(8)
+  -- The history is replaced: the quarantine's entry is the first.
+  local old = hfields(hn)
+  if #old > 0 then redis.call('HDEL', jk, unpack(old)) end
+  hn = '0'
+  q, t = '', ''
   kv[#kv + 1] = 'q'; kv[#kv + 1] = q
   kv[#kv + 1] = 't'; kv[#kv + 1] = t
-  kv[#kv + 1] = 'rk'; kv[#kv + 1] = ''
 end
-if a(27) == '1' then kv[#kv + 1] = 'raw'; kv[#kv + 1] = a(28) end
+local drop = nil
+if A[base + 21] ~= '' then drop = hpush(kv, hn, A[base + 21]) end
 redis.call('HSET', jk, unpack(kv))
-if a(27) ~= '1' and cur[11] then redis.call('HDEL', jk, 'raw') end
-if cur[7] and cur[7] ~= '' then redis.call('ZREM', P .. cur[7], cur[8]) end
-if a(31) ~= '' then
-  redis.call('ZADD', P .. a(31), a(33), a(32))
-  if string.sub(a(31), 1, 6) == 'ready:' then wake(1) end
+if drop then redis.call('HDEL', jk, drop) end
+if ixk and ixk ~= '' then zset(P .. ixk, ixm, false) end
+if A[base + 17] ~= '' then
+  zset(P .. A[base + 17], A[base + 18], A[base + 19])
+  if string.sub(A[base + 17], 1, 6) == 'ready:' then WOKEN = WOKEN + 1 end
 end
 count(cur[1], cur[5], cur[6], -1)
-count(a(9), q, t, 1)
+count(A[base + 6], q, t, 1)
 return {0}
 end
 )lua";
@@ -367,7 +473,8 @@ end
 // LeaseJobs. ARGV: 1 now, 2 max_jobs, 3 worker (for the token), 4 the
 // worker as a JSON string, 5 the delivery reason as a JSON string, 6.. the
 // queues (none: all). Returns per job {id, token, lease expiry, the record's
-// fields (F) as they were before the delivery}.
+// fields (F) as they were before the delivery}. Per job: one HMGET, one
+// HSET (the history entry in it), ZREM, ZADD; the counters once per call.
 const char* const kLease = R"lua(
 local now = ARGV[1]
 local max = tonumber(ARGV[2])
@@ -394,7 +501,7 @@ for _, p in ipairs(redis.call('SMEMBERS', P .. 'job-pairs')) do
   local q, t = string.sub(p, 1, bar - 1), string.sub(p, bar + 1)
   if (want == nil or want[q]) and not pq[q] and not pt[t] and (room[t] == nil or room[t] > 0) then
     local r = redis.call('ZRANGE', P .. 'ready:' .. p, 0, max - 1, 'WITHSCORES')
-    if #r > 0 then lists[#lists + 1] = {r = r, i = 1, t = t, p = p} end
+    if #r > 0 then lists[#lists + 1] = {r = r, i = 1, q = q, t = t, k = P .. 'ready:' .. p} end
   end
 end
 local out = {}
@@ -407,6 +514,25 @@ if #lists == 0 then
 end
 -- Tokens "<worker>#<n>", n unique in the namespace (some numbers unused).
 local seq = redis.call('INCRBY', P .. 'lease-seq', max) - max
+local nm, nsub = msof(now), tonumber(sub6(now))
+-- n + 1 as text for the usual small n (epoch, attempt, history count),
+-- without a string.format per job.
+local INC = {}
+do
+  local prev = '0'
+  for i = 1, 100 do
+    local x = fmt(i)
+    INC[prev] = x
+    prev = x
+  end
+end
+local function inc(x) return INC[x] or fmt((tonumber(x) or 0) + 1) end
+-- The lease expiry for a visibility timeout: {ms text, six digits, expiry}.
+local EXP = {}
+local LK, PJ = P .. 'leases', P .. 'job:'
+
+local tail = '","to":"running","at_ns":' .. now .. ',"reason":' .. ARGV[5] .. ',"worker":' ..
+             ARGV[4] .. '}'
 while #out < max do
   local best = nil
   for _, l in ipairs(lists) do
@@ -420,40 +546,58 @@ while #out < max do
     end
   end
   if best == nil then break end
-  local m, t, pair = best.r[best.i], best.t, best.p
+  local m, q, t, rkey = best.r[best.i], best.q, best.t, best.k
+  local rms = tonumber(best.r[best.i + 1]) % BAND
   best.i = best.i + 2
-  local id = string.sub(m, 7)
-  local jk = P .. 'job:' .. id
-  local f = redis.call('HMGET', jk, unpack(FH))
   -- Passed over if ready only from a time after this call's now: made
   -- ready by a process whose clock is ahead, or enqueued between the
   -- caller's clock read and this call. engine::Deliver would refuse it; a
-  -- later lease takes it.
-  if not f[10] or le(f[10], now) then
-    if room[t] then room[t] = room[t] - 1 end
-    local h, hn = happend(f[29], f[30], '{"from":"' .. tostring(f[7]) ..
-                          '","to":"running","at_ns":' .. now .. ',"reason":' .. ARGV[5] ..
-                          ',"worker":' .. ARGV[4] .. '}')
-    f[30] = nil
-    f[29] = nil
-    if f[7] ~= 'queued' and f[7] ~= 'retry_scheduled' then
+  -- later lease takes it. The ready time is the entry's: its score's
+  -- milliseconds and its member's six sub-millisecond digits.
+  if rms < nm or (rms == nm and tonumber(string.sub(m, 1, 6)) <= nsub) then
+    local id = string.sub(m, 7)
+    local jk = PJ .. id
+    -- q and t (F's 3rd and 4th; '_' is no field) are the ready set's.
+    local f = redis.call('HMGET', jk, 'env', 'd', '_', '_', 'st', 'att', 'ep', 'upd', 'cp', 'tok',
+                         'lexp', 'aud', 'cx', 'vis', 'hn')
+    if f[5] ~= 'queued' and f[5] ~= 'retry_scheduled' then
+      flush()
       return redis.error_reply('jobpact: index out of step: job ' .. id .. ' in a ready set is ' ..
-                               tostring(f[7]))
+                               tostring(f[5]))
     end
+    if room[t] then room[t] = room[t] - 1 end
     seq = seq + 1
     local tok = ARGV[3] .. '#' .. fmt(seq)
-    local lexp = addns(now, f[5])
-    local lm = sub6(lexp) .. id
-    redis.call('HSET', jk, 'st', 'running', 'ep', fmt(tonumber(f[13]) + 1),
-               'att', fmt(tonumber(f[8]) + 1), 'tok', tok, 'lexp', lexp, 'upd', now,
-               'ixk', 'leases', 'ixm', lm, 'h', h, 'hn', fmt(hn))
-    redis.call('ZREM', P .. 'ready:' .. pair, m)
-    redis.call('ZADD', P .. 'leases', fmt(msof(lexp)), lm)
-    count(f[7], f[2], f[3], -1)
-    count('running', f[2], f[3], 1)
+    -- The expiry: now + the visibility timeout, as ms and six digits.
+    local vis = f[14]
+    local e = EXP[vis]
+    if not e then
+      local ms, sub = nm + msof(vis), nsub + tonumber(sub6(vis))
+      if sub >= 1000000 then ms = ms + 1; sub = sub - 1000000 end
+      local s6 = string.format('%06d', sub)
+      if ms == 0 then e = {fmt(ms), s6, fmt(sub)} else e = {fmt(ms), s6, fmt(ms) .. s6} end
+      EXP[vis] = e
+    end
+    local msx, lexp = e[1], e[3]
+    local lm = e[2] .. id
+    -- Not ixk and ixm: a running job is in the lease set by its expiry.
+    local kv = {'st', 'running', 'ep', inc(f[7]), 'att', inc(f[6]), 'tok', tok, 'lexp', lexp,
+                'upd', now}
+    local drop = hpush(kv, f[15], '{"from":"' .. f[5] .. tail, inc)
+    redis.call('HSET', jk, unpack(kv))
+    if drop then redis.call('HDEL', jk, drop) end
+    zset(rkey, m, false)
+    zset(LK, lm, msx)
+    f[3] = q
+    f[4] = t
+    count(f[5], q, t, -1)
+    count('running', q, t, 1)
+    f[15] = nil
+    f[14] = nil
     out[#out + 1] = {id, tok, lexp, f}
   end
 end
+flush()
 if #out < max and want == nil then redis.call('DEL', P .. 'wake') end
 return out
 )lua";
@@ -462,13 +606,13 @@ return out
 // Returns {0, cancel_requested}, {5}, or {10, status, epoch}.
 const char* const kRenew = R"lua(
 local jk = P .. 'job:' .. ARGV[1]
-local cur = redis.call('HMGET', jk, 'st', 'ep', 'tok', 'ixm', 'cx')
+local cur = redis.call('HMGET', jk, 'st', 'ep', 'tok', 'lexp', 'cx')
 if not cur[1] then return {5} end
 if cur[1] ~= 'running' or cur[2] ~= ARGV[2] or cur[3] ~= ARGV[3] then return {10, cur[1], cur[2]} end
-local lm = sub6(ARGV[4]) .. ARGV[1]
-redis.call('ZREM', P .. 'leases', cur[4])
-redis.call('ZADD', P .. 'leases', fmt(msof(ARGV[4])), lm)
-local kv = {'lexp', ARGV[4], 'upd', ARGV[5], 'ixm', lm}
+-- A running job's lease entry is named by its expiry (no ixm kept).
+redis.call('ZREM', P .. 'leases', sub6(cur[4] or '0') .. ARGV[1])
+redis.call('ZADD', P .. 'leases', fmt(msof(ARGV[4])), sub6(ARGV[4]) .. ARGV[1])
+local kv = {'lexp', ARGV[4], 'upd', ARGV[5]}
 if ARGV[6] ~= '' then kv[#kv + 1] = 'cp'; kv[#kv + 1] = ARGV[6] end
 redis.call('HSET', jk, unpack(kv))
 return {0, cur[5]}
@@ -504,17 +648,25 @@ return {0}
 // Records. ARGV: with_history ('1'), then ids. Per id: false (none) or
 // {fields, history (entries joined by newlines)}.
 const char* const kLoad = R"lua(
+local FH = {unpack(F)}
+FH[#FH + 1] = 'hn'
 local out = {}
 for i = 2, #ARGV do
   local jk = P .. 'job:' .. ARGV[i]
   local f = redis.call('HMGET', jk, unpack(FH))
-  if not f[7] then
+  if not f[5] then
     out[#out + 1] = false
   else
-    local h = f[29] or ''
-    f[30] = nil
-    f[29] = nil
-    if ARGV[1] ~= '1' then h = '' end
+    local h = ''
+    local names = hfields(f[#FH])
+    if ARGV[1] == '1' and #names > 0 then
+      local e = {}
+      for _, x in ipairs(redis.call('HMGET', jk, unpack(names))) do
+        if x then e[#e + 1] = x end
+      end
+      h = table.concat(e, '\n')
+    end
+    f[#FH] = nil
     out[#out + 1] = {f, h}
   end
 end
@@ -596,6 +748,7 @@ for i = 1, #r, 2 do
   redis.call('DEL', jk)
   n = n + 1
 end
+flush()
 return {n, #r / 2}
 )lua";
 
@@ -650,7 +803,9 @@ return {0}
 
 // One write: ARGV as above.
 const char* const kWriteOne = R"lua(
-return one(0)
+local r = one(0)
+flush()
+return r
 )lua";
 
 // Several writes in one call, each checked and written alone (a refused
@@ -663,13 +818,27 @@ for i = 1, tonumber(ARGV[1]) do
   out[i] = one(pos)
   pos = pos + 1 + tonumber(ARGV[pos])
 end
+flush()
 return out
 )lua";
 
-std::string WithLib(const char* body) {
+// The script: the library, then `body` as a function run under pcall, so
+// that a command failing midway (Redis rolls nothing back) still applies
+// the counter and index changes held for flush() of the steps done before
+// it, which are written: no job is left without its index entry.
+std::string WithLib(const std::string& body) {
   std::string lua = "local MAXH = " + std::to_string(kMaxHistory) + "\nlocal PROMOTE = 10000\n";
   lua += kLib;
+  lua += "local function main()\n";
   lua += body;
+  lua += R"lua(
+end
+local ok, r = pcall(main)
+if ok then return r end
+flush()
+if type(r) == 'table' and r.err then return redis.error_reply(r.err) end
+return redis.error_reply(tostring(r))
+)lua";
   return lua;
 }
 
@@ -677,11 +846,12 @@ std::string WithLib(const char* body) {
 
 const QueueScripts& Scripts() {
   static const QueueScripts* const scripts = new QueueScripts{
-      Script(WithLib(kInsert)),   Script(WithLib(kWrite) + kWriteOne),    Script(WithLib(kLease)),
+      Script(WithLib(kInsert)),   Script(WithLib(std::string(kWrite) + kWriteOne)),
+      Script(WithLib(kLease)),
       Script(WithLib(kRenew)),    Script(WithLib(kExpired)),  Script(WithLib(kCancel)),
       Script(WithLib(kLoad)),     Script(WithLib(kScanIds)),  Script(WithLib(kScanTime)),
       Script(WithLib(kFindDup)),  Script(WithLib(kPurge)),    Script(WithLib(kStats)),
-      Script(WithLib(kControl)),  Script(WithLib(kWrite) + kWriteMany),
+      Script(WithLib(kControl)),  Script(WithLib(std::string(kWrite) + kWriteMany)),
   };
   return *scripts;
 }

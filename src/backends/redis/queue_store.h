@@ -86,6 +86,11 @@ class RedisQueueBackend final : public StoreBackend {
   Status ReplyError(std::string_view what, const Reply& r) const;
   // The Status of a {code, ...} reply of a conditional script.
   Status ConditionStatus(std::string_view what, std::string_view job_id, const Reply& r) const;
+  // The arguments of the write script for `c` up to its history entry: the
+  // condition (none for a quarantine, which also clears queue and type),
+  // the record's values, its index entry and ready score.
+  Status ChangeArgs(const JobChange& c, const std::string& expired_by, bool quarantine,
+                    std::vector<std::string>* args) const;
   // The arguments of the write script for `c`; `expired_by` non-empty:
   // only if the stored lease has expired by then. Effect ops appended.
   Status WriteArgs(const JobChange& c, const std::string& expired_by,

@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "jobpact/job.h"
+#include "jobpact/queue_backend.h"
 #include "jobpact/redis/redis_backend.h"
 #include "jobpact/testing/matchers.h"
 #include "src/backends/redis/client.h"
@@ -167,16 +169,20 @@ TEST(RedisCrashTest, KilledWorkersLoseNoJobAndEveryDuplicateEffectIsExplained) {
   // one this test killed (the delivery entries of the raw history).
   std::set<std::string> lost;
   for (const std::string& id : ids) {
-    // The stored history: JSON entries, one per line.
-    JOBPACT_ASSERT_OK_AND_ASSIGN(redis_internal::Reply h,
-                                 client->Command({"HGET", prefix + "job:" + id, "h"}));
+    // The stored history: JSON entries, entry n in field "h<n>", "hn"
+    // their count (queue_scripts.cc).
+    JOBPACT_ASSERT_OK_AND_ASSIGN(redis_internal::Reply hn,
+                                 client->Command({"HGET", prefix + "job:" + id, "hn"}));
+    std::vector<std::string> hmget{"HMGET", prefix + "job:" + id};
+    const long count = std::atol(hn.str.c_str());
+    for (long n = std::max(1L, count - static_cast<long>(kMaxHistory) + 1); n <= count; ++n) {
+      hmget.push_back("h" + std::to_string(n));
+    }
+    ASSERT_GT(hmget.size(), 2u) << id << " has no stored history";
+    JOBPACT_ASSERT_OK_AND_ASSIGN(redis_internal::Reply h, client->Command(hmget));
     std::vector<nlohmann::json> entries;
-    std::size_t at = 0;
-    while (at < h.str.size()) {
-      std::size_t nl = h.str.find('\n', at);
-      if (nl == std::string::npos) nl = h.str.size();
-      entries.push_back(nlohmann::json::parse(h.str.substr(at, nl - at), nullptr, false));
-      at = nl + 1;
+    for (const redis_internal::Reply& entry : h.elements) {
+      entries.push_back(nlohmann::json::parse(entry.str, nullptr, false));
     }
     crash_testing::NoteLostLeases(entries, &lost);
   }

@@ -655,6 +655,51 @@ TEST_F(RedisQueueTest, BigBatchesGoInOneCallAndEachWriteStandsAlone) {
   EXPECT_THAT(queue_->Get("job_new_0").status(), StatusIs(StatusCode::kNotFound));
 }
 
+TEST_F(RedisQueueTest, ACommandFailingMidBatchLeavesTheWritesBeforeItIndexed) {
+  // The write script holds index and counter changes until its end; a
+  // command that fails midway (here an effect's INCRBY overflowing, which
+  // no check before it can see) must not lose those of the writes already
+  // stored: Redis rolls nothing back.
+  Put(Job("job_a"));
+  Put(Job("job_b"));
+  Put(Job("job_c"));
+  ASSERT_THAT(client_->Command({"SET", prefix_ + "app:big", "9223372036854775807"}).status(),
+              IsOk());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> d, queue_->Dequeue({{}, 3, "w"}));
+  ASSERT_EQ(d.size(), 3u);
+  std::vector<CompletionRequest> acks(3);
+  for (int i = 0; i < 3; ++i) {
+    acks[i].delivery = d[i];
+    acks[i].completion.to = JobStatus::kSucceeded;
+    acks[i].completion.reason = "succeeded";
+  }
+  acks[1].completion.transactional_effect = [](void* native) {
+    return static_cast<redis::RedisEffect*>(native)->IncrBy("big", 1);
+  };
+  std::vector<Status> s = queue_->CompleteBatch(acks);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_THAT(s[1], StatusIs(StatusCode::kInternal));
+  // job_a was stored before the failure: succeeded, out of the lease set,
+  // in the final one, counted.
+  JOBPACT_ASSERT_OK_AND_ASSIGN(JobRecord a, queue_->Get("job_a"));
+  EXPECT_EQ(a.status, JobStatus::kSucceeded);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(Reply leases, client_->Command({"ZRANGE", prefix_ + "leases", "0", "-1"}));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(Reply fin, client_->Command({"ZRANGE", prefix_ + "finished", "0", "-1"}));
+  ASSERT_EQ(fin.elements.size(), 1u);
+  EXPECT_THAT(fin.elements[0].str, ::testing::EndsWith("job_a"));
+  EXPECT_EQ(leases.elements.size(), 2u);
+  for (const Reply& m : leases.elements) EXPECT_THAT(m.str, ::testing::Not(::testing::EndsWith("job_a")));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats st, queue_->Stats());
+  EXPECT_EQ(st.by_status[JobStatus::kSucceeded], 1);
+  EXPECT_EQ(st.by_status[JobStatus::kRunning], 2);
+  // The others are still theirs to complete.
+  Completion done;
+  done.to = JobStatus::kSucceeded;
+  done.reason = "succeeded";
+  EXPECT_THAT(queue_->Complete(d[1], done), IsOk());
+  EXPECT_THAT(queue_->Complete(d[2], done), IsOk());
+}
+
 TEST_F(RedisQueueTest, AFlushedScriptCacheIsReloadedMidRun) {
   for (int i = 0; i < 10; ++i) Put(Job("job_" + std::to_string(10 + i)));
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> d, queue_->Dequeue({{}, 4, "w"}));
