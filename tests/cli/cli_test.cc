@@ -28,6 +28,8 @@
 #include "tests/backends/redis/redis_test_server.h"
 #endif
 
+extern char** environ;
+
 namespace {
 
 using ::testing::AllOf;
@@ -83,24 +85,33 @@ Ran RunProgram(const std::string& program, const std::vector<std::string>& args,
   static int n = 0;
   const std::string out_path = dir + "/out" + std::to_string(++n);
   const std::string err_path = dir + "/err" + std::to_string(n);
+  // Everything the child needs is made before fork: between fork and exec
+  // a child of a threaded process may only make async-signal-safe calls.
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const std::string name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const auto& kv : env) replaced = replaced || kv.first == name;
+    if (!replaced) env_strings.push_back(entry);
+  }
+  for (const auto& [k, v] : env) {
+    if (v != nullptr) env_strings.push_back(k + "=" + v);
+  }
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(program.c_str()));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
     const int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     const int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     dup2(o, 1);
     dup2(e, 2);
-    for (const auto& [k, v] : env) {
-      if (v == nullptr) {
-        unsetenv(k.c_str());
-      } else {
-        setenv(k.c_str(), v, 1);
-      }
-    }
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(program.c_str()));
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(program.c_str(), argv.data());
+    execve(program.c_str(), argv.data(), envp.data());
     _exit(127);
   }
   Ran r;
@@ -196,6 +207,10 @@ TEST_P(CliTest, StatsShowsEveryStateAsATableAndAsJson) {
   Ran env = Cli({"--json", "stats"}, {{"JOBPACT_BACKEND", url_.c_str()}});
   ASSERT_EQ(env.rc, 0) << env;
   EXPECT_EQ(env.json()["by_status"], s["by_status"]);
+  // --json may come after the command too.
+  Ran after = Run({"stats", "--json"});
+  ASSERT_EQ(after.rc, 0) << after;
+  EXPECT_EQ(after.json()["dead_letters"], 127);
   Ran t = Run({"stats"});
   ASSERT_EQ(t.rc, 0) << t;
   EXPECT_THAT(t.out, AllOf(HasSubstr("QUEUE"), HasSubstr("OLDEST READY"), HasSubstr("orders"),
