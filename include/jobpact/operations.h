@@ -35,6 +35,7 @@
 #include "jobpact/backend.h"
 #include "jobpact/clock.h"
 #include "jobpact/export.h"
+#include "jobpact/job_status.h"
 #include "jobpact/lock_store.h"
 #include "jobpact/metrics_sink.h"
 #include "jobpact/queue_admin.h"
@@ -80,6 +81,25 @@ struct ReplayReport {
   std::vector<std::pair<std::string, Status>> failed;
 };
 
+// What Operations::ReleaseLock verified and did.
+struct LockReleaseReport {
+  // The lock as it was held when released.
+  LockLease lock;
+  // The job whose delivery held the lock: the running job whose lease token
+  // is the owner (its lease expired), or, when no delivery holds that token
+  // any more, a job with the lock's key (its status says where it went).
+  std::string job_id;
+  JobStatus job_status = JobStatus::kQueued;
+  // Why the owner is gone, in words, e.g. "job job_01... is running but its
+  // lease expired at 2026-12-03T10:00:00Z (45 s ago)".
+  std::string verdict;
+};
+
+// How many job records ReleaseLock reads, at most, looking for the job of a
+// lock's key when no running job holds the owner's token. Beyond it the
+// release is refused as unverifiable.
+inline constexpr std::size_t kLockReleaseScanLimit = 100000;
+
 // Called once per DLQ entry an operator action changed or failed to change
 // (the JobRunner logs and counts through it). Must not throw.
 class JOBPACT_EXPORT OperationsListener {
@@ -95,6 +115,10 @@ class JOBPACT_EXPORT OperationsListener {
   // `entry` of the job's `queue` was discarded by `actor` for `reason`.
   virtual void OnDiscarded(const DlqEntry& entry, std::string_view queue, std::string_view actor,
                            std::string_view reason) = 0;
+  // A lock was released by hand (Operations::ReleaseLock) by `actor` for
+  // `reason`. Default: nothing.
+  virtual void OnLockReleased(const LockReleaseReport& report, std::string_view actor,
+                              std::string_view reason);
 };
 
 struct OperationsOptions {
@@ -166,6 +190,33 @@ class JOBPACT_EXPORT Operations {
   // --- Locks and policies ---
   // Live locks by key (key, owner, expiry, fencing token), at most `limit`.
   Result<std::vector<LockLease>> ListLocks(std::size_t limit = 1000);
+  // The guard-railed manual release of a stuck lock (SPEC 10: only after
+  // the owner is verified gone). `owner` must be the lock's live holder; a
+  // JobRunner names a lock's owner by the lease token of the delivery that
+  // took it (Lease::token, JobRecord::lease_token). The owner is gone, and
+  // the lock is released, when:
+  //   - the running job whose lease token is `owner` has a lease that has
+  //     expired (now >= lease_expires_at: its worker stopped renewing), or
+  //   - no running job holds that token any more (the delivery is over:
+  //     its outcome was written, or its lease expired and was recovered, so
+  //     the worker can no longer complete the job) and a job with the lock's
+  //     key exists, i.e. the lock is a job's.
+  // Errors, none of which changes anything:
+  //   kInvalidArgument: blank key, owner, actor or reason.
+  //   kNotFound: nobody holds `key` (expired or released already).
+  //   kFailedPrecondition (a guard rail refused; the message says why):
+  //     `key` is held by another owner; the owner's job is running with a
+  //     live lease (its worker is alive: cancel the job, or wait); or no job
+  //     can be tied to the owner (not a runner's lease token, or its job was
+  //     purged; within kLockReleaseScanLimit records), so jobpact cannot
+  //     verify it is gone -- the lock then expires at its TTL.
+  //   The backend's error otherwise (kUnavailable, ...).
+  // Who and why go to the listener (OnLockReleased); the lock store keeps
+  // no audit of its own. Reads the running jobs, and in the second case up
+  // to kLockReleaseScanLimit job records: an operator's action, not a
+  // worker's.
+  Result<LockReleaseReport> ReleaseLock(std::string_view key, std::string_view owner,
+                                        std::string_view actor, std::string_view reason);
   // The retry policies the runners published, each override with its
   // reason, by job type ("*" = a runner's default).
   Result<std::vector<PublishedPolicy>> Policies();

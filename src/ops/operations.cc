@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <optional>
 #include <string>
 #include <utility>
 
+#include "jobpact/job.h"
 #include "src/internal/guarded.h"
 
 namespace jobpact {
@@ -53,6 +56,8 @@ Status CheckRequest(const ReplayRequest& req) {
 }  // namespace
 
 OperationsListener::~OperationsListener() = default;
+void OperationsListener::OnLockReleased(const LockReleaseReport&, std::string_view,
+                                        std::string_view) {}
 
 Operations::Operations(BackendBundle backend, OperationsOptions options)
     : backend_(std::move(backend)), options_(std::move(options)) {}
@@ -253,6 +258,111 @@ Result<std::vector<std::string>> Operations::ControlAudit(std::size_t limit) {
 
 Result<std::vector<LockLease>> Operations::ListLocks(std::size_t limit) {
   return backend_.locks->List(limit);
+}
+
+namespace {
+
+std::string Ago(TimePoint then, TimePoint now) {
+  const double s = ToSeconds(now - then);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f s", s < 0 ? 0.0 : s);
+  return buf;
+}
+
+}  // namespace
+
+Result<LockReleaseReport> Operations::ReleaseLock(std::string_view key, std::string_view owner,
+                                                  std::string_view actor,
+                                                  std::string_view why) {
+  if (IsBlank(key) || IsBlank(owner)) {
+    return Status::InvalidArgument("ReleaseLock: the lock key and its owner are required");
+  }
+  if (IsBlank(actor) || IsBlank(why)) {
+    return Status::InvalidArgument(
+        "ReleaseLock: actor and reason are required (who releases the lock, and why)");
+  }
+  const std::string k(key);
+  JOBPACT_ASSIGN_OR_RETURN(std::optional<LockLease> held, backend_.locks->Inspect(key));
+  if (!held) {
+    return Status::NotFound("lock '" + k + "' is not held (it expired or was released)");
+  }
+  if (held->owner != owner) {
+    return Status::FailedPrecondition("lock '" + k + "' is held by '" + held->owner +
+                                      "', not by '" + std::string(owner) +
+                                      "'; name the current owner (jobpact locks list)");
+  }
+  const TimePoint now = options_.clock->Now();
+  QueueAdmin& admin = *backend_.admin;
+  LockReleaseReport report;
+  report.lock = *held;
+
+  // 1. The running job whose delivery holds the token; and, on the way, a
+  // running job with the lock's key.
+  std::optional<JobRecord> holder;
+  std::optional<JobRecord> same_key;
+  JobFilter running;
+  running.status = JobStatus::kRunning;
+  running.limit = 10000;
+  for (;;) {
+    JOBPACT_ASSIGN_OR_RETURN(std::vector<JobRecord> page, admin.ListJobs(running));
+    for (JobRecord& r : page) {
+      if (r.lease_token == owner) {
+        holder = std::move(r);
+        break;
+      }
+      if (!same_key && r.envelope.lock_key == key) same_key = r;
+    }
+    if (holder || page.size() < running.limit) break;
+    running.after_job_id = page.back().envelope.job_id;
+  }
+  if (holder) {
+    report.job_id = holder->envelope.job_id;
+    report.job_status = holder->status;
+    if (now < holder->lease_expires_at) {
+      return Status::FailedPrecondition(
+          "refused: the owner of lock '" + k + "' is alive: job " + report.job_id + " (" +
+          holder->envelope.job_type + ") is running with a live lease until " +
+          FormatRfc3339(holder->lease_expires_at) +
+          "; cancel the job (jobpact jobs cancel) or wait for the lease to expire");
+    }
+    report.verdict = "job " + report.job_id + " is running but its lease expired at " +
+                     FormatRfc3339(holder->lease_expires_at) + " (" +
+                     Ago(holder->lease_expires_at, now) + " ago): its worker is gone";
+  } else {
+    // 2. No delivery holds the token any more. Tie the lock to a job: one
+    // with its key (running under another token, or anywhere else).
+    if (!same_key) {
+      JobFilter all;
+      all.limit = 10000;
+      std::size_t scanned = 0;
+      while (!same_key && scanned < kLockReleaseScanLimit) {
+        JOBPACT_ASSIGN_OR_RETURN(std::vector<JobRecord> page, admin.ListJobs(all));
+        scanned += page.size();
+        for (JobRecord& r : page) {
+          if (r.envelope.lock_key == key) {
+            same_key = std::move(r);
+            break;
+          }
+        }
+        if (page.size() < all.limit) break;
+        all.after_job_id = page.back().envelope.job_id;
+      }
+    }
+    if (!same_key) {
+      return Status::FailedPrecondition(
+          "refused: no job can be tied to lock '" + k + "' held by '" + std::string(owner) +
+          "' (not a runner's lease token, or its job was purged), so its owner cannot be "
+          "verified gone; the lock expires by itself at " + FormatRfc3339(held->expires_at));
+    }
+    report.job_id = same_key->envelope.job_id;
+    report.job_status = same_key->status;
+    report.verdict = "no running job holds lease token '" + std::string(owner) +
+                     "' any more: its delivery is over (job " + report.job_id + " with lock key '" +
+                     k + "' is " + std::string(JobStatusName(same_key->status)) + ")";
+  }
+  JOBPACT_RETURN_IF_ERROR(backend_.locks->Release(key, owner));
+  if (options_.listener != nullptr) options_.listener->OnLockReleased(report, actor, why);
+  return report;
 }
 
 Result<std::vector<PublishedPolicy>> Operations::Policies() {

@@ -209,5 +209,108 @@ TEST_F(OperationsTest, CancelListLocksAndPolicies) {
   EXPECT_THAT(none, IsEmpty());
 }
 
+// A listener that keeps what ReleaseLock told it.
+class LockListener : public OperationsListener {
+ public:
+  void OnReplayed(const DlqEntry&, const ReplayRequest&, TimePoint) override {}
+  void OnReplayFailed(const DlqEntry&, const ReplayRequest&, const Status&) override {}
+  void OnDryRun(const ReplayRequest&, const ReplayReport&) override {}
+  void OnDiscarded(const DlqEntry&, std::string_view, std::string_view,
+                   std::string_view) override {}
+  void OnLockReleased(const LockReleaseReport& report, std::string_view actor,
+                      std::string_view reason) override {
+    released.push_back(report.lock.key + " by " + std::string(actor) + ": " + std::string(reason));
+  }
+  std::vector<std::string> released;
+};
+
+class ReleaseLockTest : public OperationsTest {
+ protected:
+  // Delivers a new job with `lock_key` and takes its lock as a runner does:
+  // owner = the delivery's lease token. The lock outlives the lease (10 min
+  // against 45 s), as a stuck lock does.
+  Delivery DeliverHoldingLock(std::string id, std::string lock_key) {
+    Envelope env;
+    env.job_id = std::move(id);
+    env.job_type = "order.sync";
+    env.lock_key = lock_key;
+    env.visibility_timeout = Seconds(45);
+    EXPECT_THAT(backend_.queue->Enqueue(env, {}).status(), IsOk());
+    std::vector<Delivery> d = Take(1);
+    EXPECT_THAT(d, SizeIs(1));
+    if (d.empty()) return {};
+    EXPECT_THAT(backend_.locks->Acquire(lock_key, d[0].lease.token, Seconds(600)).status(), IsOk());
+    return d[0];
+  }
+
+  bool Held(const std::string& key) {
+    auto r = backend_.locks->Inspect(key);
+    EXPECT_THAT(r.status(), IsOk());
+    return r.ok() && r->has_value();
+  }
+};
+
+TEST_F(ReleaseLockTest, RefusesWhileTheOwnersLeaseIsLiveAndReleasesOnceItExpired) {
+  auto listener = std::make_shared<LockListener>();
+  OperationsOptions o;
+  o.clock = clock_;
+  o.listener = listener;
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Operations> ops, Operations::Open(backend_, o));
+  Delivery d = DeliverHoldingLock("job_l1", "order:1");
+
+  EXPECT_THAT(ops->ReleaseLock("order:1", d.lease.token, "frank", "INC-7 stuck lock"),
+              StatusIs(StatusCode::kFailedPrecondition,
+                       HasSubstr("job job_l1 (order.sync) is running with a live lease")));
+  EXPECT_TRUE(Held("order:1")) << "a refused release changes nothing";
+  EXPECT_THAT(listener->released, IsEmpty());
+
+  clock_->Advance(Seconds(46));  // The worker stopped renewing; the lock (10 min) lives on.
+  JOBPACT_ASSERT_OK_AND_ASSIGN(LockReleaseReport r,
+                               ops->ReleaseLock("order:1", d.lease.token, "frank", "INC-7"));
+  EXPECT_EQ(r.job_id, "job_l1");
+  EXPECT_EQ(r.job_status, JobStatus::kRunning);
+  EXPECT_EQ(r.lock.owner, d.lease.token);
+  EXPECT_THAT(r.verdict, HasSubstr("lease expired at"));
+  EXPECT_FALSE(Held("order:1"));
+  EXPECT_THAT(listener->released, ElementsAre("order:1 by frank: INC-7"));
+}
+
+TEST_F(ReleaseLockTest, ReleasesALockWhoseOwnersJobIsFinal) {
+  Delivery d = DeliverHoldingLock("job_l2", "order:2");
+  Completion c;
+  c.to = JobStatus::kSucceeded;
+  c.reason = std::string(reason::kSucceeded);
+  ASSERT_THAT(backend_.queue->Complete(d, c), IsOk());  // ...and the release was lost.
+  ASSERT_TRUE(Held("order:2"));
+
+  JOBPACT_ASSERT_OK_AND_ASSIGN(LockReleaseReport r,
+                               ops_->ReleaseLock("order:2", d.lease.token, "gina", "leaked"));
+  EXPECT_EQ(r.job_id, "job_l2");
+  EXPECT_EQ(r.job_status, JobStatus::kSucceeded);
+  EXPECT_THAT(r.verdict, HasSubstr("is succeeded"));
+  EXPECT_FALSE(Held("order:2"));
+}
+
+TEST_F(ReleaseLockTest, RefusesWhatItCannotVerify) {
+  Delivery d = DeliverHoldingLock("job_l3", "order:3");
+  clock_->Advance(Seconds(46));
+  EXPECT_THAT(ops_->ReleaseLock("order:3", "w-9#1", "gina", "x"),
+              StatusIs(StatusCode::kFailedPrecondition,
+                       HasSubstr("held by '" + d.lease.token + "', not by 'w-9#1'")));
+  EXPECT_THAT(ops_->ReleaseLock("order:3", d.lease.token, " ", "x"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("actor and reason")));
+  EXPECT_THAT(ops_->ReleaseLock("order:3", d.lease.token, "gina", ""),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_TRUE(Held("order:3"));
+  EXPECT_THAT(ops_->ReleaseLock("order:404", "w-9#1", "gina", "x"),
+              StatusIs(StatusCode::kNotFound, HasSubstr("not held")));
+
+  // A lock no job can be tied to: not a runner's, so never verified gone.
+  ASSERT_THAT(backend_.locks->Acquire("cache:refill", "app-7", Seconds(600)).status(), IsOk());
+  EXPECT_THAT(ops_->ReleaseLock("cache:refill", "app-7", "gina", "x"),
+              StatusIs(StatusCode::kFailedPrecondition, HasSubstr("cannot be verified gone")));
+  EXPECT_TRUE(Held("cache:refill"));
+}
+
 }  // namespace
 }  // namespace jobpact
