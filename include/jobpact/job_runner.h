@@ -114,6 +114,23 @@ struct JobRunnerOptions {
   // Longest idle wait before polling the backend again (an Enqueue on this
   // runner wakes idle workers at once).
   Duration poll_interval = Millis(100);
+  // How a started runner writes its jobs' outcomes (the ack, SPEC 3 step 9).
+  //   kAuto: grouped if the queue says grouping pays
+  //          (QueueBackend::GroupsCompletions: SQLite, Redis), else one by one.
+  //   kGrouped: a worker hands its finished job to the runner's completion
+  //          writer and goes on to the next one; the writer stores whatever
+  //          accumulated meanwhile in one QueueBackend::CompleteBatch (one
+  //          transaction, one round trip). Nothing waits for a group to fill:
+  //          a lone outcome is written at once. A refused outcome (stale
+  //          lease, failed transactional effect) is refused alone.
+  //   kOneByOne: each worker writes its job's outcome before its next job.
+  // Either way the outcome is reported (event, metrics, log line) once it is
+  // stored; the lock is released before a grouped write unless the outcome
+  // carries a transactional effect, which commits inside the lock. Shutdown
+  // returns after every handed-over outcome is written. RunUntilIdle writes
+  // one by one.
+  enum class CompletionWrites { kAuto, kGrouped, kOneByOne };
+  CompletionWrites completion_writes = CompletionWrites::kAuto;
   // Identifies this runner in lease tokens, lock and claim owners.
   // Empty: "<hostname>-<pid>-<n>".
   std::string runner_id;

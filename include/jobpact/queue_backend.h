@@ -319,6 +319,11 @@ class JOBPACT_EXPORT QueueBackend {
   // refused alone: a stale lease or a failed transactional effect rolls back
   // that completion only. The default calls Complete per request.
   virtual std::vector<Status> CompleteBatch(const std::vector<CompletionRequest>& requests);
+  // True if CompleteBatch of several completions costs about what one
+  // Complete costs (one transaction, one round trip): the runner then hands
+  // finished jobs to one writer that stores whatever accumulated in one
+  // CompleteBatch (JobRunnerOptions::completion_writes). Default false.
+  virtual bool GroupsCompletions() const { return false; }
 
   // Finds running jobs whose lease has expired and, in one atomic step per
   // job, moves each back to queued (reason "lease_expired", ready now,

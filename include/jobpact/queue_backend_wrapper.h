@@ -90,6 +90,7 @@ class JOBPACT_EXPORT QueueBackendWrapper : public QueueBackend, public QueueAdmi
   Status DequeueInto(const DequeueRequest& request, std::vector<Delivery>* out) override;
   // Forwarded as is (not intercepted: it changes nothing).
   Result<bool> WaitForWork(Duration timeout) override { return target_->WaitForWork(timeout); }
+  bool GroupsCompletions() const override { return target_->GroupsCompletions(); }
   Result<Lease> Renew(const Lease& lease, Duration extension, std::string_view checkpoint) override;
   Status Complete(const Delivery& delivery, const Completion& completion) override;
   // Forwarded as QueueMethod::kComplete, like the const& form.

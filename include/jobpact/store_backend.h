@@ -94,6 +94,9 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
   // As the const& form (the delivery is left as it was).
   Status Complete(Delivery&& delivery, const Completion& completion) final;
   std::vector<Status> CompleteBatch(const std::vector<CompletionRequest>& requests) final;
+  // True unless the store completes in place (CompletesInPlace): a store
+  // that writes (WriteJobs) shares one write among a batch's completions.
+  bool GroupsCompletions() const override { return !CompletesInPlace(); }
   Result<std::vector<LeaseRecovery>> RecoverExpiredLeases(int max_recoveries) final;
   Result<std::optional<std::string>> FindDuplicate(std::string_view dedup_key,
                                                    std::string_view self_job_id,

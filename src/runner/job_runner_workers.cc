@@ -131,8 +131,13 @@ Status RunnerCore::Start() {
     return Status::FailedPrecondition("Start: the runner was already started or shut down");
   }
   state_ = State::kRunning;
-  for (int i = 0; i < options_.workers; ++i) SpawnWorkerLocked(false);
   auto self = shared_from_this();
+  if (completions_ != nullptr) {
+    // Before the workers, so that their first outcome is already grouped.
+    completions_->Open();
+    completion_writer_ = std::thread([self] { self->CompletionWriterLoop(); });
+  }
+  for (int i = 0; i < options_.workers; ++i) SpawnWorkerLocked(false);
   watchdog_ = std::thread([self] { self->WatchdogLoop(); });
   maintenance_ = std::thread([self] { self->MaintenanceLoop(); });
   logger_.Log(LogLevel::kInfo, "runner_started", nullptr,
@@ -496,6 +501,17 @@ Status RunnerCore::Shutdown(Duration grace) {
       t.detach();
       ++detached;
     }
+  }
+  // 6. Write the outcomes the workers handed over (a detached worker that
+  // returns later writes its own, fenced).
+  if (completions_ != nullptr) {
+    completions_->Close();
+    std::thread writer;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      writer = std::move(completion_writer_);
+    }
+    if (writer.joinable()) writer.join();
   }
   {
     std::lock_guard<std::mutex> l(mu_);

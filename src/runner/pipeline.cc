@@ -468,15 +468,64 @@ bool RunnerCore::ApplyRetryBudget(const Envelope& env, Completion& c, TimePoint&
 // --- 9. Record, ack, release, report -----------------------------------------------------
 
 void RunnerCore::Finish(DeliveryRun& run, Completion c) {
-  const bool record_after_ack = RecordOrReleaseClaim(run, c);
+  AfterAck after;
+  after.record_result = RecordOrReleaseClaim(run, c);
+  after.handler_ran = run.handler_ran;
+  after.queue_latency = run.queue_latency;
+  after.handler_duration = run.handler_duration;
+  // The handler's work is done, so the lock can go before the write --
+  // unless a transactional effect, part of the work the lock guards,
+  // commits with it.
+  if (run.lock_held && c.transactional_effect) {
+    after.release_lock = true;
+  } else if (run.lock_held) {
+    ReleaseLock(run.d);
+  }
+  if (run.given_back) {
+    AfterWrite(run.d, c, after, Status::Aborted("the lease was given back at shutdown"));
+    return;
+  }
+  if (completions_ != nullptr) {
+    // The writer stores it with whatever else accumulated (a copy of the
+    // delivery's lease stays nowhere else: the worker is done with it).
+    CompletionRequest request{std::move(run.d), std::move(c)};
+    if (completions_->Push(std::move(request), after)) return;
+    // Closed (the runner stopped): written here, as below.
+    run.d = std::move(request.delivery);
+    c = std::move(request.completion);
+  }
   // The delivered record is not read after the ack, only its lease and
   // envelope (the lock, the key, the event), which the rvalue Complete
   // leaves as they were: the backend need not copy the record.
-  const Status acked = run.given_back ? Status::Aborted("the lease was given back at shutdown")
-                                      : options_.queue->Complete(std::move(run.d), c);
-  if (record_after_ack && acked.ok()) RecordAfterAck(run, c);
-  ReleaseLock(run);
-  ReportCompletion(run, c, acked);
+  const Status acked = options_.queue->Complete(std::move(run.d), c);
+  AfterWrite(run.d, c, after, acked);
+}
+
+void RunnerCore::AfterWrite(const Delivery& d, const Completion& c, const AfterAck& after,
+                            const Status& acked) {
+  if (after.record_result && acked.ok()) RecordAfterAck(d, c);
+  if (after.release_lock) ReleaseLock(d);
+  ReportCompletion(d, c, after, acked);
+}
+
+void RunnerCore::CompletionWriterLoop() {
+  // Reused across groups (Pop swaps them with the queue's buffers).
+  std::vector<CompletionRequest> group;
+  std::vector<AfterAck> after;
+  while (completions_->Pop(kMaxCompletionGroup, &group, &after)) {
+    std::vector<Status> acked = options_.queue->CompleteBatch(group);
+    if (acked.size() != group.size()) {
+      acked.assign(group.size(),
+                   Status::Internal("CompleteBatch returned " + std::to_string(acked.size()) +
+                                    " results for " + std::to_string(group.size()) +
+                                    " completions"));
+    }
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      AfterWrite(group[i].delivery, group[i].completion, after[i], acked[i]);
+    }
+    group.clear();
+    after.clear();
+  }
 }
 
 // Record the idempotent result before the ack, so that a crash between the
@@ -548,9 +597,9 @@ void RunnerCore::RecordResult(const DeliveryRun& run, Completion& c) {
       clock().Now(), false);
 }
 
-void RunnerCore::RecordAfterAck(const DeliveryRun& run, const Completion& c) {
-  const Envelope& env = run.env();
-  const Lease& lease = run.d.lease;
+void RunnerCore::RecordAfterAck(const Delivery& d, const Completion& c) {
+  const Envelope& env = d.job.envelope;
+  const Lease& lease = d.lease;
   Status s = options_.idempotency->Complete(env.idempotency_key, lease.token, c.result,
                                             options_.idempotency_retention);
   if (s.ok()) return;
@@ -572,21 +621,20 @@ void RunnerCore::RecordAfterAck(const DeliveryRun& run, const Completion& c) {
               {{"error", s.ToString()}, {"after_ack", "true"}});
 }
 
-void RunnerCore::ReleaseLock(const DeliveryRun& run) {
-  if (!run.lock_held) return;
-  const Envelope& env = run.env();
-  Status s = options_.locks->Release(env.lock_key, run.d.lease.token);
+void RunnerCore::ReleaseLock(const Delivery& d) {
+  const Envelope& env = d.job.envelope;
+  Status s = options_.locks->Release(env.lock_key, d.lease.token);
   if (!s.ok() && s.code() != StatusCode::kAborted && s.code() != StatusCode::kNotFound) {
     logger_.Log(LogLevel::kWarn, "lock_release_failed", &env, {{"error", s.ToString()}});
   }
 }
 
-void RunnerCore::ReportCompletion(const DeliveryRun& run, const Completion& c,
+void RunnerCore::ReportCompletion(const Delivery& d, const Completion& c, const AfterAck& after,
                                   const Status& acked) {
-  const Envelope& env = run.env();
+  const Envelope& env = d.job.envelope;
   if (acked.ok()) {
     TransitionEvent e = JobEvent(env, TransitionOrigin::kDelivery, clock().Now());
-    e.epoch = static_cast<std::int64_t>(run.d.lease.epoch);
+    e.epoch = static_cast<std::int64_t>(d.lease.epoch);
     e.from = JobStatus::kRunning;
     e.to = c.to;
     e.reason = c.reason;
@@ -594,9 +642,9 @@ void RunnerCore::ReportCompletion(const DeliveryRun& run, const Completion& c,
     e.ready_at = c.ready_at;
     e.delay = c.delay;
     e.attempt_spent = c.spend_attempt;
-    if (run.handler_ran) {
-      e.queue_latency = run.queue_latency;
-      e.run_duration = run.handler_duration;
+    if (after.handler_ran) {
+      e.queue_latency = after.queue_latency;
+      e.run_duration = after.handler_duration;
     }
     Emit(e);
     return;
@@ -608,7 +656,7 @@ void RunnerCore::ReportCompletion(const DeliveryRun& run, const Completion& c,
     logger_.Log(LogLevel::kWarn, "stale_completion_refused", &env,
                 {{"to", JobStatusName(c.to)},
                  {"reason", c.reason},
-                 {"epoch", static_cast<std::int64_t>(run.d.lease.epoch)},
+                 {"epoch", static_cast<std::int64_t>(d.lease.epoch)},
                  {"error", acked.ToString()}});
     return;
   }

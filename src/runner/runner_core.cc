@@ -37,6 +37,18 @@ bool StoreChecksEnvelopes(const QueueBackend& queue) {
   const auto* store = dynamic_cast<const StoreBackend*>(&queue);
   return store != nullptr && store->DeliversStoredEnvelopes();
 }
+
+bool WritesGrouped(const JobRunnerOptions& o) {
+  switch (o.completion_writes) {
+    case JobRunnerOptions::CompletionWrites::kGrouped:
+      return true;
+    case JobRunnerOptions::CompletionWrites::kOneByOne:
+      return false;
+    case JobRunnerOptions::CompletionWrites::kAuto:
+      break;
+  }
+  return o.queue->GroupsCompletions();
+}
 }  // namespace
 
 RunnerCore::RunnerCore(JobRunnerOptions options)
@@ -47,7 +59,10 @@ RunnerCore::RunnerCore(JobRunnerOptions options)
       handlers_(std::make_shared<const HandlerMap>()),
       control_(std::make_unique<ControlCache>(*options_.backend.admin, *options_.clock,
                                               options_.poll_interval)),
-      store_checked_envelopes_(StoreChecksEnvelopes(*options_.queue)) {
+      store_checked_envelopes_(StoreChecksEnvelopes(*options_.queue)),
+      completions_(WritesGrouped(options_) ? std::make_unique<CompletionQueue>(
+                                                 2 * kMaxCompletionGroup)
+                                           : nullptr) {
   OperationsOptions ops;
   ops.clock = options_.clock;
   // The listener reports each replay and discard as a transition event; the

@@ -15,7 +15,9 @@
 //   - the watchdog: renews the lease, lock and claim of running jobs (and the
 //     leases of jobs waiting in a batch) every third of the visibility
 //     timeout, and declares a worker hung past deadline + hung_grace;
-//   - maintenance: RunMaintenance() every maintenance_interval.
+//   - maintenance: RunMaintenance() every maintenance_interval;
+//   - the completion writer (CompletionWrites::kGrouped only): writes the
+//     outcomes workers hand over, in groups (src/runner/completion_queue.h).
 // Every wait goes through the injected Clock, so ManualClock drives them.
 //
 // Every status transition is reported once, through Emit(), to the
@@ -51,6 +53,7 @@
 
 #include "jobpact/job_runner.h"
 #include "jobpact/transition_event.h"
+#include "src/runner/completion_queue.h"
 #include "src/runner/control_cache.h"
 #include "src/runner/job_logger.h"
 #include "src/runner/transition_observers.h"
@@ -228,8 +231,13 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // The retry budget's say on a retry due at `ready_at` (which it may move
   // later). False: the retry is refused and `c` dead-letters the job.
   bool ApplyRetryBudget(const Envelope& env, Completion& c, TimePoint& ready_at);
-  // 9. Record, ack, release, report.
+  // 9. Record, ack, release, report: writes the outcome (or hands it to the
+  // completion writer, which writes it in a group) and then AfterWrite.
   void Finish(DeliveryRun& run, Completion completion);
+  // 9 after the outcome's write: the idempotent result of a transactional
+  // effect, the lock if still held, the report.
+  void AfterWrite(const Delivery& d, const Completion& c, const AfterAck& after,
+                  const Status& acked);
   // 9.1: records the idempotent result before the ack or releases the
   // claim; a failed record turns `c` into a failed attempt. True: a
   // transactional effect commits with the ack, so the result is recorded
@@ -244,11 +252,15 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // Step 9 with a transactional effect: records the idempotent result after
   // the ack committed the effect (a claim the backend already completed for
   // this delivery counts as recorded); a failure is logged, never retried.
-  void RecordAfterAck(const DeliveryRun& run, const Completion& c);
-  void ReleaseLock(const DeliveryRun& run);
+  void RecordAfterAck(const Delivery& d, const Completion& c);
+  void ReleaseLock(const Delivery& d);
   // 9.4-9.6: the transition's event if the ack was stored; otherwise the
   // stale-completion or completion-failed report.
-  void ReportCompletion(const DeliveryRun& run, const Completion& c, const Status& acked);
+  void ReportCompletion(const Delivery& d, const Completion& c, const AfterAck& after,
+                        const Status& acked);
+  // The completion writer's thread (CompletionWrites::kGrouped): writes what
+  // the workers hand over, in groups, until Shutdown closes the queue.
+  void CompletionWriterLoop();
   // Helpers of the steps.
   Completion Requeue(const DeliveryRun& run, std::string_view why, Duration delay,
                      bool lock_wait, std::optional<Failure> failure) const;
@@ -335,6 +347,12 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   std::atomic<int> idle_workers_{0};
   // False once the queue said it cannot wait for work (WaitForWork).
   std::atomic<bool> store_wakes_{true};
+
+  // Grouped completion writes (JobRunnerOptions::completion_writes); null
+  // when a worker writes its own. Opened by Start, closed by Shutdown.
+  static constexpr std::size_t kMaxCompletionGroup = 256;
+  const std::unique_ptr<CompletionQueue> completions_;
+  std::thread completion_writer_;  // Guarded by mu_.
 
   // The watchdog and maintenance threads wait here.
   std::mutex background_mu_;

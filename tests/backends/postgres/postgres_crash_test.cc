@@ -1,7 +1,8 @@
 // The PostgreSQL crash test: real worker processes (postgres_crash_worker.cc,
 // a JobRunner each) share one schema of the test server while this test
 // kills them with SIGKILL at random moments and starts replacements
-// (tests/backends/crash_harness.h, the Redis crash test's harness). 3000
+// (tests/support/crash_rig.h, the kill loop every backend's crash test
+// shares). 3000
 // jobs, a bounded number of kills (12) and a bounded time (120 s).
 //
 // Afterwards, from the store:
@@ -24,7 +25,9 @@
 #include "jobpact/job.h"
 #include "jobpact/postgres/postgres_backend.h"
 #include "jobpact/testing/matchers.h"
-#include "tests/backends/crash_harness.h"
+#include <nlohmann/json.hpp>
+
+#include "tests/support/crash_rig.h"
 #include "tests/backends/postgres/postgres_test_server.h"
 
 #ifndef JOBPACT_POSTGRES_CRASH_WORKER
@@ -39,9 +42,9 @@ constexpr int kJobs = 3000;
 TEST(PostgresCrashTest, KilledWorkersLoseNoJobAndTheCompletionEffectHappensOnce) {
   JOBPACT_POSTGRES_URL_OR_SKIP(url);
   postgres::PostgresOptions options = postgres_testing::TestOptions();
-  std::string tmpl = (std::filesystem::temp_directory_path() / "jobpact_pgcrash_XXXXXX").string();
-  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-  const std::string dir = tmpl;
+  crash_testing::TempDir tmp("jobpact_pgcrash");
+  ASSERT_FALSE(tmp.path().empty());
+  const std::string dir = tmp.path();
   auto clock = SystemClock::Default();
   JOBPACT_ASSERT_OK_AND_ASSIGN(auto backend, postgres::PostgresBackend::Open(options, clock));
   postgres_testing::PgConnPtr raw = postgres_testing::Connect(options);
@@ -66,18 +69,15 @@ TEST(PostgresCrashTest, KilledWorkersLoseNoJobAndTheCompletionEffectHappensOnce)
     ASSERT_TRUE(backend->queue()->EnqueueBatch(envs, {}).ok());
   }
 
-  crash_testing::KillLoopResult run = crash_testing::RunKillLoop(
-      crash_testing::KillLoopOptions{},
-      [&](int seq) {
-        return crash_testing::SpawnProcess(
-            {JOBPACT_POSTGRES_CRASH_WORKER, url, options.schema, dir},
-            dir + "/worker-" + std::to_string(seq) + ".stderr");
-      },
-      [&]() -> Result<std::int64_t> {
-        JOBPACT_ASSIGN_OR_RETURN(QueueStats stats, backend->admin()->Stats());
-        return stats.by_status[JobStatus::kQueued] + stats.by_status[JobStatus::kRunning] +
-               stats.by_status[JobStatus::kRetryScheduled];
-      });
+  crash_testing::KillLoop loop;
+  loop.binary = JOBPACT_POSTGRES_CRASH_WORKER;
+  loop.args = {url, options.schema, dir};
+  loop.dir = dir;
+  loop.pending = [&]() -> Result<std::int64_t> {
+    JOBPACT_ASSIGN_OR_RETURN(QueueStats stats, backend->admin()->Stats());
+    return crash_testing::Pending(stats);
+  };
+  const crash_testing::KillLoopResult run = crash_testing::RunKillLoop(loop);
   ASSERT_TRUE(run.failure.empty()) << run.failure << " (see " << dir << "/worker-*.stderr)";
   ASSERT_TRUE(run.done) << "jobs still pending after " << run.seconds << " s";
 
@@ -119,14 +119,24 @@ TEST(PostgresCrashTest, KilledWorkersLoseNoJobAndTheCompletionEffectHappensOnce)
     for (int i = 0; i < PQntuples(r); ++i) {
       nlohmann::json h = nlohmann::json::parse(PQgetvalue(r, i, 0), nullptr, false);
       ASSERT_TRUE(h.is_array());
-      crash_testing::NoteLostLeases(h.get<std::vector<nlohmann::json>>(), &lost);
+      // The worker of each delivery; a lease_expired entry blames the last.
+      std::string last_worker;
+      for (const nlohmann::json& e : h) {
+        if (!e.is_object()) continue;
+        auto w = e.find("worker");
+        if (w != e.end() && w->is_string()) last_worker = w->get<std::string>();
+        auto why = e.find("reason");
+        if (why != e.end() && why->is_string() &&
+            why->get<std::string>().rfind("lease_expired", 0) == 0) {
+          lost.insert(last_worker);
+        }
+      }
     }
     PQclear(r);
   }
   for (const std::string& worker : lost) {
-    const pid_t pid =
-        static_cast<pid_t>(std::atol(worker.c_str() + std::string("crash-worker-").size()));
-    EXPECT_EQ(run.killed.count(pid), 1u) << worker << " lost a lease but was never killed";
+    EXPECT_EQ(run.killed.count(crash_testing::PidOfWorker(worker)), 1u)
+        << worker << " lost a lease but was never killed";
   }
   std::printf("postgres crash test: %d jobs, %d kills, %d redelivered, %d succeeded, %d DLQ, "
               "%.1f s\n",
@@ -134,8 +144,6 @@ TEST(PostgresCrashTest, KilledWorkersLoseNoJobAndTheCompletionEffectHappensOnce)
   EXPECT_EQ(succeeded + dead_lettered, kJobs);
   backend.reset();
   postgres_testing::DropSchema(options);
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
 }
 
 }  // namespace

@@ -11,30 +11,20 @@
 // exactly one row and every other job with none.
 #include <libpq-fe.h>
 
-#include <chrono>
-#include <csignal>
 #include <cstdio>
-#include <random>
 #include <string>
-#include <thread>
 
 #include "jobpact/clock.h"
 #include "jobpact/job_runner.h"
 #include "jobpact/postgres/postgres_backend.h"
-
-namespace {
-
-volatile std::sig_atomic_t g_stop = 0;
-void OnSigterm(int) { g_stop = 1; }
-
-}  // namespace
+#include "tests/support/crash_worker.h"
 
 int main(int argc, char** argv) {
   if (argc != 4) {
     std::fprintf(stderr, "usage: %s <postgres url> <schema> <log_dir>\n", argv[0]);
     return 2;
   }
-  std::signal(SIGTERM, OnSigterm);
+  jobpact::crash_testing::CatchSigterm();
   auto options = jobpact::postgres::ParsePostgresUrl(argv[1]);
   if (!options.ok()) {
     std::fprintf(stderr, "url: %s\n", options.status().ToString().c_str());
@@ -48,19 +38,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "open: %s\n", backend.status().ToString().c_str());
     return 2;
   }
-  jobpact::JobRunnerOptions ro;
-  ro.backend = (*backend)->bundle();
-  ro.clock = clock;
-  ro.workers = 2;
-  ro.dequeue_batch = 8;
-  ro.poll_interval = jobpact::Millis(20);
-  ro.maintenance_interval = jobpact::Millis(200);
-  // Short leases (set per job by the test); the buffer rule relaxed to match.
-  ro.validation.visibility_buffer = jobpact::Millis(500);
-  // Kills are random: a job may lose its worker more than 3 times.
-  ro.max_lease_recoveries = 10;
-  ro.runner_id = "crash-worker-" + std::to_string(getpid());
-  ro.log_level = jobpact::LogLevel::kWarn;
+  jobpact::JobRunnerOptions ro = jobpact::crash_testing::CrashWorkerOptions((*backend)->bundle(), clock);
   auto runner = jobpact::JobRunner::Create(ro);
   if (!runner.ok()) {
     std::fprintf(stderr, "runner: %s\n", runner.status().ToString().c_str());
@@ -70,8 +48,7 @@ int main(int argc, char** argv) {
       "INSERT INTO \"" + options->schema + "\".effects (job_id) VALUES ($1)";
   jobpact::Status handled =
       (*runner)->Handle("crash.effect", [&](jobpact::JobContext& ctx) -> jobpact::Status {
-        thread_local std::minstd_rand rng(std::random_device{}());
-        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
+        jobpact::crash_testing::RandomPause();
         const std::string id = ctx.envelope().job_id;
         ctx.SetTransactionalEffect([insert, id](void* native) -> jobpact::Status {
           auto* conn = static_cast<PGconn*>(native);
@@ -89,13 +66,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "handle: %s\n", handled.ToString().c_str());
     return 2;
   }
-  jobpact::Status started = (*runner)->Start();
-  if (!started.ok()) {
-    std::fprintf(stderr, "start: %s\n", started.ToString().c_str());
-    return 2;
-  }
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  jobpact::Status stopped = (*runner)->Shutdown(jobpact::Seconds(5));
-  if (!stopped.ok()) std::fprintf(stderr, "shutdown: %s\n", stopped.ToString().c_str());
-  return 0;
+  return jobpact::crash_testing::RunUntilSigterm(**runner);
 }

@@ -11,38 +11,37 @@
 // Before each handler runs, the job id is appended to
 // <log_dir>/start-<pid>.log (write(2) on an O_APPEND descriptor: it is in
 // the kernel once write returns, so it survives SIGKILL).
-#include <fcntl.h>
+//
+// "crash.plain" jobs carry an idempotency key and do a plain effect instead:
+// the handler INCRs "plain:<job id>" itself, on its own connection, outside
+// the completion. Just before, it appends "<job id>" to
+// <log_dir>/plain-<pid>.log, so that the test can explain every duplicate
+// effect by a worker it killed between the effect and the ack.
 #include <unistd.h>
 
-#include <chrono>
-#include <csignal>
 #include <cstdio>
-#include <random>
 #include <string>
-#include <thread>
 
 #include "jobpact/clock.h"
 #include "jobpact/job_runner.h"
 #include "jobpact/redis/redis_backend.h"
 #include "jobpact/redis/redis_effect.h"
+#include "src/backends/redis/client.h"
+#include "tests/support/crash_worker.h"
 
-namespace {
-
-volatile std::sig_atomic_t g_stop = 0;
-void OnSigterm(int) { g_stop = 1; }
-
-}  // namespace
+using jobpact::crash_testing::AppendLine;
+using jobpact::crash_testing::OpenAppend;
 
 int main(int argc, char** argv) {
   if (argc != 4) {
     std::fprintf(stderr, "usage: %s <redis url> <namespace> <log_dir>\n", argv[0]);
     return 2;
   }
-  std::signal(SIGTERM, OnSigterm);
+  jobpact::crash_testing::CatchSigterm();
   const std::string log_dir = argv[3];
-  const int start_fd = open((log_dir + "/start-" + std::to_string(getpid()) + ".log").c_str(),
-                            O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (start_fd < 0) {
+  const int start_fd = OpenAppend(log_dir + "/start-" + std::to_string(getpid()) + ".log");
+  const int plain_fd = OpenAppend(log_dir + "/plain-" + std::to_string(getpid()) + ".log");
+  if (start_fd < 0 || plain_fd < 0) {
     std::perror("open log");
     return 2;
   }
@@ -58,19 +57,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "open: %s\n", backend.status().ToString().c_str());
     return 2;
   }
-  jobpact::JobRunnerOptions ro;
-  ro.backend = (*backend)->bundle();
-  ro.clock = clock;
-  ro.workers = 2;
-  ro.dequeue_batch = 8;
-  ro.poll_interval = jobpact::Millis(20);
-  ro.maintenance_interval = jobpact::Millis(200);
-  // Short leases (set per job by the test); the buffer rule relaxed to match.
-  ro.validation.visibility_buffer = jobpact::Millis(500);
-  // Kills are random: a job may lose its worker more than 3 times.
-  ro.max_lease_recoveries = 10;
-  ro.runner_id = "crash-worker-" + std::to_string(getpid());
-  ro.log_level = jobpact::LogLevel::kWarn;
+  jobpact::JobRunnerOptions ro =
+      jobpact::crash_testing::CrashWorkerOptions((*backend)->bundle(), clock);
   auto runner = jobpact::JobRunner::Create(ro);
   if (!runner.ok()) {
     std::fprintf(stderr, "runner: %s\n", runner.status().ToString().c_str());
@@ -78,12 +66,10 @@ int main(int argc, char** argv) {
   }
   jobpact::Status handled =
       (*runner)->Handle("crash.effect", [&](jobpact::JobContext& ctx) -> jobpact::Status {
-        const std::string line = ctx.envelope().job_id + "\n";
-        if (write(start_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+        if (!AppendLine(start_fd, ctx.envelope().job_id + "\n")) {
           return jobpact::Status::Unavailable("start log");
         }
-        thread_local std::minstd_rand rng(std::random_device{}());
-        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
+        jobpact::crash_testing::RandomPause();
         const std::string key = "effect:" + ctx.envelope().job_id;
         ctx.SetTransactionalEffect([key](void* native) -> jobpact::Status {
           auto* fx = static_cast<jobpact::redis::RedisEffect*>(native);
@@ -96,13 +82,24 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "handle: %s\n", handled.ToString().c_str());
     return 2;
   }
-  jobpact::Status started = (*runner)->Start();
-  if (!started.ok()) {
-    std::fprintf(stderr, "start: %s\n", started.ToString().c_str());
+  // The plain effect's own connection, as a handler would have one.
+  auto app = jobpact::redis_internal::RedisClient::Connect(*options);
+  if (!app.ok()) {
+    std::fprintf(stderr, "connect: %s\n", app.status().ToString().c_str());
     return 2;
   }
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  jobpact::Status stopped = (*runner)->Shutdown(jobpact::Seconds(5));
-  if (!stopped.ok()) std::fprintf(stderr, "shutdown: %s\n", stopped.ToString().c_str());
-  return 0;
+  const std::string app_key_prefix = "jobpact:{" + options->key_namespace + "}:app:plain:";
+  handled = (*runner)->Handle("crash.plain", [&](jobpact::JobContext& ctx) -> jobpact::Status {
+    const std::string& id = ctx.envelope().job_id;
+    if (!AppendLine(plain_fd, id + "\n")) return jobpact::Status::Unavailable("plain log");
+    auto r = (*app)->Command({"INCR", app_key_prefix + id});
+    if (!r.ok()) return r.status();
+    jobpact::crash_testing::RandomPause();  // Time for a kill between the effect and the ack.
+    return jobpact::Status::Ok();
+  });
+  if (!handled.ok()) {
+    std::fprintf(stderr, "handle: %s\n", handled.ToString().c_str());
+    return 2;
+  }
+  return jobpact::crash_testing::RunUntilSigterm(**runner);
 }

@@ -42,6 +42,7 @@
 
 #include "jobpact/job.h"
 #include "jobpact/sqlite/sqlite_backend.h"
+#include "tests/support/crash_rig.h"
 
 #ifndef JOBPACT_CRASH_WORKER
 #error "JOBPACT_CRASH_WORKER must name the crash worker binary"
@@ -65,61 +66,6 @@ struct Figures {
   double seconds = 0;
 };
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "jobpact_crash_XXXXXX").string();
-    if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty() && getenv("JOBPACT_KEEP_CRASH_DIR") == nullptr) {
-      std::filesystem::remove_all(path_, ec);
-    }
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-pid_t SpawnWorker(const std::string& db, const std::string& dir, const std::string& mode, int seq) {
-  const std::string err = dir + "/worker-" + std::to_string(seq) + ".stderr";
-  pid_t pid = fork();
-  if (pid == 0) {
-    int fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      dup2(fd, 2);
-      close(fd);
-    }
-    execl(JOBPACT_CRASH_WORKER, JOBPACT_CRASH_WORKER, db.c_str(), dir.c_str(), mode.c_str(),
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return pid;
-}
-
-// Waits up to `limit` for `pid` to exit; SIGKILLs it after that.
-int WaitBounded(pid_t pid, std::chrono::milliseconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  int status = 0;
-  while (std::chrono::steady_clock::now() < end) {
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-  return status;
-}
-
-// "crash-worker-<pid>/w1" -> pid.
-pid_t PidOfWorker(const std::string& worker) {
-  const std::string prefix = "crash-worker-";
-  if (worker.rfind(prefix, 0) != 0) return -1;
-  return static_cast<pid_t>(std::atol(worker.c_str() + prefix.size()));
-}
-
 std::set<std::string> ReadLines(const std::string& path) {
   std::set<std::string> out;
   std::ifstream in(path);
@@ -138,7 +84,7 @@ class CrashTest : public ::testing::TestWithParam<std::string> {
 void CrashTest::Run(Figures* figures) {
   const std::string mode = GetParam();
   const bool transactional = mode == "tx";
-  TempDir dir;
+  crash_testing::TempDir dir;
   ASSERT_FALSE(dir.path().empty());
   const std::string db = dir.path() + "/jobs.db";
   auto clock = SystemClock::Default();
@@ -174,65 +120,23 @@ void CrashTest::Run(Figures* figures) {
     ASSERT_TRUE(r.ok()) << r.status();
   }
 
-  const auto started = std::chrono::steady_clock::now();
-  std::mt19937 rng(std::random_device{}());
-  std::vector<pid_t> workers;
-  std::set<pid_t> killed;
-  // Whatever happens (a failed ASSERT returns early), no worker outlives the test.
-  struct Reaper {
-    std::vector<pid_t>* workers;
-    ~Reaper() {
-      for (pid_t pid : *workers) {
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-      }
-    }
-  } reaper{&workers};
-  int seq = 0;
-  for (int i = 0; i < kWorkers; ++i) workers.push_back(SpawnWorker(db, dir.path(), mode, seq++));
-
-  bool done = false;
-  while (std::chrono::steady_clock::now() - started < kTimeBudget) {
-    auto stats = backend->admin()->Stats();
-    ASSERT_TRUE(stats.ok()) << stats.status();
-    const std::int64_t pending = stats->by_status[JobStatus::kQueued] +
-                                 stats->by_status[JobStatus::kRunning] +
-                                 stats->by_status[JobStatus::kRetryScheduled];
-    if (pending == 0) {
-      done = true;
-      break;
-    }
-    // A worker that died on its own is a failure of the test subject.
-    for (pid_t pid : workers) {
-      int status = 0;
-      ASSERT_EQ(waitpid(pid, &status, WNOHANG), 0)
-          << "worker " << pid << " exited by itself, status " << status << " (see " << dir.path()
-          << "/worker-*.stderr)";
-    }
-    if (figures->kills < kMaxKills && pending > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50 + rng() % 250));
-      const std::size_t victim = rng() % workers.size();
-      const pid_t pid = workers[victim];
-      ASSERT_EQ(kill(pid, SIGKILL), 0);
-      int status = 0;
-      ASSERT_EQ(waitpid(pid, &status, 0), pid);
-      killed.insert(pid);
-      ++figures->kills;
-      workers[victim] = SpawnWorker(db, dir.path(), mode, seq++);
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
-  figures->seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  for (pid_t pid : workers) kill(pid, SIGTERM);
-  for (pid_t pid : workers) {
-    int status = WaitBounded(pid, std::chrono::milliseconds(10000));
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "worker " << pid << " did not shut down cleanly, status " << status;
-  }
-  workers.clear();
-  ASSERT_TRUE(done) << "jobs still pending after " << figures->seconds << " s";
+  crash_testing::KillLoop loop;
+  loop.binary = JOBPACT_CRASH_WORKER;
+  loop.args = {db, dir.path(), mode};
+  loop.dir = dir.path();
+  loop.workers = kWorkers;
+  loop.max_kills = kMaxKills;
+  loop.budget = kTimeBudget;
+  loop.pending = [&]() -> Result<std::int64_t> {
+    JOBPACT_ASSIGN_OR_RETURN(QueueStats stats, backend->admin()->Stats());
+    return crash_testing::Pending(stats);
+  };
+  const crash_testing::KillLoopResult run = crash_testing::RunKillLoop(loop);
+  figures->kills = run.kills;
+  figures->seconds = run.seconds;
+  ASSERT_EQ(run.failure, "");
+  ASSERT_TRUE(run.done) << "jobs still pending after " << run.seconds << " s";
+  const std::set<pid_t>& killed = run.killed;
 
   // --- Every job present, final or dead-lettered; redeliveries traced ---
   std::map<std::string, pid_t> final_deliverer;  // job -> pid of its last delivery
@@ -268,7 +172,7 @@ void CrashTest::Run(Figures* figures) {
       int expired = 0;
       for (const auto& e : history) {
         if (e.value("to", "") == "running") {
-          deliverers.push_back(PidOfWorker(e.value("worker", "")));
+          deliverers.push_back(crash_testing::PidOfWorker(e.value("worker", "")));
         }
         if (e.value("reason", "") == "lease_expired" ||
             e.value("reason", "") == "lease_expired_repeatedly") {

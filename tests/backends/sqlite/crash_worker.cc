@@ -13,37 +13,21 @@
 // <log_dir>/start-<pid>.log, so the test can tell which process started a
 // job. Appends use write(2) on an O_APPEND descriptor: the data is in the
 // kernel once write returns, so it survives SIGKILL of this process.
-#include <fcntl.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <random>
 #include <string>
-#include <thread>
 
 #include "jobpact/clock.h"
 #include "jobpact/job_runner.h"
 #include "jobpact/sqlite/sqlite_backend.h"
+#include "tests/support/crash_worker.h"
 
-namespace {
-
-volatile std::sig_atomic_t g_stop = 0;
-void OnSigterm(int) { g_stop = 1; }
-
-// Appends `line` whole with one write(2).
-bool Append(int fd, const std::string& line) {
-  return write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-}
-
-int OpenAppend(const std::string& path) {
-  return open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-}
-
-}  // namespace
+using jobpact::crash_testing::AppendLine;
+using jobpact::crash_testing::OpenAppend;
 
 int main(int argc, char** argv) {
   if (argc != 4) {
@@ -54,7 +38,7 @@ int main(int argc, char** argv) {
   const std::string log_dir = argv[2];
   const std::string mode = argv[3];
   const bool transactional = mode == "tx";
-  std::signal(SIGTERM, OnSigterm);
+  jobpact::crash_testing::CatchSigterm();
 
   const int start_fd = OpenAppend(log_dir + "/start-" + std::to_string(getpid()) + ".log");
   const int effects_fd = transactional ? -1 : OpenAppend(log_dir + "/effects.txt");
@@ -70,21 +54,8 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  jobpact::JobRunnerOptions options;
-  options.backend = (*backend)->bundle();
-  options.clock = clock;
-  options.workers = 2;
-  options.dequeue_batch = 8;
-  options.poll_interval = jobpact::Millis(20);
-  options.maintenance_interval = jobpact::Millis(200);
-  // Short leases (set per job by the test) so that recoveries happen within
-  // the test's time budget; the buffer rule is relaxed to match.
-  options.validation.visibility_buffer = jobpact::Millis(500);
-  // Kills are random: a job may lose its worker more than the default 3
-  // times in a run with many kills. The test still accepts the DLQ.
-  options.max_lease_recoveries = 10;
-  options.runner_id = "crash-worker-" + std::to_string(getpid());
-  options.log_level = jobpact::LogLevel::kWarn;
+  jobpact::JobRunnerOptions options =
+      jobpact::crash_testing::CrashWorkerOptions((*backend)->bundle(), clock);
   auto runner = jobpact::JobRunner::Create(options);
   if (!runner.ok()) {
     std::fprintf(stderr, "runner: %s\n", runner.status().ToString().c_str());
@@ -95,10 +66,8 @@ int main(int argc, char** argv) {
   jobpact::Status handled =
       (*runner)->Handle("crash.effect", [&](jobpact::JobContext& ctx) -> jobpact::Status {
         const std::string& id = ctx.envelope().job_id;
-        if (!Append(start_fd, id + "\n")) return jobpact::Status::Unavailable("start log");
-        // A little work, so that kills land inside handlers too.
-        thread_local std::minstd_rand rng(std::random_device{}());
-        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
+        if (!AppendLine(start_fd, id + "\n")) return jobpact::Status::Unavailable("start log");
+        jobpact::crash_testing::RandomPause();
         if (transactional) {
           ctx.SetTransactionalEffect([id, pid](void* native) -> jobpact::Status {
             auto* db = static_cast<sqlite3*>(native);
@@ -115,7 +84,7 @@ int main(int argc, char** argv) {
             if (rc != SQLITE_DONE) return jobpact::Status::Unavailable(sqlite3_errmsg(db));
             return jobpact::Status::Ok();
           });
-        } else if (!Append(effects_fd, id + " " + pid + "\n")) {
+        } else if (!AppendLine(effects_fd, id + " " + pid + "\n")) {
           return jobpact::Status::Unavailable("effects file");
         }
         return jobpact::Status::Ok();
@@ -124,13 +93,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "handle: %s\n", handled.ToString().c_str());
     return 2;
   }
-  jobpact::Status started = (*runner)->Start();
-  if (!started.ok()) {
-    std::fprintf(stderr, "start: %s\n", started.ToString().c_str());
-    return 2;
-  }
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  jobpact::Status stopped = (*runner)->Shutdown(jobpact::Seconds(5));
-  if (!stopped.ok()) std::fprintf(stderr, "shutdown: %s\n", stopped.ToString().c_str());
-  return 0;
+  return jobpact::crash_testing::RunUntilSigterm(**runner);
 }
