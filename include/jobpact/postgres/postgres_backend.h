@@ -17,9 +17,10 @@
 //     Completion::transactional_effect(PGconn*) inside the transaction that
 //     marks the job finished (and records its idempotency claim), before it
 //     commits. An effect kept in the same database therefore happens exactly
-//     once. CompleteBatch() groups completions into one transaction with a
-//     SAVEPOINT per job: a refused one (stale lease, failed effect) rolls
-//     back alone and the others commit.
+//     once. CompleteBatch() groups completions into one transaction: a
+//     refused one (stale lease, failed effect) rolls back alone and the
+//     others commit (a SAVEPOINT per job with an effect; completions without
+//     one are a single conditional UPDATE, where a stale one matches no row).
 //
 // Schema: created and migrated by Open() under a transaction-level advisory
 // lock, so processes starting together migrate once. Migrations are

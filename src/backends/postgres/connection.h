@@ -42,6 +42,8 @@ class Params {
   // NULL for an empty string.
   Params& AddOrNull(std::string_view v) { return v.empty() ? Null() : Add(v); }
   int size() const { return static_cast<int>(values_.size()); }
+  const std::string& value(int i) const { return values_[static_cast<std::size_t>(i)]; }
+  bool is_null(int i) const { return null_[static_cast<std::size_t>(i)]; }
   // Pointers for libpq (valid while this object lives and is not changed).
   std::vector<const char*> Pointers() const {
     std::vector<const char*> p(values_.size());

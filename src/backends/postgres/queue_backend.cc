@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -71,6 +72,31 @@ std::string TextArray(const std::vector<std::string>& items) {
   return out;
 }
 
+// Columns of parameter rows as PostgreSQL array literals (one parameter per
+// column, for unnest): rows[r] holds the r-th row's values; a NULL value
+// becomes an unquoted NULL element.
+std::vector<std::string> ArrayColumns(const std::vector<Params>& rows, int columns) {
+  std::vector<std::string> out(static_cast<std::size_t>(columns), "{");
+  for (const Params& row : rows) {
+    for (int c = 0; c < columns; ++c) {
+      std::string& a = out[static_cast<std::size_t>(c)];
+      if (a.size() > 1) a += ',';
+      if (row.is_null(c)) {
+        a += "NULL";
+        continue;
+      }
+      a += '"';
+      for (char ch : row.value(c)) {
+        if (ch == '"' || ch == '\\') a += '\\';
+        a += ch;
+      }
+      a += '"';
+    }
+  }
+  for (std::string& a : out) a += '}';
+  return out;
+}
+
 // Appends a record's mutable fields, in the order of kRecordSet / the
 // insert's columns (21 parameters).
 void AddRecord(Params& p, const JobRecord& r) {
@@ -124,6 +150,42 @@ void AddRecord(Params& p, const JobRecord& r) {
 #define JOBPACT_PG_MATCH \
   " WHERE job_id = $1 AND status = $2 AND epoch = $3 AND coalesce(lease_token, '') = $4"
 
+// Several conditional writes in ONE statement: each row of the unnest is
+// one change (the condition, the record's fields in JOBPACT_PG_RECORD_SET's
+// order, and its history entry or NULL); a change whose row no longer
+// matches its condition writes nothing, and RETURNING says which did. A
+// write that matches no row cannot fail the others, so no savepoint is
+// needed for writes without an effect.
+std::string BatchUpdateSql() {
+  return std::string(
+             "UPDATE {t}jobs j SET status = v.status, attempt = v.attempt, max_attempts = "
+             "v.max_attempts, ready_at_ns = v.ready_at_ns, updated_at_ns = v.updated_at_ns, "
+             "finished_at_ns = v.finished_at_ns, epoch = v.epoch, lease_recoveries = "
+             "v.lease_recoveries, lock_waits = v.lock_waits, previous_delay_ns = "
+             "v.previous_delay_ns, checkpoint = CASE WHEN v.checkpoint = '' THEN j.checkpoint "
+             "ELSE v.checkpoint END, failure_class = v.failure_class, failure_code = "
+             "v.failure_code, failure_message = v.failure_message, reason = v.reason, result = "
+             "v.result, lease_token = v.lease_token, lease_expires_at_ns = v.lease_expires_at_ns, "
+             "dead_lettered_at_ns = v.dead_lettered_at_ns, audit = CASE WHEN v.exp_status = "
+             "'running' THEN j.audit ELSE v.audit::jsonb END, cancel_requested = CASE WHEN "
+             "v.exp_status = 'running' THEN greatest(j.cancel_requested, v.cancel) ELSE v.cancel "
+             "END, history = CASE WHEN v.entry IS NULL THEN j.history WHEN "
+             "jsonb_array_length(j.history) >= ") +
+         std::to_string(kMaxHistory) +
+         " THEN (j.history - 0) || v.entry::jsonb ELSE j.history || v.entry::jsonb END FROM "
+         "unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::integer[], "
+         "$7::integer[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], "
+         "$12::integer[], $13::integer[], $14::bigint[], $15::text[], $16::text[], $17::text[], "
+         "$18::text[], $19::text[], $20::text[], $21::text[], $22::bigint[], $23::bigint[], "
+         "$24::text[], $25::integer[], $26::text[]) AS v(job_id, exp_status, exp_epoch, "
+         "exp_token, status, attempt, max_attempts, ready_at_ns, updated_at_ns, finished_at_ns, "
+         "epoch, lease_recoveries, lock_waits, previous_delay_ns, checkpoint, failure_class, "
+         "failure_code, failure_message, reason, result, lease_token, lease_expires_at_ns, "
+         "dead_lettered_at_ns, audit, cancel, entry) WHERE j.job_id = v.job_id AND j.status = "
+         "v.exp_status AND j.epoch = v.exp_epoch AND coalesce(j.lease_token, '') = v.exp_token "
+         "RETURNING j.job_id";
+}
+
 // The next jobs a worker may lease, obeying the control state: locked for
 // this transaction, skipping rows other transactions hold. The locking
 // SELECT returns each row as locked (its newest version), which is what the
@@ -147,7 +209,8 @@ class PostgresQueueBackend final : public StoreBackend {
       : StoreBackend(core->clock()),
         core_(std::move(core)),
         lease_any_(core_->SqlOf(LeaseSql(false))),
-        lease_some_(core_->SqlOf(LeaseSql(true))) {}
+        lease_some_(core_->SqlOf(LeaseSql(true))),
+        batch_update_(core_->SqlOf(BatchUpdateSql())) {}
 
   std::string_view Name() const override { return "postgres"; }
 
@@ -205,6 +268,12 @@ class PostgresQueueBackend final : public StoreBackend {
   // history entry, naming `worker` in it if given). kAborted or kNotFound
   // when it does not.
   Status UpdateRow(Connection& conn, const JobChange& c, std::string_view worker = {});
+  // Writes every change of `changes` in one statement (BatchUpdateSql),
+  // each conditional on its expect; (*matched)[i] tells whether changes[i]
+  // was written. Each change has at most one history entry (naming
+  // `worker` if given). REQUIRES: distinct job ids.
+  Status UpdateRows(Connection& conn, const std::vector<const JobChange*>& changes,
+                    std::string_view worker, std::vector<bool>* matched);
   // Marks the delivery's idempotency claim completed in the completion's
   // transaction; kAborted if another owner holds or completed the key.
   Status CompleteClaimOn(Connection& conn, const JobChange& c, std::int64_t now_ns);
@@ -225,6 +294,7 @@ class PostgresQueueBackend final : public StoreBackend {
   // Immutable after construction.
   const std::string lease_any_;
   const std::string lease_some_;
+  const std::string batch_update_;
 };
 
 Status PostgresQueueBackend::StaleError(Connection& conn, const JobChange& c,
@@ -264,6 +334,40 @@ Status PostgresQueueBackend::UpdateRow(Connection& conn, const JobChange& c,
       conn.Exec(core_->Sql(c.append.empty() ? without_entry_tmpl.c_str() : with_entry_tmpl.c_str()),
                 p, "write job"));
   if (r.affected() == 0) return StaleError(conn, c, "write job");
+  return Status::Ok();
+}
+
+Status PostgresQueueBackend::UpdateRows(Connection& conn,
+                                        const std::vector<const JobChange*>& changes,
+                                        std::string_view worker, std::vector<bool>* matched) {
+  std::vector<Params> rows(changes.size());
+  for (std::size_t i = 0; i < changes.size(); ++i) {
+    const JobChange& c = *changes[i];
+    if (c.append.size() > 1) {
+      return Status::Internal("write job: more than one history entry in one change");
+    }
+    Params& p = rows[i];
+    p.Add(c.record.envelope.job_id)
+        .Add(JobStatusName(c.expect.status))
+        .Add(c.expect.epoch)
+        .Add(c.expect.lease_token);
+    AddRecord(p, c.record);
+    if (c.append.empty()) {
+      p.Null();
+    } else {
+      p.Add(HistoryEntryJson(c.append.back(), worker));
+    }
+  }
+  const std::vector<std::string> columns = ArrayColumns(rows, 26);
+  Params p;
+  for (const std::string& column : columns) p.Add(column);
+  JOBPACT_ASSIGN_OR_RETURN(PgResult r, conn.Exec(batch_update_, p, "write jobs"));
+  std::map<std::string, bool, std::less<>> written;
+  for (int i = 0; i < r.rows(); ++i) written[r.Text(i, 0)] = true;
+  matched->assign(changes.size(), false);
+  for (std::size_t i = 0; i < changes.size(); ++i) {
+    (*matched)[i] = written.count(changes[i]->record.envelope.job_id) > 0;
+  }
   return Status::Ok();
 }
 
@@ -386,6 +490,42 @@ Result<std::vector<EnqueueResult>> PostgresQueueBackend::InsertOn(Core& core, Co
 
 std::vector<Status> PostgresQueueBackend::WriteJobs(std::vector<JobWrite>& writes) {
   std::vector<Status> out(writes.size());
+  // Writes without an effect cannot fail one another (a stale one matches
+  // no row): all of them in one statement. With an effect, a savepoint per
+  // write (below).
+  bool plain = true;
+  {
+    std::set<std::string_view> ids;
+    for (const JobWrite& w : writes) {
+      plain = plain && w.effect == nullptr && ids.insert(w.change.record.envelope.job_id).second;
+    }
+  }
+  if (plain) {
+    Status batch = core_->Tx("Complete", [&](Connection& conn) -> Status {
+      std::vector<const JobChange*> refs;
+      for (const JobWrite& w : writes) refs.push_back(&w.change);
+      std::vector<bool> matched;
+      JOBPACT_RETURN_IF_ERROR(UpdateRows(conn, refs, {}, &matched));
+      bool wake = false;
+      for (std::size_t i = 0; i < writes.size(); ++i) {
+        const JobChange& c = writes[i].change;
+        if (!matched[i]) {
+          out[i] = StaleError(conn, c, "write job");
+          const StatusCode code = out[i].code();
+          if (code != StatusCode::kAborted && code != StatusCode::kNotFound) return out[i];
+        } else {
+          out[i] = Status::Ok();
+          if (c.placement == JobPlacement::kReady || c.placement == JobPlacement::kScheduled) {
+            wake = true;
+          }
+        }
+      }
+      if (wake) JOBPACT_RETURN_IF_ERROR(Notify(conn));
+      return Status::Ok();
+    });
+    if (!batch.ok()) std::fill(out.begin(), out.end(), batch);
+    return out;
+  }
   Status batch = core_->Tx("Complete", [&](Connection& conn) -> Status {
     std::fill(out.begin(), out.end(), Status::Ok());
     const std::int64_t now_ns = ToNs(core_->Now());
@@ -520,6 +660,8 @@ Status PostgresQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint 
           PgResult rows, conn.Exec(queues.empty() ? lease_any_ : lease_some_, p, "Dequeue"));
       if (rows.rows() == 0) break;
       bool ask_again = false;  // A row was quarantined or passed over.
+      std::vector<JobChange> changes;
+      changes.reserve(static_cast<std::size_t>(rows.rows()));
       for (int i = 0; i < rows.rows(); ++i) {
         const PgRow row(rows, i);
         auto limited = room.find(row.Text(kColJobType));
@@ -541,8 +683,21 @@ Status PostgresQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint 
         std::string token =
             request.worker_id + ":" + std::to_string(rec.epoch + 1) + ":" + core_->NewNonce();
         JOBPACT_ASSIGN_OR_RETURN(JobChange c, engine::Deliver(rec, std::move(token), now));
-        // The delivery's history entry also names the worker.
-        JOBPACT_RETURN_IF_ERROR(UpdateRow(conn, c, request.worker_id));
+        changes.push_back(std::move(c));
+      }
+      // Every delivery of the round in one statement; the delivery's history
+      // entry also names the worker. The rows are locked by this
+      // transaction, so each must match.
+      if (!changes.empty()) {
+        std::vector<const JobChange*> refs;
+        for (const JobChange& c : changes) refs.push_back(&c);
+        std::vector<bool> matched;
+        JOBPACT_RETURN_IF_ERROR(UpdateRows(conn, refs, request.worker_id, &matched));
+        for (bool m : matched) {
+          if (!m) return Status::Internal("Dequeue: a leased job changed under its row lock");
+        }
+      }
+      for (JobChange& c : changes) {
         Delivery d;
         d.lease = Lease{c.record.envelope.job_id, c.record.lease_token, c.record.epoch,
                         c.record.lease_expires_at, c.record.cancel_requested};

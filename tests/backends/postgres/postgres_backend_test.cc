@@ -347,6 +347,41 @@ TEST_F(PostgresBackendTest, ABatchOfCompletionsRollsBackOnlyTheRefusedOnes) {
   EXPECT_EQ(Sql("SELECT count(*) FROM {s}.effects"), "1");
 }
 
+TEST_F(PostgresBackendTest, ABatchWithoutEffectsIsOneStatementAndAStaleWriteFailsAlone) {
+  OpenBackend();
+  QueueBackend& q = *backend_->queue();
+  for (const char* id : {"job_a", "job_b", "job_c", "job_d"}) {
+    ASSERT_THAT(q.Enqueue(Job(id), {}).status(), IsOk());
+  }
+  DequeueRequest req;
+  req.worker_id = "w1";
+  req.max_jobs = 4;
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> got, q.Dequeue(req));
+  ASSERT_EQ(got.size(), 4u);
+  std::vector<CompletionRequest> batch(4);
+  for (int i = 0; i < 4; ++i) batch[i].delivery = got[i];
+  batch[1].delivery.lease.token = "someone-else";  // Stale.
+  batch[2].completion.to = JobStatus::kRetryScheduled;
+  batch[2].completion.reason = "transient";
+  batch[2].completion.ready_at = clock_->Now() + Seconds(5);
+  batch[2].completion.failure = Failure{FailureClass::kTransient, "e", "try again"};
+  batch[3].delivery.job.envelope.job_id = "job_missing";
+  batch[3].delivery.lease.job_id = "job_missing";
+  std::vector<Status> out = q.CompleteBatch(batch);
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_THAT(out[0], IsOk());
+  EXPECT_THAT(out[1], StatusIs(StatusCode::kAborted));
+  EXPECT_THAT(out[2], IsOk());
+  EXPECT_THAT(out[3], StatusIs(StatusCode::kNotFound));
+  EXPECT_EQ(backend_->admin()->Get(got[0].job.envelope.job_id)->status, JobStatus::kSucceeded);
+  EXPECT_EQ(backend_->admin()->Get(got[1].job.envelope.job_id)->status, JobStatus::kRunning);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(JobRecord retried, backend_->admin()->Get(got[2].job.envelope.job_id));
+  EXPECT_EQ(retried.status, JobStatus::kRetryScheduled);
+  ASSERT_FALSE(retried.history.empty());
+  EXPECT_EQ(retried.history.back().to, JobStatus::kRetryScheduled);
+  EXPECT_EQ(backend_->admin()->Get(got[3].job.envelope.job_id)->status, JobStatus::kRunning);
+}
+
 // --- Transactional enqueue and completion on a PGconn* ---
 
 class PostgresTransactionalTest : public PostgresBackendTest {
