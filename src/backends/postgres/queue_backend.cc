@@ -1,10 +1,6 @@
-// The PostgreSQL QueueBackend: the storage primitives of StoreBackend over
-// the jobs table (layout in schema.cc). Every primitive that changes state
-// is one transaction (Core::Tx); what a change does to a job is the
-// engine's (jobpact/transitions.h), never SQL's: a job row is written from
-// the record the engine computed, conditional on (job id, status, epoch,
-// lease token). Every value is a statement parameter.
-#include "jobpact/store_backend.h"
+// The PostgreSQL queue store, worker side (queue_store.h): insert, write,
+// lease, renew and lease recovery.
+#include "src/backends/postgres/queue_store.h"
 
 #include <algorithm>
 #include <map>
@@ -18,11 +14,7 @@
 
 #include "jobpact/job.h"
 #include "jobpact/job_status.h"
-#include "jobpact/retry_policy.h"
 #include "jobpact/transitions.h"
-#include "src/backends/postgres/connection.h"
-#include "src/backends/postgres/control_store.h"
-#include "src/backends/postgres/core.h"
 #include "src/internal/guarded.h"
 #include "src/internal/job_row_codec.h"
 #include "src/internal/time_ns.h"
@@ -31,14 +23,12 @@ namespace jobpact {
 namespace postgres {
 
 using ::jobpact::internal::AuditJson;
-using ::jobpact::internal::DurationFromNs;
 using ::jobpact::internal::HistoryEntryJson;
 using ::jobpact::internal::HistoryJson;
 using ::jobpact::internal::kColJobId;
 using ::jobpact::internal::kColJobType;
 using ::jobpact::internal::RawRow;
 using ::jobpact::internal::ReadJobRow;
-using ::jobpact::internal::TimeFromNs;
 using ::jobpact::internal::ToNs;
 using internal::Connection;
 using internal::Params;
@@ -48,13 +38,6 @@ using Core = PostgresBackend::Core;
 
 namespace {
 
-// The columns every job read selects (the shared codec's order).
-#define JOBPACT_PG_JOB_COLUMNS                                                                \
-  "job_id, status, attempt, max_attempts, ready_at_ns, enqueued_at_ns, updated_at_ns, "      \
-  "finished_at_ns, epoch, lease_recoveries, lock_waits, previous_delay_ns, checkpoint, "     \
-  "failure_class, failure_code, failure_message, reason, result, envelope, history, "        \
-  "lease_token, lease_expires_at_ns, dead_lettered_at_ns, raw_envelope, audit, job_type, "   \
-  "queue, priority, cancel_requested"
 
 // A PostgreSQL text[] literal of `items` (a parameter value, never SQL).
 std::string TextArray(const std::vector<std::string>& items) {
@@ -203,99 +186,14 @@ std::string LeaseSql(bool some_queues) {
          "FOR UPDATE OF j SKIP LOCKED";
 }
 
-class PostgresQueueBackend final : public StoreBackend {
- public:
-  explicit PostgresQueueBackend(std::shared_ptr<Core> core)
-      : StoreBackend(core->clock()),
-        core_(std::move(core)),
-        lease_any_(core_->SqlOf(LeaseSql(false))),
-        lease_some_(core_->SqlOf(LeaseSql(true))),
-        batch_update_(core_->SqlOf(BatchUpdateSql())) {}
+}  // namespace
 
-  std::string_view Name() const override { return "postgres"; }
-
-  // Inserts prepared jobs through `conn` (inside a transaction), and
-  // notifies idle workers (delivered when that transaction commits).
-  static Result<std::vector<EnqueueResult>> InsertOn(Core& core, Connection& conn,
-                                                     std::vector<JobChange>& jobs,
-                                                     const EnqueueOptions& options,
-                                                     TimePoint now);
-
-  Result<bool> WaitForWork(Duration timeout) override { return core_->WaitForNotify(timeout); }
-
- protected:
-  Result<std::vector<EnqueueResult>> InsertJobs(std::vector<JobChange>& jobs,
-                                                const EnqueueOptions& options,
-                                                TimePoint now) override {
-    std::vector<EnqueueResult> results;
-    JOBPACT_PG_RETURN_IF_ERROR(core_->Tx("Enqueue", [&](Connection& conn) -> Status {
-      JOBPACT_ASSIGN_OR_RETURN(results, InsertOn(*core_, conn, jobs, options, now));
-      return Status::Ok();
-    }));
-    return results;
-  }
-
-  std::vector<Status> WriteJobs(std::vector<JobWrite>& writes) override;
-  Status LeaseJobs(const DequeueRequest& request, TimePoint now,
-                   std::vector<Delivery>* deliveries) override;
-  Result<Lease> RenewLease(const Lease& lease, TimePoint expires_at, std::string_view checkpoint,
-                           TimePoint now) override;
-  Result<std::vector<JobChange>> RecoverJobs(int max_recoveries, TimePoint now) override;
-  Result<std::optional<JobRecord>> LoadJob(std::string_view job_id) override;
-  Result<std::vector<JobRecord>> QueryJobs(const JobQuery& query) override;
-  Result<std::optional<std::string>> FindDuplicateJob(std::string_view dedup_key,
-                                                      std::string_view self_job_id,
-                                                      TimePoint since) override;
-  Result<int> DeleteJobs(JobPlacement placement, TimePoint older_than) override;
-  Result<QueueStats> ReadStats(TimePoint now) override;
-  Status RequestCancel(const JobChange& change) override;
-  Result<ControlState> LoadControl() override { return internal::LoadControl(*core_); }
-  Status WriteControl(const ControlWrite& write) override {
-    return internal::WriteControl(*core_, write);
-  }
-  Result<std::vector<std::string>> LoadControlAudit(std::size_t limit) override {
-    return internal::LoadControlAudit(*core_, limit);
-  }
-  Status StorePolicies(const std::vector<PublishedPolicy>& policies) override {
-    return internal::StorePolicies(*core_, policies);
-  }
-  Result<std::vector<PublishedPolicy>> LoadPolicies() override {
-    return internal::LoadPolicies(*core_);
-  }
-
- private:
-  // Writes `c` over its row if the row matches c.expect (and appends its
-  // history entry, naming `worker` in it if given). kAborted or kNotFound
-  // when it does not.
-  Status UpdateRow(Connection& conn, const JobChange& c, std::string_view worker = {});
-  // Writes every change of `changes` in one statement (BatchUpdateSql),
-  // each conditional on its expect; (*matched)[i] tells whether changes[i]
-  // was written. Each change has at most one history entry (naming
-  // `worker` if given). REQUIRES: distinct job ids.
-  Status UpdateRows(Connection& conn, const std::vector<const JobChange*>& changes,
-                    std::string_view worker, std::vector<bool>* matched);
-  // Marks the delivery's idempotency claim completed in the completion's
-  // transaction; kAborted if another owner holds or completed the key.
-  Status CompleteClaimOn(Connection& conn, const JobChange& c, std::int64_t now_ns);
-  // Why a conditional write matched no row: kNotFound or kAborted.
-  Status StaleError(Connection& conn, const JobChange& c, std::string_view what);
-  // The record of a row, or -- for a row that no longer decodes -- the row
-  // quarantined (engine::Quarantine) in its place, with `quarantined` set.
-  Result<JobRecord> DecodeOrQuarantine(Connection& conn, const PgRow& row, TimePoint now,
-                                       bool with_history, bool* quarantined);
-  // Notifies idle workers when the current transaction commits.
-  Status Notify(Connection& conn) { return NotifyOn(*core_, conn); }
-  static Status NotifyOn(Core& core, Connection& conn) {
-    return conn.Exec("SELECT pg_notify($1, '')", Params().Add(core.channel()), "notify").status();
-  }
-  Result<int> PurgeInChunks(std::string_view what, const char* sql, TimePoint older_than);
-
-  const std::shared_ptr<Core> core_;
-  // Immutable after construction.
-  const std::string lease_any_;
-  const std::string lease_some_;
-  const std::string batch_update_;
-};
+PostgresQueueBackend::PostgresQueueBackend(std::shared_ptr<Core> core)
+    : StoreBackend(core->clock()),
+      core_(std::move(core)),
+      lease_any_(core_->SqlOf(LeaseSql(false))),
+      lease_some_(core_->SqlOf(LeaseSql(true))),
+      batch_update_(core_->SqlOf(BatchUpdateSql())) {}
 
 Status PostgresQueueBackend::StaleError(Connection& conn, const JobChange& c,
                                         std::string_view what) {
@@ -744,26 +642,6 @@ Result<Lease> PostgresQueueBackend::RenewLease(const Lease& lease, TimePoint exp
   return renewed;
 }
 
-Status PostgresQueueBackend::RequestCancel(const JobChange& c) {
-  return core_->Tx("Cancel", [&](Connection& conn) -> Status {
-    JOBPACT_ASSIGN_OR_RETURN(
-        PgResult r,
-        conn.Exec(core_->Sql("UPDATE {t}jobs SET cancel_requested = 1, updated_at_ns = $5, audit "
-                             "= audit || to_jsonb($6::text) WHERE job_id = $1 AND status = $2 "
-                             "AND epoch = $3 AND coalesce(lease_token, '') = $4"),
-                  Params()
-                      .Add(c.record.envelope.job_id)
-                      .Add(JobStatusName(c.expect.status))
-                      .Add(c.expect.epoch)
-                      .Add(c.expect.lease_token)
-                      .Add(ToNs(c.record.updated_at))
-                      .Add(c.record.audit.empty() ? std::string() : c.record.audit.back()),
-                  "Cancel"));
-    if (r.affected() == 0) return StaleError(conn, c, "Cancel");
-    return Status::Ok();
-  });
-}
-
 Result<std::vector<JobChange>> PostgresQueueBackend::RecoverJobs(int max_recoveries,
                                                                  TimePoint now) {
   std::vector<JobChange> recovered;
@@ -794,171 +672,6 @@ Result<std::vector<JobChange>> PostgresQueueBackend::RecoverJobs(int max_recover
   }));
   return recovered;
 }
-
-Result<std::optional<JobRecord>> PostgresQueueBackend::LoadJob(std::string_view job_id) {
-  std::optional<JobRecord> rec;
-  JOBPACT_PG_RETURN_IF_ERROR(core_->Read("Get", [&](Connection& conn) -> Status {
-    JOBPACT_ASSIGN_OR_RETURN(
-        PgResult r,
-        conn.Exec(core_->Sql("SELECT " JOBPACT_PG_JOB_COLUMNS " FROM {t}jobs WHERE job_id = $1"),
-                  Params().Add(job_id), "Get"));
-    if (r.rows() == 0) return Status::Ok();
-    const PgRow row(r, 0);
-    Result<JobRecord> decoded = ReadJobRow(row);
-    if (decoded.ok()) {
-      rec = std::move(*decoded);
-    } else {
-      // Shown as it will be quarantined by the next pass that meets it.
-      JobChange q = engine::Quarantine(row.Text(kColJobId), RawRow(row),
-                                       decoded.status().message(), core_->Now());
-      q.record.history = q.append;
-      rec = std::move(q.record);
-    }
-    return Status::Ok();
-  }));
-  return rec;
-}
-
-Result<std::vector<JobRecord>> PostgresQueueBackend::QueryJobs(const JobQuery& q) {
-  std::vector<JobRecord> out;
-  // The DLQ listing filters and orders on dead_lettered_at_ns (its partial
-  // index); other listings on finished_at_ns.
-  const bool dlq = q.status == JobStatus::kDeadLettered;
-  const std::string finished = dlq ? "dead_lettered_at_ns" : "finished_at_ns";
-  std::string sql = "SELECT " JOBPACT_PG_JOB_COLUMNS " FROM {t}jobs WHERE true";
-  Params p;
-  auto param = [&](auto value) {
-    p.Add(value);
-    return "$" + std::to_string(p.size());
-  };
-  if (q.status) sql += " AND status = " + param(JobStatusName(*q.status));
-  if (q.job_type) sql += " AND job_type = " + param(std::string_view(*q.job_type));
-  if (q.queue) sql += " AND queue = " + param(std::string_view(*q.queue));
-  if (q.after_job_id) sql += " AND job_id > " + param(std::string_view(*q.after_job_id));
-  if (q.reason) sql += " AND reason = " + param(std::string_view(*q.reason));
-  if (q.failure_class) sql += " AND failure_class = " + param(FailureClassName(*q.failure_class));
-  if (q.finished_after) sql += " AND " + finished + " >= " + param(ToNs(*q.finished_after));
-  if (q.finished_before) sql += " AND " + finished + " < " + param(ToNs(*q.finished_before));
-  sql += q.by_finished_at ? " ORDER BY " + finished + ", job_id" : " ORDER BY job_id";
-  sql += " LIMIT " + param(static_cast<std::int64_t>(
-                         std::min<std::size_t>(q.limit, static_cast<std::size_t>(INT64_MAX))));
-  const std::string text = core_->SqlOf(sql);
-  JOBPACT_PG_RETURN_IF_ERROR(core_->Read("QueryJobs", [&](Connection& conn) -> Status {
-    out.clear();
-    JOBPACT_ASSIGN_OR_RETURN(PgResult r, conn.Exec(text, p, "QueryJobs"));
-    for (int i = 0; i < r.rows(); ++i) {
-      const PgRow row(r, i);
-      Result<JobRecord> decoded = ReadJobRow(row);
-      if (decoded.ok()) {
-        out.push_back(std::move(*decoded));
-      } else {
-        JobChange quarantined = engine::Quarantine(row.Text(kColJobId), RawRow(row),
-                                                   decoded.status().message(), core_->Now());
-        quarantined.record.history = quarantined.append;
-        out.push_back(std::move(quarantined.record));
-      }
-    }
-    return Status::Ok();
-  }));
-  return out;
-}
-
-Result<std::optional<std::string>> PostgresQueueBackend::FindDuplicateJob(
-    std::string_view dedup_key, std::string_view self_job_id, TimePoint since) {
-  std::optional<std::string> found;
-  JOBPACT_PG_RETURN_IF_ERROR(core_->Read("FindDuplicate", [&](Connection& conn) -> Status {
-    JOBPACT_ASSIGN_OR_RETURN(
-        PgResult r,
-        conn.Exec(core_->Sql("SELECT job_id FROM {t}jobs WHERE dedup_key = $1 AND job_id <> $2 "
-                             "AND (status = 'running' OR (status = 'succeeded' AND "
-                             "finished_at_ns >= $3)) ORDER BY enqueued_at_ns, job_id LIMIT 1"),
-                  Params().Add(dedup_key).Add(self_job_id).Add(ToNs(since)), "FindDuplicate"));
-    if (r.rows() > 0) found = r.Text(0, 0);
-    return Status::Ok();
-  }));
-  return found;
-}
-
-Result<int> PostgresQueueBackend::PurgeInChunks(std::string_view what, const char* sql,
-                                                TimePoint older_than) {
-  // Chunks of 1000 rows, each its own transaction, so a large purge never
-  // holds many row locks for long.
-  int total = 0;
-  while (true) {
-    int deleted = 0;
-    JOBPACT_PG_RETURN_IF_ERROR(core_->Tx(what, [&](Connection& conn) -> Status {
-      JOBPACT_ASSIGN_OR_RETURN(PgResult r,
-                               conn.Exec(core_->Sql(sql), Params().Add(ToNs(older_than)), what));
-      deleted = static_cast<int>(r.affected());
-      return Status::Ok();
-    }));
-    total += deleted;
-    if (deleted < 1000) return total;
-  }
-}
-
-Result<int> PostgresQueueBackend::DeleteJobs(JobPlacement placement, TimePoint older_than) {
-  if (placement == JobPlacement::kDeadLettered) {
-    return PurgeInChunks("PurgeDeadLetters",
-                         "DELETE FROM {t}jobs WHERE job_id IN (SELECT job_id FROM {t}jobs WHERE "
-                         "status = 'dead_lettered' AND dead_lettered_at_ns < $1 LIMIT 1000 FOR "
-                         "UPDATE SKIP LOCKED)",
-                         older_than);
-  }
-  if (placement == JobPlacement::kFinal) {
-    return PurgeInChunks("PurgeFinished",
-                         "DELETE FROM {t}jobs WHERE job_id IN (SELECT job_id FROM {t}jobs WHERE "
-                         "status IN ('succeeded', 'failed', 'discarded') AND finished_at_ns < $1 "
-                         "LIMIT 1000 FOR UPDATE SKIP LOCKED)",
-                         older_than);
-  }
-  return Status::InvalidArgument("DeleteJobs: only DLQ entries and final jobs are purged");
-}
-
-Result<QueueStats> PostgresQueueBackend::ReadStats(TimePoint now) {
-  QueueStats stats;
-  for (JobStatus s : kAllJobStatuses) stats.by_status[s] = 0;
-  JOBPACT_PG_RETURN_IF_ERROR(core_->Tx("Stats", [&](Connection& conn) -> Status {
-    // One snapshot for both statements.
-    JOBPACT_RETURN_IF_ERROR(
-        conn.Simple("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", "Stats"));
-    const std::int64_t now_ns = ToNs(now);
-    {
-      JOBPACT_ASSIGN_OR_RETURN(
-          PgResult r,
-          conn.Exec(core_->Sql("SELECT queue, status, count(*) FROM {t}jobs GROUP BY queue, "
-                               "status"),
-                    Params(), "Stats"));
-      for (int i = 0; i < r.rows(); ++i) {
-        const std::string queue = r.Text(i, 0);
-        auto status = ParseJobStatus(r.Text(i, 1));
-        if (!status.ok()) return status.status();
-        const std::int64_t n = r.Int(i, 2);
-        stats.by_status[*status] += n;
-        if (*status == JobStatus::kDeadLettered) stats.dead_letters += n;
-        if (queue.empty()) continue;  // Invalid envelopes belong to no queue.
-        QueueStats::PerQueue& pq = stats.queues[queue];
-        if (*status == JobStatus::kQueued || *status == JobStatus::kRetryScheduled) pq.depth += n;
-        if (*status == JobStatus::kRunning) pq.running += n;
-      }
-    }
-    JOBPACT_ASSIGN_OR_RETURN(
-        PgResult r,
-        conn.Exec(core_->Sql("SELECT queue, min(greatest(ready_at_ns, enqueued_at_ns)) FROM "
-                             "{t}jobs WHERE status IN ('queued', 'retry_scheduled') AND "
-                             "ready_at_ns <= $1 GROUP BY queue"),
-                  Params().Add(now_ns), "Stats"));
-    for (int i = 0; i < r.rows(); ++i) {
-      const std::int64_t oldest = r.Int(i, 1);
-      stats.queues[r.Text(i, 0)].oldest_ready_age =
-          DurationFromNs(std::max<std::int64_t>(0, now_ns - oldest));
-    }
-    return Status::Ok();
-  }));
-  return stats;
-}
-
-}  // namespace
 
 Result<std::vector<EnqueueResult>> PostgresBackend::Core::EnqueueOn(
     Connection& conn, const std::vector<const Envelope*>& envs, const EnqueueOptions& options) {

@@ -1,0 +1,136 @@
+// File: src/backends/postgres/queue_store.h
+//
+// The PostgreSQL QueueBackend: the storage primitives of StoreBackend over
+// the jobs table (layout in schema.cc). Every primitive that changes state
+// is one transaction (Core::Tx); what a change does to a job is the
+// engine's (jobpact/transitions.h), never SQL's: a job row is written from
+// the record the engine computed, conditional on (job id, status, epoch,
+// lease token). Every value is a statement parameter.
+//
+// By side:
+//   queue_backend.cc      the worker side: insert, write (completion
+//                         groups), lease, renew, lease recovery
+//   queue_store_admin.cc  the operator side: cancel, load, query, dedup
+//                         lookup, purges, stats
+#ifndef JOBPACT_SRC_BACKENDS_POSTGRES_QUEUE_STORE_H_
+#define JOBPACT_SRC_BACKENDS_POSTGRES_QUEUE_STORE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "jobpact/store_backend.h"
+#include "src/backends/postgres/connection.h"
+#include "src/backends/postgres/control_store.h"
+#include "src/backends/postgres/core.h"
+
+// The columns every job read selects (the shared codec's order).
+#define JOBPACT_PG_JOB_COLUMNS                                                                \
+  "job_id, status, attempt, max_attempts, ready_at_ns, enqueued_at_ns, updated_at_ns, "      \
+  "finished_at_ns, epoch, lease_recoveries, lock_waits, previous_delay_ns, checkpoint, "     \
+  "failure_class, failure_code, failure_message, reason, result, envelope, history, "        \
+  "lease_token, lease_expires_at_ns, dead_lettered_at_ns, raw_envelope, audit, job_type, "   \
+  "queue, priority, cancel_requested"
+
+namespace jobpact {
+namespace postgres {
+
+class PostgresQueueBackend final : public StoreBackend {
+ public:
+  using Core = PostgresBackend::Core;
+
+  explicit PostgresQueueBackend(std::shared_ptr<Core> core);
+
+  std::string_view Name() const override { return "postgres"; }
+
+  // Inserts prepared jobs through `conn` (inside a transaction), and
+  // notifies idle workers (delivered when that transaction commits).
+  static Result<std::vector<EnqueueResult>> InsertOn(Core& core, internal::Connection& conn,
+                                                     std::vector<JobChange>& jobs,
+                                                     const EnqueueOptions& options,
+                                                     TimePoint now);
+
+  Result<bool> WaitForWork(Duration timeout) override { return core_->WaitForNotify(timeout); }
+
+ protected:
+  Result<std::vector<EnqueueResult>> InsertJobs(std::vector<JobChange>& jobs,
+                                                const EnqueueOptions& options,
+                                                TimePoint now) override {
+    std::vector<EnqueueResult> results;
+    JOBPACT_PG_RETURN_IF_ERROR(core_->Tx("Enqueue", [&](internal::Connection& conn) -> Status {
+      JOBPACT_ASSIGN_OR_RETURN(results, InsertOn(*core_, conn, jobs, options, now));
+      return Status::Ok();
+    }));
+    return results;
+  }
+
+  std::vector<Status> WriteJobs(std::vector<JobWrite>& writes) override;
+  Status LeaseJobs(const DequeueRequest& request, TimePoint now,
+                   std::vector<Delivery>* deliveries) override;
+  Result<Lease> RenewLease(const Lease& lease, TimePoint expires_at, std::string_view checkpoint,
+                           TimePoint now) override;
+  Result<std::vector<JobChange>> RecoverJobs(int max_recoveries, TimePoint now) override;
+  Result<std::optional<JobRecord>> LoadJob(std::string_view job_id) override;
+  Result<std::vector<JobRecord>> QueryJobs(const JobQuery& query) override;
+  Result<std::optional<std::string>> FindDuplicateJob(std::string_view dedup_key,
+                                                      std::string_view self_job_id,
+                                                      TimePoint since) override;
+  Result<int> DeleteJobs(JobPlacement placement, TimePoint older_than) override;
+  Result<QueueStats> ReadStats(TimePoint now) override;
+  Status RequestCancel(const JobChange& change) override;
+  Result<ControlState> LoadControl() override { return internal::LoadControl(*core_); }
+  Status WriteControl(const ControlWrite& write) override {
+    return internal::WriteControl(*core_, write);
+  }
+  Result<std::vector<std::string>> LoadControlAudit(std::size_t limit) override {
+    return internal::LoadControlAudit(*core_, limit);
+  }
+  Status StorePolicies(const std::vector<PublishedPolicy>& policies) override {
+    return internal::StorePolicies(*core_, policies);
+  }
+  Result<std::vector<PublishedPolicy>> LoadPolicies() override {
+    return internal::LoadPolicies(*core_);
+  }
+
+ private:
+  // Writes `c` over its row if the row matches c.expect (and appends its
+  // history entry, naming `worker` in it if given). kAborted or kNotFound
+  // when it does not.
+  Status UpdateRow(internal::Connection& conn, const JobChange& c, std::string_view worker = {});
+  // Writes every change of `changes` in one statement (BatchUpdateSql),
+  // each conditional on its expect; (*matched)[i] tells whether changes[i]
+  // was written. Each change has at most one history entry (naming
+  // `worker` if given). REQUIRES: distinct job ids.
+  Status UpdateRows(internal::Connection& conn, const std::vector<const JobChange*>& changes,
+                    std::string_view worker, std::vector<bool>* matched);
+  // Marks the delivery's idempotency claim completed in the completion's
+  // transaction; kAborted if another owner holds or completed the key.
+  Status CompleteClaimOn(internal::Connection& conn, const JobChange& c, std::int64_t now_ns);
+  // Why a conditional write matched no row: kNotFound or kAborted.
+  Status StaleError(internal::Connection& conn, const JobChange& c, std::string_view what);
+  // The record of a row, or -- for a row that no longer decodes -- the row
+  // quarantined (engine::Quarantine) in its place, with `quarantined` set.
+  Result<JobRecord> DecodeOrQuarantine(internal::Connection& conn, const internal::PgRow& row, TimePoint now,
+                                       bool with_history, bool* quarantined);
+  // Notifies idle workers when the current transaction commits.
+  Status Notify(internal::Connection& conn) { return NotifyOn(*core_, conn); }
+  static Status NotifyOn(Core& core, internal::Connection& conn) {
+    return conn.Exec("SELECT pg_notify($1, '')", internal::Params().Add(core.channel()), "notify").status();
+  }
+  Result<int> PurgeInChunks(std::string_view what, const char* sql, TimePoint older_than);
+
+  const std::shared_ptr<Core> core_;
+  // Immutable after construction.
+  const std::string lease_any_;
+  const std::string lease_some_;
+  const std::string batch_update_;
+};
+
+}  // namespace postgres
+}  // namespace jobpact
+
+#endif  // JOBPACT_SRC_BACKENDS_POSTGRES_QUEUE_STORE_H_
