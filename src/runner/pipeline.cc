@@ -486,8 +486,8 @@ void RunnerCore::Finish(DeliveryRun& run, Completion c) {
     return;
   }
   if (completions_ != nullptr) {
-    // The writer stores it with whatever else accumulated (a copy of the
-    // delivery's lease stays nowhere else: the worker is done with it).
+    // The writer stores it with whatever else accumulated. The delivery
+    // is moved there: the worker is done with it.
     CompletionRequest request{std::move(run.d), std::move(c)};
     if (completions_->Push(std::move(request), after)) return;
     // Closed (the runner stopped): written here, as below.
