@@ -6,18 +6,11 @@
 // JSON, its exit codes, its guard rails and its one-line errors. Every test
 // runs on SQLite and, where a Redis or PostgreSQL server is at hand
 // (redis_test_server.h, postgres_test_server.h), on Redis and PostgreSQL.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,7 +24,7 @@
 #include "tests/backends/postgres/postgres_test_server.h"
 #endif
 
-extern char** environ;
+#include "tests/support/run_program.h"
 
 namespace {
 
@@ -42,91 +35,18 @@ using ::testing::Not;
 using ::testing::SizeIs;
 using ::testing::UnorderedElementsAre;
 using Json = nlohmann::json;
+using jobpact::testing::Ran;
+using jobpact::testing::RunProgram;
 
 std::string CliBinary() {
   const char* installed = std::getenv("JOBPACT_CLI_BIN");
   return installed != nullptr && *installed != '\0' ? installed : JOBPACT_CLI_BUILT;
 }
 
-struct Ran {
-  int rc = -1;
-  std::string out;
-  std::string err;
-  Json json() const {
-    Json j = Json::parse(out, nullptr, false);
-    EXPECT_FALSE(j.is_discarded()) << "not JSON: " << out;
-    return j;
-  }
-  // stderr is exactly one line.
-  bool one_line_error() const {
-    return !err.empty() && err.back() == '\n' && err.find('\n') == err.size() - 1;
-  }
-};
-
-std::ostream& operator<<(std::ostream& os, const Ran& r) {
-  return os << "rc=" << r.rc << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string TempDir() {
   std::string tmpl = (std::filesystem::temp_directory_path() / "jobpact_cli_XXXXXX").string();
   if (mkdtemp(tmpl.data()) == nullptr) return "";
   return tmpl;
-}
-
-// Runs `program args...` with stdout and stderr to files; `env` is set (a
-// null value unsets) in the child only.
-Ran RunProgram(const std::string& program, const std::vector<std::string>& args,
-               const std::vector<std::pair<std::string, const char*>>& env = {}) {
-  static const std::string dir = TempDir();
-  static int n = 0;
-  const std::string out_path = dir + "/out" + std::to_string(++n);
-  const std::string err_path = dir + "/err" + std::to_string(n);
-  // Everything the child needs is made before fork: between fork and exec
-  // a child of a threaded process may only make async-signal-safe calls.
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    const std::string name = entry.substr(0, entry.find('='));
-    bool replaced = false;
-    for (const auto& kv : env) replaced = replaced || kv.first == name;
-    if (!replaced) env_strings.push_back(entry);
-  }
-  for (const auto& [k, v] : env) {
-    if (v != nullptr) env_strings.push_back(k + "=" + v);
-  }
-  std::vector<char*> envp;
-  for (std::string& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(program.c_str()));
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(o, 1);
-    dup2(e, 2);
-    execve(program.c_str(), argv.data(), envp.data());
-    _exit(127);
-  }
-  Ran r;
-  int status = 0;
-  if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status)) {
-    r.rc = WEXITSTATUS(status);
-  }
-  r.out = ReadFile(out_path);
-  r.err = ReadFile(err_path);
-  std::filesystem::remove(out_path);
-  std::filesystem::remove(err_path);
-  return r;
 }
 
 Ran Cli(const std::vector<std::string>& args,

@@ -1,0 +1,481 @@
+// docs/runbook.md, incident by incident, as an on-call engineer meets it: a
+// runner on a SQLite file gets into the incident, the metric the runbook
+// names moves, and the runbook's action -- the exact `jobpact` command, run
+// as a child process against the same file, as from a shell on the host --
+// works: the workers obey it and the jobs end where the runbook says.
+//
+// The runner's time is a ManualClock that starts at the real "now", so that
+// the command (which reads the real clock) and the runner agree on what is
+// live; the runner's time only moves forward from there. The two cache
+// incidents (stampede, stale cache) wait for the cache guard (issue 11).
+#include <sqlite3.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "jobpact/in_memory/metrics_sink.h"
+#include "jobpact/job_runner.h"
+#include "jobpact/sqlite/sqlite_backend.h"
+#include "jobpact/testing/manual_clock.h"
+#include "jobpact/testing/matchers.h"
+#include "tests/support/run_program.h"
+
+namespace jobpact {
+namespace {
+
+using ::testing::Contains;
+using ::testing::Ge;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+using testing::IsOk;
+using testing::Ran;
+using Json = nlohmann::json;
+using sqlite::SqliteBackend;
+
+constexpr auto kSafetyTimeout = std::chrono::seconds(60);
+
+// Polls `done` (in real time, a bounded wait on another thread, never a
+// timing assertion) until it holds or the safety timeout passes.
+bool WaitFor(const std::function<bool()>& done, const std::function<void()>& step = nullptr) {
+  const auto give_up = std::chrono::steady_clock::now() + kSafetyTimeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    if (step) step();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+Envelope Job(std::string type) {
+  Envelope e;
+  e.job_type = std::move(type);
+  return e;
+}
+
+class RunbookTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "jobpact_runbook_XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/jobs.db";
+    url_ = "sqlite://" + path_;
+    clock_ = std::make_shared<testing::ManualClock>(std::chrono::system_clock::now());
+    auto opened = SqliteBackend::Open(path_, {}, clock_);
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    backend_ = *opened;
+  }
+  void TearDown() override {
+    if (runner_ != nullptr) {
+      EXPECT_THAT(runner_->Shutdown(Seconds(5)), IsOk());
+    }
+    runner_.reset();
+    backend_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // The runner of the service: the file's stores, the manual clock, and
+  // an in-memory sink standing for the metrics the alerts read.
+  JobRunner& Runner(const std::function<void(JobRunnerOptions&)>& configure = nullptr) {
+    if (runner_ == nullptr) {
+      JobRunnerOptions o;
+      o.backend = backend_->bundle();
+      o.clock = clock_;
+      o.metrics = metrics_;
+      o.log_level = LogLevel::kOff;
+      o.runner_id = "orders-1";
+      o.workers = 1;
+      if (configure) configure(o);
+      auto r = JobRunner::Create(std::move(o));
+      EXPECT_TRUE(r.ok()) << r.status();
+      runner_ = std::move(*r);
+    }
+    return *runner_;
+  }
+
+  std::string Enqueue(Envelope e) {
+    auto r = Runner().Enqueue(std::move(e));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->job_id : "";
+  }
+
+  int Run() {
+    auto r = Runner().RunUntilIdle();
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : -1;
+  }
+
+  // The jobpact command on this file, as the runbook writes it.
+  Ran Cli(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--backend", url_});
+    return testing::RunProgram(JOBPACT_CLI_BUILT, args, {{"USER", "oncall"}});
+  }
+  Json CliJson(std::vector<std::string> args) {
+    args.insert(args.begin(), "--json");
+    Ran r = Cli(std::move(args));
+    EXPECT_EQ(r.rc, 0) << r;
+    return r.json();
+  }
+
+  JobStatus StatusOf(const std::string& id) {
+    auto r = backend_->bundle().admin->Get(id);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->status : JobStatus::kQueued;
+  }
+
+  std::int64_t Count(std::string_view name, std::string_view type = {}) const {
+    return metrics_->CounterTotal(name, type);
+  }
+
+  std::string dir_, path_, url_;
+  std::shared_ptr<testing::ManualClock> clock_;
+  std::shared_ptr<SqliteBackend> backend_;
+  std::shared_ptr<InMemoryMetricsSink> metrics_ = std::make_shared<InMemoryMetricsSink>();
+  std::unique_ptr<JobRunner> runner_;
+};
+
+// Backlog growth: the oldest ready job ages and the depth stays up
+// (JobpactBacklogGrowing). Safe action: pause the type that can wait, so
+// the workers serve the one that cannot; resume when it drained. Paused
+// jobs are not lost and spend no attempt.
+TEST_F(RunbookTest, BacklogGrowthPauseTheTypeThatCanWait) {
+  std::atomic<int> bulk{0}, payments{0};
+  ASSERT_THAT(Runner().Handle("report.bulk", [&](JobContext&) { ++bulk; return Status::Ok(); }),
+              IsOk());
+  ASSERT_THAT(Runner().Handle("payment.charge",
+                              [&](JobContext&) { ++payments; return Status::Ok(); }),
+              IsOk());
+  std::vector<std::string> bulk_ids;
+  for (int i = 0; i < 40; ++i) bulk_ids.push_back(Enqueue(Job("report.bulk")));
+  for (int i = 0; i < 5; ++i) Enqueue(Job("payment.charge"));
+
+  // Ten minutes with no capacity: the gauges the alert reads climb.
+  clock_->Advance(std::chrono::minutes(10));
+  ASSERT_THAT(Runner().RunMaintenance(), IsOk());
+  const MetricLabels q{{}, "default", {}, {}};
+  EXPECT_EQ(metrics_->Gauge(metric::kQueueDepth, q), 45);
+  EXPECT_THAT(metrics_->Gauge(metric::kOldestJobAge, q).value_or(0), Ge(600));
+  EXPECT_EQ(CliJson({"stats"})["queues"]["default"]["depth"], 45);
+
+  // The runbook's safe action.
+  Ran paused = Cli({"pause", "report.bulk", "--reason", "INC-1: payments first"});
+  ASSERT_EQ(paused.rc, 0) << paused;
+  EXPECT_EQ(Run(), 5);
+  EXPECT_EQ(payments.load(), 5);
+  EXPECT_EQ(bulk.load(), 0);
+  for (const std::string& id : bulk_ids) {
+    ASSERT_EQ(StatusOf(id), JobStatus::kQueued);
+    EXPECT_EQ(backend_->bundle().admin->Get(id)->envelope.attempt, 0);  // Nothing spent.
+  }
+  // The pause is audited with who and why.
+  Json control = CliJson({"control", "show"});
+  EXPECT_THAT(control.dump(), HasSubstr("INC-1: payments first"));
+  EXPECT_THAT(control.dump(), HasSubstr("oncall"));
+
+  Ran resumed = Cli({"resume", "report.bulk", "--reason", "INC-1: payments drained"});
+  ASSERT_EQ(resumed.rc, 0) << resumed;
+  EXPECT_EQ(Run(), 40);
+  ASSERT_THAT(Runner().RunMaintenance(), IsOk());
+  EXPECT_EQ(metrics_->Gauge(metric::kQueueDepth, q), 0);
+  EXPECT_EQ(Count(metric::kSucceeded), 45);
+}
+
+// Retry storm: a dependency is down, retries outgrow first attempts
+// (JobpactRetryStorm). Safe action: route the failing class to the DLQ, so
+// the jobs are parked instead of retried. Guard-railed, once it is healthy:
+// a dry-run replay, then the replay at a rate.
+TEST_F(RunbookTest, RetryStormRouteToDlqThenReplayAtARate) {
+  std::atomic<bool> psp_up{false};
+  ASSERT_THAT(Runner().Handle("payment.charge",
+                              [&](JobContext&) {
+                                return psp_up ? Status::Ok() : Status::Unavailable("PSP 503");
+                              }),
+              IsOk());
+  constexpr int kJobs = 30;
+  for (int i = 0; i < kJobs; ++i) Enqueue(Job("payment.charge"));
+  EXPECT_EQ(Run(), kJobs);
+  clock_->Advance(Seconds(10));  // Past every first backoff (at most 1 s).
+  EXPECT_EQ(Run(), kJobs);
+  const MetricLabels transient{"payment.charge", "default", {}, "transient"};
+  EXPECT_EQ(metrics_->Counter(metric::kRetries, transient), 2 * kJobs);
+  EXPECT_EQ(Count(metric::kStarted, "payment.charge"), 2 * kJobs);
+
+  Ran routed = Cli({"route", "payment.charge", "--class", "transient", "--to", "dlq", "--reason",
+                    "INC-2: PSP down, park the charges"});
+  ASSERT_EQ(routed.rc, 0) << routed;
+  clock_->Advance(Seconds(10));
+  EXPECT_EQ(Run(), kJobs);  // One more failure each, parked at once.
+  EXPECT_EQ(metrics_->Counter(metric::kRetries, transient), 2 * kJobs);  // No more retries.
+  EXPECT_EQ(metrics_->Counter(metric::kDeadLettered, {"payment.charge", "default",
+                                                      reason::kRoutedToDlq, {}}),
+            kJobs);
+  Json parked = CliJson({"dlq", "list", "--type", "payment.charge"});
+  ASSERT_THAT(parked, SizeIs(kJobs));
+
+  // The PSP is back: lift the route, review the replay, then replay paced.
+  psp_up = true;
+  ASSERT_EQ(Cli({"route", "payment.charge", "--class", "transient", "--clear", "--reason",
+                 "INC-2: PSP healthy"})
+                .rc,
+            0);
+  Json dry = CliJson({"dlq", "replay", "--type", "payment.charge", "--dlq-reason",
+                      std::string(reason::kRoutedToDlq), "--dry-run", "--reason",
+                      "INC-2: PSP healthy"});
+  EXPECT_THAT(dry.dump(), HasSubstr("would_replay"));
+  EXPECT_THAT(CliJson({"dlq", "list", "--type", "payment.charge"}), SizeIs(kJobs));  // Unchanged.
+  Ran replayed = Cli({"dlq", "replay", "--type", "payment.charge", "--dlq-reason",
+                      std::string(reason::kRoutedToDlq), "--rate", "10/s", "--reason",
+                      "INC-2: PSP healthy"});
+  ASSERT_EQ(replayed.rc, 0) << replayed;
+  EXPECT_THAT(CliJson({"dlq", "list", "--type", "payment.charge"}), SizeIs(0));
+  clock_->Advance(Seconds(60));  // Past the last paced ready time (30 jobs at 10/s).
+  EXPECT_EQ(Run(), kJobs);
+  EXPECT_EQ(Count(metric::kSucceeded, "payment.charge"), kJobs);
+  // Each replayed job's audit names who and why.
+  const std::string one = parked[0]["job_id"];
+  EXPECT_THAT(CliJson({"jobs", "show", one}).dump(), HasSubstr("INC-2: PSP healthy"));
+}
+
+// A dead process still "holds" the lock of customer 42 (its TTL outlives its
+// lease): every job on that key waits (JobpactLockContention). The lock is
+// released by hand only once its owner is verified gone; the command refuses
+// while the owner's lease is live.
+TEST_F(RunbookTest, StuckLockReleasedOnlyOnceItsOwnerIsGone) {
+  std::atomic<int> ran{0};
+  ASSERT_THAT(Runner().Handle("invoice.generate", [&](JobContext&) { ++ran; return Status::Ok(); }),
+              IsOk());
+  // The process that died: it leased a job and took its lock, for an hour.
+  Envelope holder = Job("invoice.generate");
+  holder.lock_key = "customer:42";
+  const std::string holder_id = Enqueue(holder);
+  DequeueRequest req;
+  req.worker_id = "orders-2/w1";
+  req.max_jobs = 1;
+  auto leased = backend_->bundle().queue->Dequeue(req);
+  ASSERT_TRUE(leased.ok()) << leased.status();
+  ASSERT_THAT(*leased, SizeIs(1));
+  const std::string owner = (*leased)[0].lease.token;
+  ASSERT_TRUE(backend_->bundle().locks->Acquire("customer:42", owner, std::chrono::hours(1)).ok());
+
+  std::vector<std::string> waiting;
+  for (int i = 0; i < 3; ++i) {
+    Envelope e = Job("invoice.generate");
+    e.lock_key = "customer:42";
+    waiting.push_back(Enqueue(e));
+  }
+  EXPECT_EQ(Run(), 3);
+  EXPECT_EQ(Count(metric::kLockContention, "invoice.generate"), 3);
+  EXPECT_EQ(ran.load(), 0);
+  for (const std::string& id : waiting) EXPECT_EQ(StatusOf(id), JobStatus::kRetryScheduled);
+
+  // Who holds it: the dead process's delivery. Its lease is still live, so
+  // the release is refused (exit 3) and says why.
+  Json locks = CliJson({"locks", "list"});
+  EXPECT_THAT(locks.dump(), HasSubstr(owner));
+  Ran refused = Cli({"locks", "release", "customer:42", "--owner", owner, "--reason", "INC-3"});
+  EXPECT_EQ(refused.rc, 3) << refused;
+  EXPECT_TRUE(refused.one_line_error()) << refused;
+  EXPECT_THAT(refused.err, HasSubstr(holder_id));
+
+  // Its lease expires and a maintenance pass recovers the job: the owner is
+  // verified gone, but the lock still blocks the key until its TTL.
+  clock_->Advance(Seconds(60));
+  EXPECT_EQ(Run(), 4);
+  EXPECT_EQ(Count(metric::kLeaseRecoveries, "invoice.generate"), 1);
+  EXPECT_EQ(Count(metric::kLockContention, "invoice.generate"), 7);
+  Ran released = Cli({"locks", "release", "customer:42", "--owner", owner, "--reason",
+                      "INC-3: orders-2 is gone"});
+  ASSERT_EQ(released.rc, 0) << released;
+  clock_->Advance(Seconds(2));  // Past the lock-busy delays (at most 1 s).
+  EXPECT_EQ(Run(), 4);
+  EXPECT_EQ(ran.load(), 4);
+  for (const std::string& id : waiting) EXPECT_EQ(StatusOf(id), JobStatus::kSucceeded);
+  EXPECT_EQ(StatusOf(holder_id), JobStatus::kSucceeded);
+}
+
+// Duplicate side effects: a handler outlives its lease, another worker runs
+// the job again, the first one's late completion is refused
+// (JobpactStaleCompletions: lease recoveries and stale completions move).
+// A plain effect ran twice; the same effect as a transactional effect
+// commits once, whichever worker finishes. The runbook's first step is
+// `jobs show` (two deliveries in the history); the safe action pauses the
+// type while the lease is fixed.
+TEST_F(RunbookTest, DuplicateSideEffectsShowInTheMetricsAndTheHistory) {
+  ASSERT_THAT(backend_->RunInTransaction([](sqlite3* db) -> Status {
+                return sqlite3_exec(db, "CREATE TABLE sent (job_id TEXT)", nullptr, nullptr,
+                                    nullptr) == SQLITE_OK
+                           ? Status::Ok()
+                           : Status::Internal(sqlite3_errmsg(db));
+              }),
+              IsOk());
+  std::atomic<int> calls{0};
+  std::atomic<int> plain_effects{0};
+  ASSERT_THAT(
+      Runner().Handle("email.send",
+                      [&](JobContext& ctx) -> Status {
+                        ++plain_effects;  // An effect outside the store (an SMTP call).
+                        const std::string id = ctx.envelope().job_id;
+                        ctx.SetTransactionalEffect([id](void* native) -> Status {
+                          auto* db = static_cast<sqlite3*>(native);
+                          const std::string sql = "INSERT INTO sent VALUES ('" + id + "')";
+                          return sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) ==
+                                         SQLITE_OK
+                                     ? Status::Ok()
+                                     : Status::Internal(sqlite3_errmsg(db));
+                        });
+                        if (++calls == 1) {
+                          // The first worker stalls past its 45 s lease; a
+                          // second worker takes the job over meanwhile.
+                          clock_->Advance(Seconds(50));
+                          EXPECT_EQ(Run(), 1);
+                        }
+                        return Status::Ok();
+                      }),
+      IsOk());
+  Envelope e = Job("email.send");
+  e.idempotency_key = "welcome:user-7";
+  const std::string id = Enqueue(e);
+  EXPECT_EQ(Run(), 1);
+
+  EXPECT_EQ(Count(metric::kLeaseRecoveries, "email.send"), 1);
+  EXPECT_EQ(Count(metric::kStaleCompletions, "email.send"), 1);
+  EXPECT_EQ(plain_effects.load(), 2);  // What the alert is about.
+  int rows = -1;
+  ASSERT_THAT(backend_->RunInTransaction([&](sqlite3* db) -> Status {
+                sqlite3_stmt* st = nullptr;
+                sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM sent", -1, &st, nullptr);
+                if (sqlite3_step(st) == SQLITE_ROW) rows = sqlite3_column_int(st, 0);
+                sqlite3_finalize(st);
+                return Status::Ok();
+              }),
+              IsOk());
+  EXPECT_EQ(rows, 1);  // The transactional effect committed once.
+  EXPECT_EQ(StatusOf(id), JobStatus::kSucceeded);
+
+  // The runbook's diagnosis: two deliveries, a lease lost in between.
+  const std::string history = CliJson({"jobs", "show", id}).dump();
+  EXPECT_THAT(history, HasSubstr(reason::kLeaseExpired));
+  // The safe action while the handler's lease is fixed.
+  ASSERT_EQ(Cli({"pause", "email.send", "--reason", "INC-4: lease too short"}).rc, 0);
+  const std::string next = Enqueue(Job("email.send"));
+  EXPECT_EQ(Run(), 0);
+  EXPECT_EQ(StatusOf(next), JobStatus::kQueued);
+}
+
+// Hung workers: a handler blocks in a dependency past its deadline and the
+// grace (JobpactHungWorkers). jobpact replaces the worker and redelivers the
+// job by itself; the safe action pauses the type so no other worker gets
+// stuck on it while the other types keep running.
+TEST_F(RunbookTest, HungWorkersAreReplacedAndThePauseKeepsTheOthersRunning) {
+  std::atomic<bool> release{false};
+  std::atomic<int> pdf_calls{0}, mail{0};
+  JobRunner& runner = Runner([](JobRunnerOptions& o) {
+    o.workers = 1;
+    o.hung_grace = Seconds(10);
+    o.maintenance_interval = Seconds(1);
+  });
+  ASSERT_THAT(runner.Handle("pdf.render",
+                            [&](JobContext&) {
+                              if (++pdf_calls == 1) {
+                                WaitFor([&] { return release.load(); });
+                              }
+                              return Status::Ok();
+                            }),
+              IsOk());
+  ASSERT_THAT(runner.Handle("mail.send", [&](JobContext&) { ++mail; return Status::Ok(); }),
+              IsOk());
+  Envelope stuck = Job("pdf.render");
+  stuck.timeout = Seconds(5);
+  stuck.visibility_timeout = Seconds(20);
+  const std::string stuck_id = Enqueue(stuck);
+  ASSERT_THAT(runner.Start(), IsOk());
+  ASSERT_TRUE(WaitFor([&] { return pdf_calls.load() == 1; }));
+
+  // Past the deadline (5 s) and the grace (10 s), then past the lease: the
+  // watchdog declares the worker hung and the job comes back to a
+  // replacement worker.
+  ASSERT_TRUE(WaitFor([&] { return metrics_->Gauge(metric::kHungWorkersNow).value_or(0) == 1; },
+                      [&] { clock_->Advance(Seconds(1)); }));
+  EXPECT_EQ(Count(metric::kHungWorkers), 1);
+  ASSERT_TRUE(WaitFor([&] { return pdf_calls.load() == 2; }, [&] { clock_->Advance(Seconds(1)); }));
+  ASSERT_TRUE(WaitFor([&] { return StatusOf(stuck_id) == JobStatus::kSucceeded; },
+                      [&] { clock_->Advance(Millis(100)); }));
+  EXPECT_EQ(runner.Stats().replacement_workers, 1);
+
+  // The safe action: pause the type whose handler hangs; the rest runs.
+  ASSERT_EQ(Cli({"pause", "pdf.render", "--reason", "INC-5: renderer hangs"}).rc, 0);
+  const std::string held = Enqueue(Job("pdf.render"));
+  for (int i = 0; i < 3; ++i) Enqueue(Job("mail.send"));
+  ASSERT_TRUE(WaitFor([&] { return mail.load() == 3; }, [&] { clock_->Advance(Millis(100)); }));
+  EXPECT_EQ(StatusOf(held), JobStatus::kQueued);
+  EXPECT_EQ(pdf_calls.load(), 2);
+
+  // The stuck call returns at last: its late completion is refused, its
+  // thread exits and the gauge drops back.
+  release = true;
+  ASSERT_TRUE(WaitFor([&] { return metrics_->Gauge(metric::kHungWorkersNow).value_or(1) == 0; },
+                      [&] { clock_->Advance(Millis(100)); }));
+  EXPECT_EQ(Count(metric::kStaleCompletions, "pdf.render"), 1);
+  ASSERT_EQ(Cli({"resume", "pdf.render", "--reason", "INC-5: renderer fixed"}).rc, 0);
+  ASSERT_TRUE(WaitFor([&] { return StatusOf(held) == JobStatus::kSucceeded; },
+                      [&] { clock_->Advance(Millis(100)); }));
+}
+
+// Every command the runbook gives is one the tool accepts: each `jobpact`
+// line of its ```sh blocks, run on an empty store, is never a usage error
+// (exit code 2). An action may still fail there (exit 1: nothing to
+// resume) or be refused (exit 3), but a renamed flag or command fails here.
+TEST_F(RunbookTest, EveryCommandInTheRunbookIsAcceptedByTheTool) {
+  std::ifstream in(std::string(JOBPACT_SOURCE_DIR) + "docs/runbook.md");
+  ASSERT_TRUE(in.good());
+  std::string line;
+  bool in_sh = false;
+  int commands = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("```", 0) == 0) {
+      in_sh = line == "```sh";
+      continue;
+    }
+    if (!in_sh || line.rfind("jobpact ", 0) != 0) continue;
+    // Words, with "double quoted" ones kept whole; a # starts a comment.
+    std::vector<std::string> words;
+    std::string word;
+    bool quoted = false, has_word = false;
+    for (char c : line) {
+      if (c == '"') {
+        quoted = !quoted;
+        has_word = true;
+      } else if (!quoted && c == '#') {
+        break;
+      } else if (!quoted && c == ' ') {
+        if (has_word) words.push_back(word);
+        word.clear();
+        has_word = false;
+      } else {
+        word += c;
+        has_word = true;
+      }
+    }
+    if (has_word) words.push_back(word);
+    words.erase(words.begin());  // "jobpact"
+    Ran r = Cli(words);
+    EXPECT_NE(r.rc, 2) << line << "\n" << r;
+    EXPECT_NE(r.rc, -1) << line << "\n" << r;
+    ++commands;
+  }
+  EXPECT_GE(commands, 15);
+}
+
+}  // namespace
+}  // namespace jobpact
