@@ -21,6 +21,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -76,6 +77,13 @@ struct Counter {
   }
 };
 
+// Workers of every runner here: 2, or JOBPACT_BENCH_WORKERS (to compare a
+// 1-worker drain with a 2-worker one: what the workers' hand-offs cost).
+int BenchWorkers() {
+  const char* v = std::getenv("JOBPACT_BENCH_WORKERS");
+  return v != nullptr && std::atoi(v) > 0 ? std::atoi(v) : 2;
+}
+
 struct Rig {
   std::shared_ptr<Clock> clock = SystemClock::Default();
   std::shared_ptr<InMemoryQueueBackend> queue = std::make_shared<InMemoryQueueBackend>(clock);
@@ -86,7 +94,7 @@ struct Rig {
     JobRunnerOptions o;
     o.queue = queue;
     o.clock = clock;
-    o.workers = 2;
+    o.workers = BenchWorkers();
     o.log_level = LogLevel::kWarn;
     o.logger_name = "jobpact.bench";
     if (full_contract) {

@@ -16,6 +16,7 @@
 #include "src/backends/in_memory/key_and_owner.h"
 #include "src/internal/checks.h"
 #include "src/internal/guarded.h"
+#include "src/internal/mutex.h"
 
 namespace jobpact {
 namespace {
@@ -54,7 +55,7 @@ class InMemoryIdempotencyStore::Impl {
   Result<ClaimOutcome> Claim(std::string_view key, std::string_view owner, Duration ttl) {
     JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("IdempotencyStore::Claim", key, owner, ttl));
     ClaimOutcome out;
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     const TimePoint now = clock_->Now();
     MaybeSweep(now);
     auto it = records_.find(key);
@@ -86,7 +87,7 @@ class InMemoryIdempotencyStore::Impl {
   Status Complete(std::string_view key, std::string_view owner, std::string_view result,
                   Duration retention) {
     JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("IdempotencyStore::Complete", key, owner, retention));
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     const TimePoint now = clock_->Now();
     Stored* r = LiveClaimOf(key, owner, now);
     if (r == nullptr) return NotHeld(key, owner);
@@ -98,7 +99,7 @@ class InMemoryIdempotencyStore::Impl {
 
   Status Release(std::string_view key, std::string_view owner) {
     JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("IdempotencyStore::Release", key, owner));
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     auto it = records_.find(key);
     if (it != records_.end() && it->second.state == State::kCompleted &&
         clock_->Now() < it->second.expires_at) {
@@ -116,7 +117,7 @@ class InMemoryIdempotencyStore::Impl {
 
   Status Extend(std::string_view key, std::string_view owner, Duration ttl) {
     JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("IdempotencyStore::Extend", key, owner, ttl));
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     const TimePoint now = clock_->Now();
     Stored* r = LiveClaimOf(key, owner, now);
     if (r == nullptr) return NotHeld(key, owner);
@@ -126,24 +127,25 @@ class InMemoryIdempotencyStore::Impl {
 
   Result<std::optional<IdempotencyRecord>> Get(std::string_view key) {
     std::optional<IdempotencyRecord> out;
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     auto it = records_.find(key);
     if (it != records_.end() && clock_->Now() < it->second.expires_at) out = ToRecord(it->second);
     return out;
   }
 
   Result<int> PurgeExpired() {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     return Sweep(clock_->Now());
   }
 
   std::size_t Size() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     return records_.size();
   }
 
  private:
-  Stored* LiveClaimOf(std::string_view key, std::string_view owner, TimePoint now) {
+  Stored* LiveClaimOf(std::string_view key, std::string_view owner, TimePoint now)
+      JOBPACT_REQUIRES(mu_) {
     auto it = records_.find(key);
     if (it == records_.end()) return nullptr;
     Stored* r = &it->second;
@@ -158,7 +160,7 @@ class InMemoryIdempotencyStore::Impl {
                            std::string(key));
   }
 
-  int Sweep(TimePoint now) {
+  int Sweep(TimePoint now) JOBPACT_REQUIRES(mu_) {
     int purged = 0;
     for (auto it = records_.begin(); it != records_.end();) {
       if (now >= it->second.expires_at) {
@@ -173,7 +175,7 @@ class InMemoryIdempotencyStore::Impl {
 
   // Sweeps once per (table size) claims: amortized O(1), so memory stays
   // bounded by the live records even if nobody calls PurgeExpired.
-  void MaybeSweep(TimePoint now) {
+  void MaybeSweep(TimePoint now) JOBPACT_REQUIRES(mu_) {
     if (++ops_since_sweep_ < std::max<std::size_t>(1024, records_.size())) return;
     ops_since_sweep_ = 0;
     Sweep(now);
@@ -182,11 +184,10 @@ class InMemoryIdempotencyStore::Impl {
   // Immutable after construction.
   const std::shared_ptr<Clock> clock_;
 
-  mutable std::mutex mu_;
-  // Guarded by mu_.
+  mutable internal::Mutex mu_;
   // Keyed by views of each record's own key (Stored::ids).
-  std::unordered_map<std::string_view, Stored> records_;
-  std::size_t ops_since_sweep_ = 0;
+  std::unordered_map<std::string_view, Stored> records_ JOBPACT_GUARDED_BY(mu_);
+  std::size_t ops_since_sweep_ JOBPACT_GUARDED_BY(mu_) = 0;
 };
 
 InMemoryIdempotencyStore::InMemoryIdempotencyStore(std::shared_ptr<Clock> clock)

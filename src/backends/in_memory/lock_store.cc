@@ -17,6 +17,7 @@
 #include "src/backends/in_memory/key_and_owner.h"
 #include "src/internal/checks.h"
 #include "src/internal/guarded.h"
+#include "src/internal/mutex.h"
 
 namespace jobpact {
 namespace {
@@ -46,7 +47,7 @@ class InMemoryLockStore::Impl {
 
   Result<LockLease> Acquire(std::string_view key, std::string_view owner, Duration ttl) {
     JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("LockStore::Acquire", key, owner, ttl));
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     const TimePoint now = clock_->Now();
     MaybeSweep(now);
     auto it = locks_.find(key);
@@ -81,7 +82,7 @@ class InMemoryLockStore::Impl {
 
   Result<LockLease> Renew(std::string_view key, std::string_view owner, Duration ttl) {
     JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("LockStore::Renew", key, owner, ttl));
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     const TimePoint now = clock_->Now();
     auto it = locks_.find(key);
     // An expired lock is lost even if nobody has taken it yet: the owner's
@@ -97,7 +98,7 @@ class InMemoryLockStore::Impl {
 
   Status Release(std::string_view key, std::string_view owner) {
     JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("LockStore::Release", key, owner));
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     const TimePoint now = clock_->Now();
     auto it = locks_.find(key);
     if (it == locks_.end()) return Status::NotFound("lock " + std::string(key) + " is not held");
@@ -115,7 +116,7 @@ class InMemoryLockStore::Impl {
 
   Result<std::optional<LockLease>> Inspect(std::string_view key) {
     std::optional<LockLease> out;
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     auto it = locks_.find(key);
     if (it != locks_.end() && clock_->Now() < it->second.expires_at) out = ToLease(it->second);
     return out;
@@ -124,7 +125,7 @@ class InMemoryLockStore::Impl {
   Result<std::vector<LockLease>> List(std::size_t limit) {
     if (limit == 0) return Status::InvalidArgument("LockStore::List: limit must be >= 1");
     std::vector<LockLease> out;
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     const TimePoint now = clock_->Now();
     for (const auto& [key, e] : locks_) {
       if (now < e.expires_at) out.push_back(ToLease(e));
@@ -136,7 +137,7 @@ class InMemoryLockStore::Impl {
   }
 
   std::size_t HeldCount() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     const TimePoint now = clock_->Now();
     return static_cast<std::size_t>(std::count_if(
         locks_.begin(), locks_.end(), [now](const auto& kv) { return now < kv.second.expires_at; }));
@@ -145,7 +146,7 @@ class InMemoryLockStore::Impl {
  private:
   // Drops expired entries once per (table size) acquisitions: amortized
   // O(1), and memory stays bounded by the locks actually held.
-  void MaybeSweep(TimePoint now) {
+  void MaybeSweep(TimePoint now) JOBPACT_REQUIRES(mu_) {
     if (++ops_since_sweep_ < std::max<std::size_t>(1024, locks_.size())) return;
     ops_since_sweep_ = 0;
     for (auto it = locks_.begin(); it != locks_.end();) {
@@ -156,12 +157,11 @@ class InMemoryLockStore::Impl {
   // Immutable after construction.
   const std::shared_ptr<Clock> clock_;
 
-  mutable std::mutex mu_;
-  // Guarded by mu_.
+  mutable internal::Mutex mu_;
   // Keyed by views of each entry's own key (LockEntry::ids).
-  std::unordered_map<std::string_view, LockEntry> locks_;
-  std::uint64_t last_token_ = 0;
-  std::size_t ops_since_sweep_ = 0;
+  std::unordered_map<std::string_view, LockEntry> locks_ JOBPACT_GUARDED_BY(mu_);
+  std::uint64_t last_token_ JOBPACT_GUARDED_BY(mu_) = 0;
+  std::size_t ops_since_sweep_ JOBPACT_GUARDED_BY(mu_) = 0;
 };
 
 InMemoryLockStore::InMemoryLockStore(std::shared_ptr<Clock> clock)

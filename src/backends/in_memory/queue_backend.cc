@@ -35,6 +35,7 @@
 #include <utility>
 
 #include "src/internal/guarded.h"
+#include "src/internal/mutex.h"
 
 namespace jobpact {
 namespace {
@@ -134,7 +135,7 @@ class InMemoryQueueBackend::Impl {
  public:
   Result<std::vector<EnqueueResult>> InsertJobs(std::vector<JobChange>& jobs,
                                                 const EnqueueOptions& options, TimePoint now) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     // Check everything first so that the batch is stored whole or not at all.
     for (const JobChange& c : jobs) {
       if (jobs_.find(c.record.envelope.job_id) != jobs_.end()) {
@@ -172,13 +173,13 @@ class InMemoryQueueBackend::Impl {
   std::vector<Status> WriteJobs(std::vector<JobWrite>& writes) {
     std::vector<Status> out;
     out.reserve(writes.size());
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     for (JobWrite& w : writes) out.push_back(WriteLocked(w));
     return out;
   }
 
   Status CompleteInPlace(const Lease& lease, const Completion& completion, TimePoint now) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     auto it = jobs_.find(lease.job_id);
     if (it == jobs_.end()) return Status::NotFound("no job " + lease.job_id);
     Entry& e = *it->second;
@@ -203,7 +204,7 @@ class InMemoryQueueBackend::Impl {
   }
 
   Status LeaseJobs(const DequeueRequest& request, TimePoint now, std::vector<Delivery>& out) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     PromoteDue(now);
     // The (queue, type) sets to lease from: those asked for, less what the
     // control state holds; and how many more jobs each limited type may run.
@@ -278,7 +279,7 @@ class InMemoryQueueBackend::Impl {
 
   Result<Lease> RenewLease(const Lease& lease, TimePoint expires_at, std::string_view checkpoint,
                            TimePoint now) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     auto it = jobs_.find(lease.job_id);
     if (it == jobs_.end()) return Status::NotFound("no job " + lease.job_id);
     Entry& e = *it->second;
@@ -290,7 +291,7 @@ class InMemoryQueueBackend::Impl {
   }
 
   Status RequestCancel(const JobChange& c) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     auto it = jobs_.find(c.record.envelope.job_id);
     if (it == jobs_.end()) return Status::NotFound("no job " + c.record.envelope.job_id);
     JobRecord& r = it->second->record;
@@ -302,12 +303,12 @@ class InMemoryQueueBackend::Impl {
   }
 
   Result<ControlState> LoadControl() {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     return control_;
   }
 
   Status WriteControl(const ControlWrite& w) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     std::vector<ControlRule>& rules = control_.rules;
     const ControlRuleKey key = w.set ? ControlRuleKey{w.set->kind, w.set->subject,
                                                       w.set->failure_class}
@@ -337,20 +338,20 @@ class InMemoryQueueBackend::Impl {
   }
 
   Result<std::vector<std::string>> LoadControlAudit(std::size_t limit) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     const std::size_t n = std::min(limit, control_audit_.size());
     return std::vector<std::string>(control_audit_.end() - static_cast<std::ptrdiff_t>(n),
                                     control_audit_.end());
   }
 
   Status StorePolicies(const std::vector<PublishedPolicy>& policies) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     for (const PublishedPolicy& p : policies) policies_[p.job_type] = p;
     return Status::Ok();
   }
 
   Result<std::vector<PublishedPolicy>> LoadPolicies() {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     std::vector<PublishedPolicy> out;
     out.reserve(policies_.size());
     for (const auto& [type, p] : policies_) out.push_back(p);
@@ -359,7 +360,7 @@ class InMemoryQueueBackend::Impl {
 
   Result<std::vector<JobChange>> RecoverJobs(int max_recoveries, TimePoint now) {
     std::vector<JobChange> out;
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     while (!leased_.empty() && leased_.begin()->first <= now) {
       auto it = jobs_.find(leased_.begin()->second);
       Entry& e = *it->second;
@@ -372,7 +373,7 @@ class InMemoryQueueBackend::Impl {
   }
 
   Result<std::optional<JobRecord>> LoadJob(std::string_view job_id) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) return std::optional<JobRecord>();
     return std::optional<JobRecord>(it->second->record);
@@ -380,7 +381,7 @@ class InMemoryQueueBackend::Impl {
 
   Result<std::vector<JobRecord>> QueryJobs(const JobQuery& q) {
     std::vector<JobRecord> out;
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     auto consider = [&](const JobRecord& r) {
       if (q.status && r.status != *q.status) return;
       if (q.job_type && r.envelope.job_type != *q.job_type) return;
@@ -418,7 +419,7 @@ class InMemoryQueueBackend::Impl {
   Result<std::optional<std::string>> FindDuplicateJob(std::string_view dedup_key,
                                                       std::string_view self_job_id,
                                                       TimePoint since) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     const JobRecord* best = nullptr;
     const auto [first, last] = dedup_.equal_range(dedup_key);
     for (auto d = first; d != last; ++d) {
@@ -436,7 +437,7 @@ class InMemoryQueueBackend::Impl {
   }
 
   Result<int> DeleteJobs(JobPlacement placement, TimePoint older_than) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     std::set<TimeKey>& set = placement == JobPlacement::kDeadLettered ? dlq_ : final_;
     int deleted = 0;
     while (!set.empty() && set.begin()->first < older_than) {
@@ -460,7 +461,7 @@ class InMemoryQueueBackend::Impl {
 
   Result<QueueStats> ReadStats(TimePoint now) {
     QueueStats stats;
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     PromoteDue(now);
     for (const auto& [key, q] : queues_) {
       QueueStats::PerQueue& pq = stats.queues[key.first];
@@ -482,12 +483,12 @@ class InMemoryQueueBackend::Impl {
   }
 
   std::size_t Size() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     return jobs_.size();
   }
 
   std::size_t ReadyCount(TimePoint now) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     PromoteDue(now);
     std::size_t n = 0;
     for (const auto& [key, q] : queues_) n += q.ready.size();
@@ -495,7 +496,7 @@ class InMemoryQueueBackend::Impl {
   }
 
   Status ForceExpireLease(std::string_view job_id, TimePoint now) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) return Status::NotFound("no job " + std::string(job_id));
     Entry& e = *it->second;
@@ -511,8 +512,8 @@ class InMemoryQueueBackend::Impl {
  private:
   static std::size_t Slot(JobStatus s) { return static_cast<std::size_t>(s); }
 
-  // One conditional write. REQUIRES: mu_ held.
-  Status WriteLocked(JobWrite& w) {
+  // One conditional write.
+  Status WriteLocked(JobWrite& w) JOBPACT_REQUIRES(mu_) {
     auto it = jobs_.find(w.change.record.envelope.job_id);
     if (it == jobs_.end()) return Status::NotFound("no job " + w.change.record.envelope.job_id);
     Entry& e = *it->second;
@@ -526,8 +527,8 @@ class InMemoryQueueBackend::Impl {
     return Status::Ok();
   }
 
-  // Stores `c` over `e` and re-indexes it. REQUIRES: mu_ held.
-  void Apply(Id id, Entry& e, JobChange&& c) {
+  // Stores `c` over `e` and re-indexes it.
+  void Apply(Id id, Entry& e, JobChange&& c) JOBPACT_REQUIRES(mu_) {
     Unindex(id, e);
     Store(e.record, std::move(c.record), c.expect.status == JobStatus::kRunning);
     AppendHistory(e.record.history, std::move(c.append));
@@ -568,7 +569,7 @@ class InMemoryQueueBackend::Impl {
     }
   }
 
-  QueueState* QueueOf(const JobRecord& r) {
+  QueueState* QueueOf(const JobRecord& r) JOBPACT_REQUIRES(mu_) {
     if (r.envelope.queue.empty()) return nullptr;  // Quarantined input: no queue.
     // Jobs mostly arrive in runs of one (queue, type): the last one found is
     // tried first, compared by content (a set is never erased, so the
@@ -587,8 +588,8 @@ class InMemoryQueueBackend::Impl {
     return &it->second;
   }
 
-  // Puts `e` in the index of `placement` and counts it. REQUIRES: mu_ held.
-  void Index(Id id, Entry& e, JobPlacement placement) {
+  // Puts `e` in the index of `placement` and counts it.
+  void Index(Id id, Entry& e, JobPlacement placement) JOBPACT_REQUIRES(mu_) {
     const JobRecord& r = e.record;
     QueueState* q = e.queue;
     switch (placement) {
@@ -616,8 +617,8 @@ class InMemoryQueueBackend::Impl {
     ++status_counts_[Slot(r.status)];
   }
 
-  // Takes `e` out of its index, by its current fields. REQUIRES: mu_ held.
-  void Unindex(Id id, Entry& e) {
+  // Takes `e` out of its index, by its current fields.
+  void Unindex(Id id, Entry& e) JOBPACT_REQUIRES(mu_) {
     const JobRecord& r = e.record;
     QueueState* q = e.queue;
     switch (e.placed) {
@@ -645,7 +646,7 @@ class InMemoryQueueBackend::Impl {
   }
 
   // Moves scheduled jobs whose time has come to their ready sets.
-  void PromoteDue(TimePoint now) {
+  void PromoteDue(TimePoint now) JOBPACT_REQUIRES(mu_) {
     while (!scheduled_.empty() && scheduled_.begin()->first <= now) {
       auto it = jobs_.find(scheduled_.begin()->second);
       Unindex(it->first, *it->second);
@@ -655,9 +656,9 @@ class InMemoryQueueBackend::Impl {
 
   // The newest of the jobs stored with this dedup key enqueued within the
   // window that did not end without effect, as an EnqueueResult.
-  // REQUIRES: mu_ held.
   std::optional<EnqueueResult> FindEnqueueDuplicate(std::string_view dedup_key,
-                                                    const EnqueueOptions& options, TimePoint now) {
+                                                    const EnqueueOptions& options, TimePoint now)
+      JOBPACT_REQUIRES(mu_) {
     if (options.dedup_window <= Duration::zero()) return std::nullopt;
     const JobRecord* best = nullptr;
     const auto [first, last] = dedup_.equal_range(dedup_key);
@@ -675,30 +676,29 @@ class InMemoryQueueBackend::Impl {
     return EnqueueResult{best->envelope.job_id, true, best->status};
   }
 
-  mutable std::mutex mu_;
-  // Guarded by mu_.
+  mutable internal::Mutex mu_;
   // Keyed by views of Entry::id, as are the indexes.
-  std::unordered_map<Id, std::unique_ptr<Entry>> jobs_;
+  std::unordered_map<Id, std::unique_ptr<Entry>> jobs_ JOBPACT_GUARDED_BY(mu_);
   // By (queue, job type); a set is never erased, so Entry::queue stays valid.
-  std::map<std::pair<std::string, std::string>, QueueState, PairLess> queues_;
+  std::map<std::pair<std::string, std::string>, QueueState, PairLess> queues_ JOBPACT_GUARDED_BY(mu_);
   // The (queue, type) QueueOf found last, or null (see there).
-  std::pair<const std::pair<std::string, std::string>, QueueState>* last_queue_ = nullptr;
-  ControlState control_;
+  std::pair<const std::pair<std::string, std::string>, QueueState>* last_queue_ JOBPACT_GUARDED_BY(mu_) = nullptr;
+  ControlState control_ JOBPACT_GUARDED_BY(mu_);
   // CompleteInPlace's scratch: its history entry's buffer is reused.
-  JobChange rest_;
-  std::deque<std::string> control_audit_;  // Newest last.
-  std::map<std::string, PublishedPolicy, std::less<>> policies_;
-  std::set<TimeKey> scheduled_;
-  std::set<TimeKey> leased_;
-  std::set<TimeKey> dlq_;
-  std::set<TimeKey> final_;
+  JobChange rest_ JOBPACT_GUARDED_BY(mu_);
+  std::deque<std::string> control_audit_ JOBPACT_GUARDED_BY(mu_);  // Newest last.
+  std::map<std::string, PublishedPolicy, std::less<>> policies_ JOBPACT_GUARDED_BY(mu_);
+  std::set<TimeKey> scheduled_ JOBPACT_GUARDED_BY(mu_);
+  std::set<TimeKey> leased_ JOBPACT_GUARDED_BY(mu_);
+  std::set<TimeKey> dlq_ JOBPACT_GUARDED_BY(mu_);
+  std::set<TimeKey> final_ JOBPACT_GUARDED_BY(mu_);
   // The last node each kind of index gave up (see InsertKey).
-  std::set<ReadyKey>::node_type spare_ready_;
-  std::set<TimeKey>::node_type spare_time_;
+  std::set<ReadyKey>::node_type spare_ready_ JOBPACT_GUARDED_BY(mu_);
+  std::set<TimeKey>::node_type spare_time_ JOBPACT_GUARDED_BY(mu_);
   // Keyed by views of each job's own envelope.dedup_key (see the file comment).
-  std::unordered_multimap<std::string_view, Entry*> dedup_;
-  std::array<std::int64_t, std::size(kAllJobStatuses)> status_counts_{};
-  std::uint64_t delivery_counter_ = 0;
+  std::unordered_multimap<std::string_view, Entry*> dedup_ JOBPACT_GUARDED_BY(mu_);
+  std::array<std::int64_t, std::size(kAllJobStatuses)> status_counts_ JOBPACT_GUARDED_BY(mu_){};
+  std::uint64_t delivery_counter_ JOBPACT_GUARDED_BY(mu_) = 0;
 };
 
 InMemoryQueueBackend::InMemoryQueueBackend(std::shared_ptr<Clock> clock)
