@@ -34,12 +34,13 @@
 //
 // Usage: demo [--jobs N] [--workers N] [--seed N] [--sqlite FILE | --backend URL]
 //             [--stop-after S] [--enqueue-only | --work-only | --report-only]
-//             [--worker-name NAME]
+//             [--worker-name NAME] [--metrics-out FILE]
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -55,6 +56,7 @@
 #include "jobpact/failure.h"
 #include "jobpact/in_memory.h"
 #include "jobpact/job_runner.h"
+#include "jobpact/prometheus/metrics_sink.h"
 #ifdef JOBPACT_DEMO_WITH_SQLITE
 #include <sqlite3.h>
 
@@ -67,6 +69,33 @@
 #endif
 
 namespace {
+
+// The demo reads its summary from an InMemoryMetricsSink and exports the
+// same samples through a PrometheusMetricsSink: a sink that passes each
+// sample to both.
+class TeeMetricsSink final : public jobpact::MetricsSink {
+ public:
+  TeeMetricsSink(std::shared_ptr<jobpact::MetricsSink> a, std::shared_ptr<jobpact::MetricsSink> b)
+      : a_(std::move(a)), b_(std::move(b)) {}
+  void Increment(std::string_view name, const jobpact::MetricLabels& labels,
+                 std::int64_t delta) noexcept override {
+    a_->Increment(name, labels, delta);
+    b_->Increment(name, labels, delta);
+  }
+  void Observe(std::string_view name, const jobpact::MetricLabels& labels,
+               double value) noexcept override {
+    a_->Observe(name, labels, value);
+    b_->Observe(name, labels, value);
+  }
+  void SetGauge(std::string_view name, const jobpact::MetricLabels& labels,
+                double value) noexcept override {
+    a_->SetGauge(name, labels, value);
+    b_->SetGauge(name, labels, value);
+  }
+
+ private:
+  std::shared_ptr<jobpact::MetricsSink> a_, b_;
+};
 
 using jobpact::Duration;
 using jobpact::JobContext;
@@ -81,6 +110,7 @@ struct DemoOptions {
   std::string backend_url;  // Non-empty: jobpact::OpenBackend(backend_url).
   enum class Role { kAll, kEnqueueOnly, kWorkOnly, kReportOnly, kOutbox } role = Role::kAll;
   std::string worker_name = "main";
+  std::string metrics_out;  // Non-empty: write a Prometheus scrape there at the end.
 };
 
 DemoOptions ParseArgs(int argc, char** argv) {
@@ -108,6 +138,8 @@ DemoOptions ParseArgs(int argc, char** argv) {
       o.backend_url = b;
     } else if (const char* n = value("--worker-name")) {
       o.worker_name = n;
+    } else if (const char* p = value("--metrics-out")) {
+      o.metrics_out = p;
     } else if (std::strcmp(argv[i], "--enqueue-only") == 0) {
       o.role = DemoOptions::Role::kEnqueueOnly;
     } else if (std::strcmp(argv[i], "--work-only") == 0) {
@@ -120,7 +152,7 @@ DemoOptions ParseArgs(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: demo [--jobs N] [--workers N] [--seed N] [--sqlite FILE | --backend URL] "
                    "[--stop-after SECONDS] [--enqueue-only | --work-only | --report-only | --outbox] "
-                   "[--worker-name NAME]\n");
+                   "[--worker-name NAME] [--metrics-out FILE]\n");
       std::exit(2);
     }
   }
@@ -326,7 +358,8 @@ int main(int argc, char** argv) {
   }
   // The operator side of the same store: stats and the DLQ.
   const std::shared_ptr<jobpact::QueueAdmin> admin = ro.backend.admin;
-  ro.metrics = metrics;
+  auto prometheus = std::make_shared<jobpact::PrometheusMetricsSink>();
+  ro.metrics = std::make_shared<TeeMetricsSink>(metrics, prometheus);
   ro.clock = clock;
   ro.workers = opt.workers;
   ro.random_seed = opt.seed;
@@ -671,6 +704,17 @@ int main(int argc, char** argv) {
                 opt.worker_name.c_str(), static_cast<int>(getpid()),
                 static_cast<long long>(finalized),
                 static_cast<long long>(metrics->CounterTotal(m::kSucceeded)), ledger.Issues());
+  }
+  if (!opt.metrics_out.empty()) {
+    // What a Prometheus server would scrape from /metrics now.
+    std::ofstream out(opt.metrics_out, std::ios::trunc);
+    out << prometheus->Scrape();
+    out.close();
+    if (!out) {
+      std::fprintf(stderr, "--metrics-out: cannot write %s\n", opt.metrics_out.c_str());
+      return 1;
+    }
+    std::printf("\nmetrics: the Prometheus scrape is in %s\n", opt.metrics_out.c_str());
   }
   return duplicate_effects == 0 ? 0 : 3;
 }

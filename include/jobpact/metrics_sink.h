@@ -70,6 +70,10 @@ inline constexpr std::string_view kHungWorkersNow = "jobpact_workers_hung";
 // MetricLabels has no dependency field, so the dependency name is carried in
 // the `reason` label.
 inline constexpr std::string_view kCircuitState = "jobpact_circuit_state";
+// Retries each job type's retry budget allows right now (by job type; set by
+// the runner's maintenance pass). Near or below 1 while jobs fail: the budget
+// is deferring retries (see kRetryBudgetExhausted).
+inline constexpr std::string_view kRetryBudgetBalance = "jobpact_retry_budget_balance";
 }  // namespace metric
 
 class JOBPACT_EXPORT MetricsSink {

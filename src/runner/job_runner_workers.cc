@@ -86,6 +86,12 @@ Status RunnerCore::RunMaintenance() {
   for (const auto& [dependency, snap] : options_.circuit_breakers->Snapshots()) {
     SetCircuitGauge(dependency, snap.state);
   }
+  if (options_.retry_budgets != nullptr) {
+    for (const auto& [job_type, snap] : options_.retry_budgets->Snapshots()) {
+      options_.metrics->SetGauge(metric::kRetryBudgetBalance, MetricLabels{job_type, {}, {}, {}},
+                                 snap.balance);
+    }
+  }
   return first;
 }
 
