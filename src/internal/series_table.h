@@ -8,10 +8,13 @@
 #define JOBPACT_SRC_INTERNAL_SERIES_TABLE_H_
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -267,6 +270,106 @@ inline int MyStripe() {
   return stripe;
 }
 
+
+// Series merged over the stripes of a SinkSeries, sorted by name then
+// labels; the keys view strings owned by `keep`.
+template <typename V>
+struct MergedSeries {
+  std::map<SeriesKey, V> series;
+  std::vector<std::unique_ptr<SeriesId>> keep;
+
+  // The value for `key` (a view of the caller's strings), added on first sight.
+  V& At(const SeriesKey& key) {
+    auto it = series.find(key);
+    if (it == series.end()) {
+      keep.push_back(std::make_unique<SeriesId>(key));
+      it = series.emplace(keep.back()->Key(), V{}).first;
+    }
+    return it->second;
+  }
+};
+
+// A sink's series: counters and histograms in stripes (each thread sticks to
+// one, so workers rarely share a lock or a cache line), gauges (rare writes)
+// in one table under a mutex. `Histogram` is the sink's own histogram
+// value. Thread-safe.
+template <typename Histogram>
+class SinkSeries {
+ public:
+  // The sink's Increment / SetGauge. Out of memory for a new series drops
+  // the sample (the sinks' methods are noexcept).
+  void Increment(std::string_view name, const MetricLabels& labels, std::int64_t delta) noexcept {
+    const SeriesKey key = SeriesKey::Of(name, labels);
+    const std::uint64_t hash = SeriesKeyHash::Of(key);
+    Stripe& s = stripes_[MyStripe()];
+    try {
+      std::lock_guard<StripeLock> lock(s.mu);
+      s.counters.FindOrAdd(key, hash) += delta;
+    } catch (...) {
+    }
+  }
+  void SetGauge(std::string_view name, const MetricLabels& labels, double value) noexcept {
+    const SeriesKey key = SeriesKey::Of(name, labels);
+    const std::uint64_t hash = SeriesKeyHash::Of(key);
+    try {
+      std::lock_guard<std::mutex> lock(gauges_mu_);
+      gauges_.FindOrAdd(key, hash) = value;
+    } catch (...) {
+    }
+  }
+  // The sink's Observe: `add(histogram)` records the sample in the series'
+  // histogram, under its stripe's lock. `add` may throw std::bad_alloc.
+  template <typename Add>
+  void Observe(std::string_view name, const MetricLabels& labels, Add&& add) noexcept {
+    const SeriesKey key = SeriesKey::Of(name, labels);
+    const std::uint64_t hash = SeriesKeyHash::Of(key);
+    Stripe& s = stripes_[MyStripe()];
+    try {
+      std::lock_guard<StripeLock> lock(s.mu);
+      add(s.histograms.FindOrAdd(key, hash));
+    } catch (...) {
+    }
+  }
+
+  // Calls f(counters, histograms) for each stripe, under its lock.
+  template <typename F>
+  void VisitStripes(F&& f) const {
+    for (Stripe& s : stripes_) {
+      std::lock_guard<StripeLock> lock(s.mu);
+      f(s.counters, s.histograms);
+    }
+  }
+  // Calls f(gauges) under the gauges' lock.
+  template <typename F>
+  void VisitGauges(F&& f) const {
+    std::lock_guard<std::mutex> lock(gauges_mu_);
+    f(gauges_);
+  }
+
+  // Forgets every series.
+  void Clear() {
+    for (Stripe& s : stripes_) {
+      std::lock_guard<StripeLock> lock(s.mu);
+      s.counters.Clear();
+      s.histograms.Clear();
+    }
+    std::lock_guard<std::mutex> lock(gauges_mu_);
+    gauges_.Clear();
+  }
+
+ private:
+  struct alignas(64) Stripe {
+    StripeLock mu;
+    // Guarded by mu.
+    SeriesTable<std::int64_t> counters;
+    SeriesTable<Histogram> histograms;
+  };
+  // Mutable: readers take the locks.
+  mutable std::array<Stripe, kStripes> stripes_;
+  mutable std::mutex gauges_mu_;
+  // Guarded by gauges_mu_.
+  SeriesTable<double> gauges_;
+};
 
 }  // namespace internal
 }  // namespace jobpact

@@ -24,11 +24,6 @@ namespace {
 
 using internal::SeriesKey;
 using internal::SeriesKeyHash;
-using internal::SeriesId;
-using internal::SeriesTable;
-using internal::StripeLock;
-using internal::MyStripe;
-using internal::kStripes;
 
 struct HistogramData {
   std::int64_t count = 0;
@@ -141,34 +136,17 @@ void HistogramSnapshot::Merge(const HistogramSnapshot& other) {
 
 class InMemoryMetricsSink::Impl {
  public:
-  struct alignas(64) Stripe {
-    StripeLock mu;
-    // Guarded by mu.
-    SeriesTable<std::int64_t> counters;
-    SeriesTable<HistogramData> histograms;
-  };
+  internal::SinkSeries<HistogramData> series;
 
-  std::array<Stripe, kStripes> stripes;
-
-  std::mutex gauges_mu;
-  // Guarded by gauges_mu.
-  SeriesTable<double> gauges;
-
-  // Calls `f(series)` for every counter / histogram series of every stripe,
-  // each stripe under its lock.
+  // Calls `f(key, value)` for every counter / histogram series of every
+  // stripe, each stripe under its lock.
   template <typename F>
-  void ForEachCounter(F&& f) {
-    for (Stripe& s : stripes) {
-      std::lock_guard<StripeLock> lock(s.mu);
-      s.counters.ForEach(f);
-    }
+  void ForEachCounter(F&& f) const {
+    series.VisitStripes([&](const auto& counters, const auto&) { counters.ForEach(f); });
   }
   template <typename F>
-  void ForEachHistogram(F&& f) {
-    for (Stripe& s : stripes) {
-      std::lock_guard<StripeLock> lock(s.mu);
-      s.histograms.ForEach(f);
-    }
+  void ForEachHistogram(F&& f) const {
+    series.VisitStripes([&](const auto&, const auto& histograms) { histograms.ForEach(f); });
   }
 };
 
@@ -177,48 +155,26 @@ InMemoryMetricsSink::~InMemoryMetricsSink() = default;
 
 void InMemoryMetricsSink::Increment(std::string_view name, const MetricLabels& labels,
                                     std::int64_t delta) noexcept {
-  const SeriesKey key = SeriesKey::Of(name, labels);
-  const std::uint64_t hash = SeriesKeyHash::Of(key);
-  Impl::Stripe& s = impl_->stripes[MyStripe()];
-  try {
-    std::lock_guard<StripeLock> lock(s.mu);
-    s.counters.FindOrAdd(key, hash) += delta;
-  } catch (...) {
-    // Out of memory for a new series: the sample is dropped (noexcept).
-  }
+  impl_->series.Increment(name, labels, delta);
 }
 
 void InMemoryMetricsSink::Observe(std::string_view name, const MetricLabels& labels,
                                   double value) noexcept {
-  const SeriesKey key = SeriesKey::Of(name, labels);
-  const std::uint64_t hash = SeriesKeyHash::Of(key);
-  Impl::Stripe& s = impl_->stripes[MyStripe()];
-  try {
-    std::lock_guard<StripeLock> lock(s.mu);
-    s.histograms.FindOrAdd(key, hash).Add(value);
-  } catch (...) {
-  }
+  impl_->series.Observe(name, labels, [value](HistogramData& h) { h.Add(value); });
 }
 
 void InMemoryMetricsSink::SetGauge(std::string_view name, const MetricLabels& labels,
                                    double value) noexcept {
-  const SeriesKey key = SeriesKey::Of(name, labels);
-  const std::uint64_t hash = SeriesKeyHash::Of(key);
-  try {
-    std::lock_guard<std::mutex> lock(impl_->gauges_mu);
-    impl_->gauges.FindOrAdd(key, hash) = value;
-  } catch (...) {
-  }
+  impl_->series.SetGauge(name, labels, value);
 }
 
 std::int64_t InMemoryMetricsSink::Counter(std::string_view name, const MetricLabels& labels) const {
   const SeriesKey key = SeriesKey::Of(name, labels);
   const std::uint64_t hash = SeriesKeyHash::Of(key);
   std::int64_t total = 0;
-  for (Impl::Stripe& s : impl_->stripes) {
-    std::lock_guard<StripeLock> lock(s.mu);
-    if (const std::int64_t* v = s.counters.Find(key, hash)) total += *v;
-  }
+  impl_->series.VisitStripes([&](const auto& counters, const auto&) {
+    if (const std::int64_t* v = counters.Find(key, hash)) total += *v;
+  });
   return total;
 }
 
@@ -245,10 +201,9 @@ HistogramSnapshot InMemoryMetricsSink::HistogramExact(std::string_view name,
   const SeriesKey key = SeriesKey::Of(name, labels);
   const std::uint64_t hash = SeriesKeyHash::Of(key);
   HistogramSnapshot snap;
-  for (Impl::Stripe& s : impl_->stripes) {
-    std::lock_guard<StripeLock> lock(s.mu);
-    if (const HistogramData* h = s.histograms.Find(key, hash)) h->AddTo(snap);
-  }
+  impl_->series.VisitStripes([&](const auto&, const auto& histograms) {
+    if (const HistogramData* h = histograms.Find(key, hash)) h->AddTo(snap);
+  });
   return snap;
 }
 
@@ -256,27 +211,20 @@ std::optional<double> InMemoryMetricsSink::Gauge(std::string_view name,
                                                  const MetricLabels& labels) const {
   const SeriesKey key = SeriesKey::Of(name, labels);
   const std::uint64_t hash = SeriesKeyHash::Of(key);
-  std::lock_guard<std::mutex> lock(impl_->gauges_mu);
-  const double* v = impl_->gauges.Find(key, hash);
-  if (v == nullptr) return std::nullopt;
-  return *v;
+  std::optional<double> out;
+  impl_->series.VisitGauges([&](const auto& gauges) {
+    if (const double* v = gauges.Find(key, hash)) out = *v;
+  });
+  return out;
 }
 
 std::vector<CounterSeries> InMemoryMetricsSink::Counters() const {
   // Merge the stripes, then sort by name and labels.
-  std::map<SeriesKey, std::int64_t> merged;
-  std::vector<std::unique_ptr<SeriesId>> keep;  // Owns the strings `merged` views.
-  impl_->ForEachCounter([&](const SeriesKey& key, std::int64_t v) {
-    auto it = merged.find(key);
-    if (it == merged.end()) {
-      keep.push_back(std::make_unique<SeriesId>(key));
-      it = merged.emplace(keep.back()->Key(), 0).first;
-    }
-    it->second += v;
-  });
+  internal::MergedSeries<std::int64_t> merged;
+  impl_->ForEachCounter([&](const SeriesKey& key, std::int64_t v) { merged.At(key) += v; });
   std::vector<CounterSeries> out;
-  out.reserve(merged.size());
-  for (const auto& [k, v] : merged) {
+  out.reserve(merged.series.size());
+  for (const auto& [k, v] : merged.series) {
     out.push_back(CounterSeries{std::string(k.name), std::string(k.job_type), std::string(k.queue),
                                 std::string(k.reason), std::string(k.failure_class), v});
   }
@@ -285,14 +233,13 @@ std::vector<CounterSeries> InMemoryMetricsSink::Counters() const {
 
 std::vector<GaugeSeries> InMemoryMetricsSink::Gauges() const {
   std::vector<GaugeSeries> out;
-  {
-    std::lock_guard<std::mutex> lock(impl_->gauges_mu);
-    out.reserve(impl_->gauges.size());
-    impl_->gauges.ForEach([&](const SeriesKey& k, double v) {
+  impl_->series.VisitGauges([&](const auto& gauges) {
+    out.reserve(gauges.size());
+    gauges.ForEach([&](const SeriesKey& k, double v) {
       out.push_back(GaugeSeries{std::string(k.name), std::string(k.job_type), std::string(k.queue),
                                 std::string(k.reason), std::string(k.failure_class), v});
     });
-  }
+  });
   std::sort(out.begin(), out.end(), [](const GaugeSeries& a, const GaugeSeries& b) {
     return std::tie(a.name, a.job_type, a.queue, a.reason, a.failure_class) <
            std::tie(b.name, b.job_type, b.queue, b.reason, b.failure_class);
@@ -300,15 +247,7 @@ std::vector<GaugeSeries> InMemoryMetricsSink::Gauges() const {
   return out;
 }
 
-void InMemoryMetricsSink::Reset() {
-  for (Impl::Stripe& s : impl_->stripes) {
-    std::lock_guard<StripeLock> lock(s.mu);
-    s.counters.Clear();
-    s.histograms.Clear();
-  }
-  std::lock_guard<std::mutex> lock(impl_->gauges_mu);
-  impl_->gauges.Clear();
-}
+void InMemoryMetricsSink::Reset() { impl_->series.Clear(); }
 
 }  // namespace jobpact
 

@@ -4,11 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,13 +17,7 @@
 namespace jobpact {
 namespace {
 
-using internal::kStripes;
-using internal::MyStripe;
-using internal::SeriesId;
 using internal::SeriesKey;
-using internal::SeriesKeyHash;
-using internal::SeriesTable;
-using internal::StripeLock;
 
 const std::vector<double>& DefaultBuckets(std::string_view name) {
   static const std::vector<double> kLatency = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1,
@@ -112,28 +104,16 @@ std::string_view HelpOf(std::string_view name) {
   return it == kHelp.end() ? std::string_view("A jobpact metric.") : it->second;
 }
 
-// HELP text escaping: backslash and newline.
-void AppendHelpEscaped(std::string& out, std::string_view text) {
+// The format's escaping: backslash and newline, and in label values (not
+// in HELP text) the double quote.
+void AppendEscaped(std::string& out, std::string_view text, bool label_value) {
   for (char c : text) {
     if (c == '\\') {
       out += "\\\\";
     } else if (c == '\n') {
       out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-}
-
-// Label value escaping: backslash, double quote and newline.
-void AppendLabelEscaped(std::string& out, std::string_view text) {
-  for (char c : text) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
+    } else if (c == '"' && label_value) {
       out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
     } else {
       out += c;
     }
@@ -156,7 +136,7 @@ std::string LabelSet(const SeriesKey& k, std::string_view extra = {}) {
     out += out.empty() ? "{" : ",";
     out += label;
     out += "=\"";
-    AppendLabelEscaped(out, value);
+    AppendEscaped(out, value, /*label_value=*/true);
     out += '"';
   };
   add("job_type", k.job_type);
@@ -177,30 +157,13 @@ void AppendHeader(std::string& out, std::string_view name, std::string_view type
   out += "# HELP ";
   out += name;
   out += ' ';
-  AppendHelpEscaped(out, HelpOf(name));
+  AppendEscaped(out, HelpOf(name), /*label_value=*/false);
   out += "\n# TYPE ";
   out += name;
   out += ' ';
   out += type;
   out += '\n';
 }
-
-// Series merged over the stripes, sorted by name then labels; the keys view
-// strings owned by `keep`.
-template <typename V>
-struct Merged {
-  std::map<SeriesKey, V> series;
-  std::vector<std::unique_ptr<SeriesId>> keep;
-
-  V& At(const SeriesKey& key) {
-    auto it = series.find(key);
-    if (it == series.end()) {
-      keep.push_back(std::make_unique<SeriesId>(key));
-      it = series.emplace(keep.back()->Key(), V{}).first;
-    }
-    return it->second;
-  }
-};
 
 // Writes each metric's header once, before its first series.
 template <typename V, typename F>
@@ -234,13 +197,6 @@ class PrometheusMetricsSink::Impl {
  public:
   explicit Impl(PrometheusSinkOptions o) : options(std::move(o)) {}
 
-  struct alignas(64) Stripe {
-    StripeLock mu;
-    // Guarded by mu.
-    SeriesTable<std::int64_t> counters;
-    SeriesTable<BucketHistogram> histograms;
-  };
-
   const std::vector<double>& Bounds(std::string_view name) const {
     const auto it = options.buckets.find(name);
     if (it != options.buckets.end() && ValidBounds(it->second)) return it->second;
@@ -248,10 +204,7 @@ class PrometheusMetricsSink::Impl {
   }
 
   const PrometheusSinkOptions options;
-  std::array<Stripe, kStripes> stripes;
-  std::mutex gauges_mu;
-  // Guarded by gauges_mu.
-  SeriesTable<double> gauges;
+  internal::SinkSeries<BucketHistogram> series;
 };
 
 PrometheusMetricsSink::PrometheusMetricsSink(PrometheusSinkOptions options)
@@ -264,49 +217,27 @@ const std::vector<double>& PrometheusMetricsSink::BucketsFor(std::string_view na
 
 void PrometheusMetricsSink::Increment(std::string_view name, const MetricLabels& labels,
                                       std::int64_t delta) noexcept {
-  const SeriesKey key = SeriesKey::Of(name, labels);
-  const std::uint64_t hash = SeriesKeyHash::Of(key);
-  Impl::Stripe& s = impl_->stripes[MyStripe()];
-  try {
-    std::lock_guard<StripeLock> lock(s.mu);
-    s.counters.FindOrAdd(key, hash) += delta;
-  } catch (...) {
-    // Out of memory for a new series: the sample is dropped (noexcept).
-  }
+  impl_->series.Increment(name, labels, delta);
 }
 
 void PrometheusMetricsSink::Observe(std::string_view name, const MetricLabels& labels,
                                     double value) noexcept {
-  const SeriesKey key = SeriesKey::Of(name, labels);
-  const std::uint64_t hash = SeriesKeyHash::Of(key);
   const std::vector<double>& bounds = impl_->Bounds(name);
-  Impl::Stripe& s = impl_->stripes[MyStripe()];
-  try {
-    std::lock_guard<StripeLock> lock(s.mu);
-    s.histograms.FindOrAdd(key, hash).Add(value, bounds);
-  } catch (...) {
-  }
+  impl_->series.Observe(name, labels, [&](BucketHistogram& h) { h.Add(value, bounds); });
 }
 
 void PrometheusMetricsSink::SetGauge(std::string_view name, const MetricLabels& labels,
                                      double value) noexcept {
-  const SeriesKey key = SeriesKey::Of(name, labels);
-  const std::uint64_t hash = SeriesKeyHash::Of(key);
-  try {
-    std::lock_guard<std::mutex> lock(impl_->gauges_mu);
-    impl_->gauges.FindOrAdd(key, hash) = value;
-  } catch (...) {
-  }
+  impl_->series.SetGauge(name, labels, value);
 }
 
 std::string PrometheusMetricsSink::Scrape() const {
-  Merged<std::int64_t> counters;
-  Merged<BucketHistogram> histograms;
-  Merged<double> gauges;
-  for (Impl::Stripe& s : impl_->stripes) {
-    std::lock_guard<StripeLock> lock(s.mu);
-    s.counters.ForEach([&](const SeriesKey& k, std::int64_t v) { counters.At(k) += v; });
-    s.histograms.ForEach([&](const SeriesKey& k, const BucketHistogram& h) {
+  internal::MergedSeries<std::int64_t> counters;
+  internal::MergedSeries<BucketHistogram> histograms;
+  internal::MergedSeries<double> gauges;
+  impl_->series.VisitStripes([&](const auto& stripe_counters, const auto& stripe_histograms) {
+    stripe_counters.ForEach([&](const SeriesKey& k, std::int64_t v) { counters.At(k) += v; });
+    stripe_histograms.ForEach([&](const SeriesKey& k, const BucketHistogram& h) {
       if (h.bounds == nullptr) return;
       BucketHistogram& m = histograms.At(k);
       if (m.bounds == nullptr) {
@@ -317,11 +248,10 @@ std::string PrometheusMetricsSink::Scrape() const {
       m.sum += h.sum;
       m.count += h.count;
     });
-  }
-  {
-    std::lock_guard<std::mutex> lock(impl_->gauges_mu);
-    impl_->gauges.ForEach([&](const SeriesKey& k, double v) { gauges.At(k) = v; });
-  }
+  });
+  impl_->series.VisitGauges([&](const auto& stripe_gauges) {
+    stripe_gauges.ForEach([&](const SeriesKey& k, double v) { gauges.At(k) = v; });
+  });
 
   std::string out;
   Render(out, counters.series, "counter", [&](const SeriesKey& k, std::int64_t v) {
