@@ -422,9 +422,13 @@ TEST_F(RunbookTest, HungWorkersAreReplacedAndThePauseKeepsTheOthersRunning) {
   EXPECT_EQ(pdf_calls.load(), 2);
 
   // The stuck call returns at last: its late completion is refused, its
-  // thread exits and the gauge drops back.
+  // thread exits and the gauge drops back. (Two separate events: the
+  // refusal is counted when the completion writer stores the outcome the
+  // thread handed it, which may be after the thread has gone.)
   release = true;
   ASSERT_TRUE(WaitFor([&] { return metrics_->Gauge(metric::kHungWorkersNow).value_or(1) == 0; },
+                      [&] { clock_->Advance(Millis(100)); }));
+  ASSERT_TRUE(WaitFor([&] { return Count(metric::kStaleCompletions, "pdf.render") >= 1; },
                       [&] { clock_->Advance(Millis(100)); }));
   EXPECT_EQ(Count(metric::kStaleCompletions, "pdf.render"), 1);
   ASSERT_EQ(Cli({"resume", "pdf.render", "--reason", "INC-5: renderer fixed"}).rc, 0);
