@@ -14,7 +14,7 @@ JOBPACT_PACKAGES=(
   libsqlite3-dev libcli11-dev
   redis-server libhiredis-dev
   postgresql libpq-dev
-  prometheus
+  prometheus libcpp-httplib-dev
 )
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }

@@ -1,0 +1,148 @@
+// HttpEndpoint (see jobpact/http/endpoint.h) over cpp-httplib.
+#include "jobpact/http/endpoint.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "src/internal/guarded.h"
+
+namespace jobpact {
+namespace {
+
+constexpr const char* kText = "text/plain; charset=utf-8";
+
+// What /readyz found wrong, one line each; empty when ready.
+std::vector<std::string> ReadinessProblems(const HttpEndpointOptions& o) {
+  std::vector<std::string> problems;
+  if (o.admin != nullptr) {
+    Result<QueueStats> stats =
+        internal::Guarded("readyz: backend stats", [&] { return o.admin->Stats(); });
+    if (!stats.ok()) problems.push_back("backend unreachable: " + stats.status().ToString());
+  }
+  if (o.runner != nullptr) {
+    const int hung = o.runner->Stats().hung_workers;
+    if (hung > 0) {
+      problems.push_back(std::to_string(hung) +
+                         " hung worker(s): a handler ran past its deadline and has not returned");
+    }
+  }
+  return problems;
+}
+
+void MethodNotAllowed(const httplib::Request&, httplib::Response& res) {
+  res.status = 405;
+  res.set_header("Allow", "GET, HEAD");
+  res.set_content("method not allowed: this endpoint only reads\n", kText);
+}
+
+}  // namespace
+
+class HttpEndpoint::Impl {
+ public:
+  explicit Impl(HttpEndpointOptions o) : options(std::move(o)) {}
+
+  const HttpEndpointOptions options;
+  httplib::Server server;
+  int port = 0;
+  std::thread thread;
+  std::atomic<bool> thread_done{false};
+  std::once_flag stopped;
+};
+
+Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(HttpEndpointOptions options) {
+  if (options.metrics == nullptr) {
+    return Status::InvalidArgument("HttpEndpointOptions.metrics: a PrometheusMetricsSink is required");
+  }
+  if (options.port < 0 || options.port > 65535) {
+    return Status::InvalidArgument("HttpEndpointOptions.port: " + std::to_string(options.port) +
+                                   " is not a port (0 to 65535; 0 picks a free one)");
+  }
+  auto impl = std::make_unique<Impl>(std::move(options));
+  Impl* self = impl.get();
+  httplib::Server& s = self->server;
+  s.Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
+    res.set_content(self->options.metrics->Scrape(),
+                    std::string(PrometheusMetricsSink::kContentType).c_str());
+  });
+  s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok\n", kText);
+  });
+  s.Get("/readyz", [self](const httplib::Request&, httplib::Response& res) {
+    const std::vector<std::string> problems = ReadinessProblems(self->options);
+    if (problems.empty()) {
+      res.set_content("ready\n", kText);
+      return;
+    }
+    std::string body = "not ready\n";
+    for (const std::string& p : problems) body += p + "\n";
+    res.status = 503;
+    res.set_content(body, kText);
+  });
+  for (const char* path : {"/metrics", "/healthz", "/readyz"}) {
+    s.Post(path, MethodNotAllowed);
+    s.Put(path, MethodNotAllowed);
+    s.Delete(path, MethodNotAllowed);
+    s.Patch(path, MethodNotAllowed);
+  }
+  s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.status == 404) {
+      res.set_content("not found: the paths are /metrics, /healthz and /readyz\n", kText);
+    }
+  });
+
+  // SO_REUSEADDR (a restarted service rebinds at once), but not httplib's
+  // default SO_REUSEPORT: a second endpoint on a port in use must fail,
+  // not share the port with the first one.
+  s.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+  });
+
+  const std::string& host = self->options.host;
+  if (self->options.port == 0) {
+    self->port = s.bind_to_any_port(host.c_str());
+  } else {
+    self->port = s.bind_to_port(host.c_str(), self->options.port) ? self->options.port : -1;
+  }
+  if (self->port <= 0) {
+    return Status::Unavailable("HttpEndpoint: cannot listen on " + host + ":" +
+                               std::to_string(self->options.port) +
+                               " (address in use, or not an address of this host)");
+  }
+  self->thread = std::thread([self] {
+    self->server.listen_after_bind();
+    self->thread_done.store(true);
+  });
+  return std::unique_ptr<HttpEndpoint>(new HttpEndpoint(std::move(impl)));
+}
+
+HttpEndpoint::HttpEndpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+HttpEndpoint::~HttpEndpoint() { Stop(); }
+
+int HttpEndpoint::port() const { return impl_->port; }
+
+std::string HttpEndpoint::url() const {
+  return "http://" + impl_->options.host + ":" + std::to_string(impl_->port);
+}
+
+void HttpEndpoint::Stop() {
+  std::call_once(impl_->stopped, [this] {
+    // httplib's stop() only reaches a server that is listening: wait for
+    // the thread to get there (or to have given up).
+    while (!impl_->server.is_running() && !impl_->thread_done.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    impl_->server.stop();
+    if (impl_->thread.joinable()) impl_->thread.join();
+  });
+}
+
+}  // namespace jobpact
