@@ -8,12 +8,14 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <benchmark/benchmark.h>
 
 #include "jobpact/in_memory.h"
 #include "jobpact/job.h"
+#include "jobpact/prometheus/metrics_sink.h"
 
 namespace jobpact {
 namespace {
@@ -146,16 +148,21 @@ void BM_IdempotencyClaimComplete(benchmark::State& state) {
 }
 BENCHMARK(BM_IdempotencyClaimComplete)->Iterations(200000);
 
+// The two sinks share their sample path (src/internal/series_table.h); the
+// Prometheus one adds a bucket search per observation.
+template <typename Sink>
 void BM_MetricsIncrement(benchmark::State& state) {
-  static InMemoryMetricsSink* sink = new InMemoryMetricsSink();  // Shared by the threads.
+  static Sink* sink = new Sink();  // Shared by the threads.
   MetricLabels labels{"invoice.generate", "default", "", ""};
   for (auto _ : state) sink->Increment(metric::kSucceeded, labels, 1);
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_MetricsIncrement)->Threads(1)->Threads(2);
+BENCHMARK_TEMPLATE(BM_MetricsIncrement, InMemoryMetricsSink)->Threads(1)->Threads(2);
+BENCHMARK_TEMPLATE(BM_MetricsIncrement, PrometheusMetricsSink)->Threads(1)->Threads(2);
 
+template <typename Sink>
 void BM_MetricsObserve(benchmark::State& state) {
-  static InMemoryMetricsSink* sink = new InMemoryMetricsSink();
+  static Sink* sink = new Sink();
   MetricLabels labels{"invoice.generate", "default", "", ""};
   double v = 0.001;
   for (auto _ : state) {
@@ -164,7 +171,36 @@ void BM_MetricsObserve(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_MetricsObserve)->Threads(1)->Threads(2);
+BENCHMARK_TEMPLATE(BM_MetricsObserve, InMemoryMetricsSink)->Threads(1)->Threads(2);
+BENCHMARK_TEMPLATE(BM_MetricsObserve, PrometheusMetricsSink)->Threads(1)->Threads(2);
+
+// A scrape of a service's worth of series: 20 job types' counters (with
+// reasons and failure classes), their three histograms, a few gauges.
+void BM_PrometheusScrape(benchmark::State& state) {
+  PrometheusMetricsSink sink;
+  for (int t = 0; t < 20; ++t) {
+    const std::string type = "job.type_" + std::to_string(t);
+    const MetricLabels l{type, "default", "", ""};
+    for (std::string_view c : {metric::kEnqueued, metric::kStarted, metric::kSucceeded}) {
+      sink.Increment(c, l, 100);
+    }
+    sink.Increment(metric::kDeadLettered, {type, "default", "permanent_error", ""}, 1);
+    sink.Increment(metric::kRetries, {type, "default", "", "transient"}, 5);
+    for (std::string_view h : {metric::kQueueLatency, metric::kDuration, metric::kAttempts}) {
+      sink.Observe(h, l, 0.02);
+    }
+    sink.SetGauge(metric::kRetryBudgetBalance, {type, "", "", ""}, 10);
+  }
+  sink.SetGauge(metric::kQueueDepth, {"", "default", "", ""}, 42);
+  std::size_t bytes = 0;
+  for (auto _ : state) {
+    const std::string text = sink.Scrape();
+    bytes = text.size();
+    benchmark::DoNotOptimize(text.data());
+  }
+  state.counters["bytes"] = static_cast<double>(bytes);
+}
+BENCHMARK(BM_PrometheusScrape)->Unit(benchmark::kMicrosecond);
 
 // Bytes in use on the heap: small blocks plus mmapped large ones (hash
 // table bucket arrays).
