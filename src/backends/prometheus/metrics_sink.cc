@@ -56,8 +56,9 @@ struct BucketHistogram {
       counts.assign(b.size() + 1, 0);
       bounds = &b;
     }
-    // The first bound >= v: Prometheus' `le` is inclusive. NaN (which
-    // compares below everything) counts in +Inf only.
+    // The first bound >= v: Prometheus' `le` is inclusive. NaN is
+    // unordered (lower_bound would put it in the first bucket): it counts
+    // in +Inf only.
     const std::size_t at =
         std::isnan(v) ? bounds->size()
                       : static_cast<std::size_t>(
@@ -74,7 +75,7 @@ std::string_view HelpOf(std::string_view name) {
       {metric::kEnqueued, "Jobs enqueued, by job type and queue."},
       {metric::kStarted, "Attempts started (deliveries that reached the handler)."},
       {metric::kSucceeded, "Jobs that ended succeeded."},
-      {metric::kFailed, "Attempts that failed, whatever happened next."},
+      {metric::kFailed, "Jobs that ended failed (final, without the dead-letter queue), by reason."},
       {metric::kDeadLettered, "Jobs moved to the dead-letter queue, by reason."},
       {metric::kDiscarded, "Jobs discarded, by reason."},
       {metric::kRetries, "Retries scheduled, by failure class."},
@@ -127,8 +128,8 @@ std::string FormatValue(double v) {
   return fmt::format("{}", v);
 }
 
-// `{job_type="...",queue="..."` (no closing brace), or "" with no label;
-// `extra` (e.g. `le="0.5"`) is added last.
+// `{job_type="...",queue="..."}`, or "" with no label; `extra` (e.g.
+// `le="0.5"`) is added last.
 std::string LabelSet(const SeriesKey& k, std::string_view extra = {}) {
   std::string out;
   auto add = [&](std::string_view label, std::string_view value) {
