@@ -14,8 +14,10 @@ JOBPACT_PACKAGES=(
   libsqlite3-dev libcli11-dev
   redis-server libhiredis-dev
   postgresql libpq-dev
-  prometheus libcpp-httplib-dev
 )
+# What only the test suite needs: promtool (checks the metrics and the alert
+# rules) and cpp-httplib (the HTTP endpoint, built by scripts/test).
+JOBPACT_TEST_PACKAGES=(prometheus libcpp-httplib-dev)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
