@@ -16,26 +16,17 @@
 
 #include "jobpact/testing/harness.h"
 #include "jobpact/testing/matchers.h"
+#include "tests/support/wait_for.h"
 
 namespace jobpact {
 namespace {
+
+using test_support::WaitFor;
 
 using ::testing::HasSubstr;
 using testing::Harness;
 using testing::IsOk;
 using testing::StatusIs;
-
-// Polls `done` until it holds or a safety timeout passes (then false);
-// `step` runs between polls.
-bool WaitFor(const std::function<bool()>& done, const std::function<void()>& step = nullptr) {
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > give_up) return false;
-    if (step) step();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
 
 struct Rig {
   std::shared_ptr<PrometheusMetricsSink> metrics = std::make_shared<PrometheusMetricsSink>();

@@ -29,9 +29,12 @@
 #include "jobpact/testing/manual_clock.h"
 #include "jobpact/testing/matchers.h"
 #include "tests/support/run_program.h"
+#include "tests/support/wait_for.h"
 
 namespace jobpact {
 namespace {
+
+using test_support::WaitFor;
 
 using ::testing::Contains;
 using ::testing::Ge;
@@ -41,20 +44,6 @@ using testing::IsOk;
 using testing::Ran;
 using Json = nlohmann::json;
 using sqlite::SqliteBackend;
-
-constexpr auto kSafetyTimeout = std::chrono::seconds(60);
-
-// Polls `done` (in real time, a bounded wait on another thread, never a
-// timing assertion) until it holds or the safety timeout passes.
-bool WaitFor(const std::function<bool()>& done, const std::function<void()>& step = nullptr) {
-  const auto give_up = std::chrono::steady_clock::now() + kSafetyTimeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > give_up) return false;
-    if (step) step();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
 
 Envelope Job(std::string type) {
   Envelope e;

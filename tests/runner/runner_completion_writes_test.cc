@@ -20,25 +20,17 @@
 #include "jobpact/testing/harness.h"
 #include "jobpact/testing/matchers.h"
 #include "tests/runner/runner_test_util.h"
+#include "tests/support/wait_for.h"
 
 namespace jobpact {
 namespace {
+
+using test_support::WaitFor;
 
 using ::testing::ElementsAre;
 using testing::Harness;
 using testing::IsOk;
 using test_util::MakeJob;
-
-constexpr auto kSafetyTimeout = std::chrono::seconds(60);
-
-bool WaitFor(const std::function<bool()>& done) {
-  const auto give_up = std::chrono::steady_clock::now() + kSafetyTimeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > give_up) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
 
 // Between the runner and the harness's queue: says whether grouping pays,
 // records the size of every CompleteBatch and every single Complete, can

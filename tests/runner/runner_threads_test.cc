@@ -20,27 +20,16 @@
 #include "jobpact/testing/harness.h"
 #include "jobpact/testing/matchers.h"
 #include "tests/runner/runner_test_util.h"
+#include "tests/support/wait_for.h"
 
 namespace jobpact {
 namespace {
 
+using test_support::WaitFor;
+
 using ::testing::ElementsAre;
 using testing::Harness;
 using testing::IsOk;
-
-constexpr auto kSafetyTimeout = std::chrono::seconds(60);
-
-// Polls `done` until it holds or the safety timeout passes (then false).
-// `step` runs between polls (e.g. to advance the ManualClock).
-bool WaitFor(const std::function<bool()>& done, const std::function<void()>& step = nullptr) {
-  const auto give_up = std::chrono::steady_clock::now() + kSafetyTimeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > give_up) return false;
-    if (step) step();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
 
 // A handler that blocks (in real time) until released, as a stuck call into
 // a dependency would.
