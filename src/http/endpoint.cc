@@ -3,8 +3,6 @@
 
 #include <httplib.h>
 
-#include <atomic>
-#include <chrono>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -52,13 +50,13 @@ class HttpEndpoint::Impl {
   httplib::Server server;
   int port = 0;
   std::thread thread;
-  std::atomic<bool> thread_done{false};
   std::once_flag stopped;
 };
 
 Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(HttpEndpointOptions options) {
   if (options.metrics == nullptr) {
-    return Status::InvalidArgument("HttpEndpointOptions.metrics: a PrometheusMetricsSink is required");
+    return Status::InvalidArgument(
+        "HttpEndpointOptions.metrics: a PrometheusMetricsSink is required");
   }
   if (options.port < 0 || options.port > 65535) {
     return Status::InvalidArgument("HttpEndpointOptions.port: " + std::to_string(options.port) +
@@ -71,9 +69,8 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(HttpEndpointOptions op
     res.set_content(self->options.metrics->Scrape(),
                     std::string(PrometheusMetricsSink::kContentType).c_str());
   });
-  s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", kText);
-  });
+  s.Get("/healthz",
+        [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", kText); });
   s.Get("/readyz", [self](const httplib::Request&, httplib::Response& res) {
     const std::vector<std::string> problems = ReadinessProblems(self->options);
     if (problems.empty()) {
@@ -116,10 +113,25 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(HttpEndpointOptions op
                                std::to_string(self->options.port) +
                                " (address in use, or not an address of this host)");
   }
-  self->thread = std::thread([self] {
-    self->server.listen_after_bind();
-    self->thread_done.store(true);
-  });
+  self->thread = std::thread([self] { self->server.listen_after_bind(); });
+  // Returns once the endpoint answers: a request served proves the server
+  // loop runs, so Stop() (httplib's stop() reaches only a running server)
+  // can never miss it, and no caller sees a port that does not answer yet.
+  std::string probe_host = host;
+  if (probe_host == "0.0.0.0") probe_host = "127.0.0.1";
+  if (probe_host == "::") probe_host = "::1";
+  httplib::Client probe(probe_host, self->port);
+  probe.set_connection_timeout(5, 0);
+  probe.set_read_timeout(5, 0);
+  const httplib::Result answer = probe.Get("/healthz");
+  if (!answer || answer->status != 200) {
+    self->server.stop();
+    self->thread.join();
+    return Status::Unavailable(
+        "HttpEndpoint: bound " + host + ":" + std::to_string(self->port) +
+        " but it does not answer: " +
+        (answer ? "status " + std::to_string(answer->status) : httplib::to_string(answer.error())));
+  }
   return std::unique_ptr<HttpEndpoint>(new HttpEndpoint(std::move(impl)));
 }
 
@@ -135,12 +147,7 @@ std::string HttpEndpoint::url() const {
 
 void HttpEndpoint::Stop() {
   std::call_once(impl_->stopped, [this] {
-    // httplib's stop() only reaches a server that is listening: wait for
-    // the thread to get there (or to have given up).
-    while (!impl_->server.is_running() && !impl_->thread_done.load()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    impl_->server.stop();
+    impl_->server.stop();  // Running: Start() saw it answer.
     if (impl_->thread.joinable()) impl_->thread.join();
   });
 }

@@ -270,7 +270,6 @@ inline int MyStripe() {
   return stripe;
 }
 
-
 // Series merged over the stripes of a SinkSeries, sorted by name then
 // labels; the keys view strings owned by `keep`.
 template <typename V>

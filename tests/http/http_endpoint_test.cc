@@ -1,8 +1,6 @@
 // HttpEndpoint: /metrics, /healthz and /readyz over a real loopback socket,
 // read with an HTTP client as Prometheus and a probe would; readiness
 // failing on a backend that does not answer and on a hung worker.
-#include "jobpact/http/endpoint.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -14,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "jobpact/http/endpoint.h"
 #include "jobpact/testing/harness.h"
 #include "jobpact/testing/matchers.h"
 #include "tests/support/wait_for.h"
@@ -23,8 +22,8 @@ namespace {
 
 using test_support::WaitFor;
 
-using ::testing::HasSubstr;
 using testing::Harness;
+using ::testing::HasSubstr;
 using testing::IsOk;
 using testing::StatusIs;
 

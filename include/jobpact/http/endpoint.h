@@ -60,9 +60,10 @@ struct HttpEndpointOptions {
 
 class JOBPACT_EXPORT HttpEndpoint {
  public:
-  // Binds and starts serving on a thread of its own. kInvalidArgument for
-  // missing metrics or a bad port; kUnavailable naming host:port when it
-  // cannot bind (in use, no such address).
+  // Binds, starts serving on a thread of its own, and returns once the
+  // endpoint answers a request. kInvalidArgument for missing metrics or a
+  // bad port; kUnavailable naming host:port when it cannot bind (in use, no
+  // such address) or does not answer.
   static Result<std::unique_ptr<HttpEndpoint>> Start(HttpEndpointOptions options);
 
   ~HttpEndpoint();

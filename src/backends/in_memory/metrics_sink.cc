@@ -250,5 +250,3 @@ std::vector<GaugeSeries> InMemoryMetricsSink::Gauges() const {
 void InMemoryMetricsSink::Reset() { impl_->series.Clear(); }
 
 }  // namespace jobpact
-
-#undef JOBPACT_SINK_INLINE

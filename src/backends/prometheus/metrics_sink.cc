@@ -50,12 +50,15 @@ struct BucketHistogram {
   double sum = 0;
   std::int64_t count = 0;
 
-  // May throw std::bad_alloc on the first sample (the counts' room).
-  void Add(double v, const std::vector<double>& b) {
-    if (bounds == nullptr) {
-      counts.assign(b.size() + 1, 0);
-      bounds = &b;
-    }
+  // The series' bounds, given once, before its first sample. May throw
+  // std::bad_alloc (the counts' room).
+  void Init(const std::vector<double>& b) {
+    counts.assign(b.size() + 1, 0);
+    bounds = &b;
+  }
+
+  // REQUIRES: Init was called.
+  void Add(double v) {
     // The first bound >= v: Prometheus' `le` is inclusive. NaN is
     // unordered (lower_bound would put it in the first bucket): it counts
     // in +Inf only.
@@ -67,6 +70,15 @@ struct BucketHistogram {
     sum += v;
     ++count;
   }
+
+  // Adds `other`'s samples (same bounds) to these.
+  void Merge(const BucketHistogram& other) {
+    if (other.bounds == nullptr) return;
+    if (bounds == nullptr) Init(*other.bounds);
+    for (std::size_t i = 0; i < other.counts.size(); ++i) counts[i] += other.counts[i];
+    sum += other.sum;
+    count += other.count;
+  }
 };
 
 // What each known metric means, for its # HELP line.
@@ -75,7 +87,8 @@ std::string_view HelpOf(std::string_view name) {
       {metric::kEnqueued, "Jobs enqueued, by job type and queue."},
       {metric::kStarted, "Attempts started (deliveries that reached the handler)."},
       {metric::kSucceeded, "Jobs that ended succeeded."},
-      {metric::kFailed, "Jobs that ended failed (final, without the dead-letter queue), by reason."},
+      {metric::kFailed,
+       "Jobs that ended failed (final, without the dead-letter queue), by reason."},
       {metric::kDeadLettered, "Jobs moved to the dead-letter queue, by reason."},
       {metric::kDiscarded, "Jobs discarded, by reason."},
       {metric::kRetries, "Retries scheduled, by failure class."},
@@ -88,9 +101,11 @@ std::string_view HelpOf(std::string_view name) {
       {metric::kAnomalies, "Failures of the unknown class (a bug or an unclassified error)."},
       {metric::kHungWorkers, "Workers ever declared hung (handler past its deadline)."},
       {metric::kReplayed, "Dead-lettered jobs replayed, by the entry's reason."},
-      {metric::kRetryBudgetExhausted, "Retries the retry budget refused (deferred or dead-lettered)."},
+      {metric::kRetryBudgetExhausted,
+       "Retries the retry budget refused (deferred or dead-lettered)."},
       {metric::kRetryBudgetDeferred, "Retries the retry budget deferred to a later time."},
-      {metric::kCircuitRejected, "Deliveries rescheduled because their dependency's circuit was open."},
+      {metric::kCircuitRejected,
+       "Deliveries rescheduled because their dependency's circuit was open."},
       {metric::kQueueLatency, "Time from a job being ready to its attempt starting, in seconds."},
       {metric::kDuration, "Handler run time per attempt, in seconds."},
       {metric::kAttempts, "The attempt number a job ended on."},
@@ -223,8 +238,11 @@ void PrometheusMetricsSink::Increment(std::string_view name, const MetricLabels&
 
 void PrometheusMetricsSink::Observe(std::string_view name, const MetricLabels& labels,
                                     double value) noexcept {
-  const std::vector<double>& bounds = impl_->Bounds(name);
-  impl_->series.Observe(name, labels, [&](BucketHistogram& h) { h.Add(value, bounds); });
+  // The bounds are looked up once per series, at its first sample.
+  impl_->series.Observe(name, labels, [&](BucketHistogram& h) {
+    if (h.bounds == nullptr) h.Init(impl_->Bounds(name));
+    h.Add(value);
+  });
 }
 
 void PrometheusMetricsSink::SetGauge(std::string_view name, const MetricLabels& labels,
@@ -239,15 +257,7 @@ std::string PrometheusMetricsSink::Scrape() const {
   impl_->series.VisitStripes([&](const auto& stripe_counters, const auto& stripe_histograms) {
     stripe_counters.ForEach([&](const SeriesKey& k, std::int64_t v) { counters.At(k) += v; });
     stripe_histograms.ForEach([&](const SeriesKey& k, const BucketHistogram& h) {
-      if (h.bounds == nullptr) return;
-      BucketHistogram& m = histograms.At(k);
-      if (m.bounds == nullptr) {
-        m.bounds = h.bounds;
-        m.counts.assign(h.counts.size(), 0);
-      }
-      for (std::size_t i = 0; i < h.counts.size(); ++i) m.counts[i] += h.counts[i];
-      m.sum += h.sum;
-      m.count += h.count;
+      if (h.bounds != nullptr) histograms.At(k).Merge(h);
     });
   });
   impl_->series.VisitGauges([&](const auto& stripe_gauges) {

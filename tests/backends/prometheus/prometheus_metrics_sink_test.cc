@@ -1,8 +1,6 @@
 // PrometheusMetricsSink: the text exposition format (names, HELP/TYPE,
 // labels and their escaping, cumulative inclusive buckets), its options, a
 // runner's SPEC 8 metrics end to end, and concurrent samples.
-#include "jobpact/prometheus/metrics_sink.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,6 +11,7 @@
 #include <vector>
 
 #include "jobpact/failure.h"
+#include "jobpact/prometheus/metrics_sink.h"
 #include "jobpact/testing/harness.h"
 #include "jobpact/testing/matchers.h"
 
@@ -46,9 +45,8 @@ TEST(PrometheusMetricsSinkTest, EmptyLabelsAreLeftOutAndValuesEscaped) {
   sink.Increment(m::kDeadLettered, {"t", "q", "say \"hi\"\\\nbye", {}}, 1);
   const std::string text = sink.Scrape();
   EXPECT_THAT(text, HasSubstr("\njobpact_workers_busy 3\n"));
-  EXPECT_THAT(text, HasSubstr(
-                        "jobpact_jobs_dead_lettered_total{job_type=\"t\",queue=\"q\","
-                        "reason=\"say \\\"hi\\\"\\\\\\nbye\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("jobpact_jobs_dead_lettered_total{job_type=\"t\",queue=\"q\","
+                              "reason=\"say \\\"hi\\\"\\\\\\nbye\"} 1\n"));
 }
 
 TEST(PrometheusMetricsSinkTest, TheCircuitGaugeNamesItsDependency) {
@@ -78,17 +76,18 @@ TEST(PrometheusMetricsSinkTest, HistogramBucketsAreCumulativeAndTheirBoundInclus
   for (double v : {0.05, 0.1, 0.5, 1.0, 20.0}) sink.Observe(m::kDuration, l, v);
   sink.Observe(m::kDuration, l, std::nan(""));  // Counts in +Inf and the count only.
   const std::string text = sink.Scrape();
-  EXPECT_THAT(text, HasSubstr("# TYPE jobpact_job_duration_seconds histogram\n"
-                              "jobpact_job_duration_seconds_bucket{job_type=\"t\",queue=\"default\","
-                              "le=\"0.1\"} 2\n"
-                              "jobpact_job_duration_seconds_bucket{job_type=\"t\",queue=\"default\","
-                              "le=\"1\"} 4\n"
-                              "jobpact_job_duration_seconds_bucket{job_type=\"t\",queue=\"default\","
-                              "le=\"10\"} 4\n"
-                              "jobpact_job_duration_seconds_bucket{job_type=\"t\",queue=\"default\","
-                              "le=\"+Inf\"} 6\n"
-                              "jobpact_job_duration_seconds_sum{job_type=\"t\",queue=\"default\"} NaN\n"
-                              "jobpact_job_duration_seconds_count{job_type=\"t\",queue=\"default\"} 6\n"));
+  EXPECT_THAT(
+      text, HasSubstr("# TYPE jobpact_job_duration_seconds histogram\n"
+                      "jobpact_job_duration_seconds_bucket{job_type=\"t\",queue=\"default\","
+                      "le=\"0.1\"} 2\n"
+                      "jobpact_job_duration_seconds_bucket{job_type=\"t\",queue=\"default\","
+                      "le=\"1\"} 4\n"
+                      "jobpact_job_duration_seconds_bucket{job_type=\"t\",queue=\"default\","
+                      "le=\"10\"} 4\n"
+                      "jobpact_job_duration_seconds_bucket{job_type=\"t\",queue=\"default\","
+                      "le=\"+Inf\"} 6\n"
+                      "jobpact_job_duration_seconds_sum{job_type=\"t\",queue=\"default\"} NaN\n"
+                      "jobpact_job_duration_seconds_count{job_type=\"t\",queue=\"default\"} 6\n"));
 }
 
 TEST(PrometheusMetricsSinkTest, DefaultBucketsFitWhatEachHistogramMeasures) {
@@ -131,9 +130,11 @@ TEST(PrometheusMetricsSinkTest, SamplesFromManyThreadsAllCount) {
   }
   for (auto& t : threads) t.join();
   const std::string text = sink.Scrape();
-  EXPECT_THAT(text, HasSubstr("jobpact_jobs_started_total{job_type=\"t\",queue=\"default\"} 40000\n"));
-  EXPECT_THAT(text, HasSubstr("jobpact_job_attempts_bucket{job_type=\"t\",queue=\"default\",le=\"1\"}"
-                              " 40000\n"));
+  EXPECT_THAT(text,
+              HasSubstr("jobpact_jobs_started_total{job_type=\"t\",queue=\"default\"} 40000\n"));
+  EXPECT_THAT(text,
+              HasSubstr("jobpact_job_attempts_bucket{job_type=\"t\",queue=\"default\",le=\"1\"}"
+                        " 40000\n"));
 }
 
 // A runner's workload, scraped: every SPEC 8 metric that the workload
@@ -150,9 +151,9 @@ TEST(PrometheusMetricsSinkTest, ARunnersWorkloadShowsEverySpec8Metric) {
                          return Status::Ok();
                        }),
               testing::IsOk());
-  ASSERT_THAT(h.Handle("card.charge",
-                       [](JobContext&) -> Status { throw PermanentError("card declined"); }),
-              testing::IsOk());
+  ASSERT_THAT(
+      h.Handle("card.charge", [](JobContext&) -> Status { throw PermanentError("card declined"); }),
+      testing::IsOk());
   ASSERT_TRUE(h.Enqueue("mail.send").ok());
   ASSERT_TRUE(h.Enqueue("card.charge").ok());
   ASSERT_TRUE(h.RunUntilSettled().ok());
