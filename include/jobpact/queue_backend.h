@@ -111,6 +111,13 @@ struct Delivery {
   // least this delivery's transition); Get() returns the full history.
   JobRecord job;
   Lease lease;
+  // Set by a store that checks the delivery-time dedup (SPEC 3 step 4) in
+  // its lease step, when asked to (DequeueRequest::dedup_window): true if it
+  // did, and then `duplicate_of` is what FindDuplicate(job's dedup_key, job
+  // id, lease time - window) would have answered in that same atomic step
+  // (empty: no duplicate). False: the caller asks FindDuplicate itself.
+  bool dedup_checked = false;
+  std::string duplicate_of;
 };
 
 struct EnqueueOptions {
@@ -132,6 +139,12 @@ struct DequeueRequest {
   int max_jobs = 1;
   // Identifies the worker; kept in the lease token for diagnosis.
   std::string worker_id;
+  // If set, a store may check each leased job that has a dedup_key for a
+  // duplicate inside the lease step, with this window, and report it in
+  // Delivery::dedup_checked / duplicate_of: the caller is then spared one
+  // FindDuplicate call (a lock or a round trip) per job, and two jobs with
+  // one key leased in one step cannot both find the other.
+  std::optional<Duration> dedup_window;
 };
 
 // The one outcome of a delivery, written atomically by Complete().
@@ -275,9 +288,11 @@ class JOBPACT_EXPORT QueueBackend {
   // and jobs of a type at its concurrency limit, are left where they are.
   // Empty when nothing is ready.
   virtual Result<std::vector<Delivery>> Dequeue(const DequeueRequest& request) = 0;
-  // Dequeue into `*out`, which is cleared first; the caller may keep the
-  // vector across calls so that its buffer (a batch of ~1 KB deliveries) is
-  // not allocated again per call, as a worker loop does. Same deliveries and
+  // Dequeue into `*out`, whose old deliveries are replaced; the caller may
+  // keep the vector across calls so that its buffer (a batch of ~1 KB
+  // deliveries), and the strings of the spent deliveries in it where the
+  // store reuses them, are not allocated again per call, as a worker loop
+  // does. Same deliveries and
   // errors as Dequeue; on an error `*out` is empty. The default calls
   // Dequeue and moves its result in.
   virtual Status DequeueInto(const DequeueRequest& request, std::vector<Delivery>* out);

@@ -174,6 +174,19 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
   virtual Status CompleteInPlace(const Lease& lease, const Completion& completion,
                                  TimePoint now);
 
+  // Optional, for a store that copies deliveries out of process memory:
+  // true if its LeaseJobs takes `*out` holding the spent deliveries of the
+  // caller's previous Dequeue and assigns over them, so that their strings'
+  // buffers serve again instead of being freed and allocated per job (see
+  // ReuseDelivery). It must leave exactly this call's deliveries in `*out`.
+  // Default false: DequeueInto empties `*out` before LeaseJobs.
+  virtual bool ReusesDeliveries() const { return false; }
+
+  // For a store that ReusesDeliveries(): the slot of its `n`th delivery of
+  // this call, the spent one there or a new one at the end. Call with n =
+  // 0, 1, 2, ... in turn, then resize `out` to the count.
+  static Delivery& ReuseDelivery(std::vector<Delivery>& out, std::size_t n);
+
   // Leases up to request.max_jobs ready jobs of request.queues (empty: all),
   // highest priority first, then oldest ready_at, then job id, obeying the
   // stored control state in the same atomic step: jobs of a paused type or
@@ -182,9 +195,10 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
   // over jobs stay as they are (never leased and handed back). Each as
   // engine::Deliver(record, token, now) gives it, with a token unique per
   // delivery in this store (request.worker_id kept in it for diagnosis).
-  // The deliveries go into `*out` (empty on entry; its capacity is the
-  // caller's to reuse); on an error nothing may be left in it.
-  // REQUIRES: request.max_jobs >= 1, out->empty().
+  // The deliveries go into `*out` (empty on entry, unless
+  // ReusesDeliveries(); its capacity is the caller's to reuse); on an error
+  // nothing may be left in it.
+  // REQUIRES: request.max_jobs >= 1, out->empty() unless ReusesDeliveries().
   virtual Status LeaseJobs(const DequeueRequest& request, TimePoint now,
                            std::vector<Delivery>* out) = 0;
 

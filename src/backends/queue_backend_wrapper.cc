@@ -154,9 +154,12 @@ Result<std::vector<Delivery>> QueueBackendWrapper::Dequeue(const DequeueRequest&
 
 Status QueueBackendWrapper::DequeueInto(const DequeueRequest& request,
                                         std::vector<Delivery>* out) {
-  out->clear();
-  return Forward<Status>(QueueMethod::kDequeue,
-                         [&] { return target_->DequeueInto(request, out); });
+  // `*out` goes to the target as it came: the spent deliveries in it may
+  // be reused there (StoreBackend::ReusesDeliveries).
+  Status s = Forward<Status>(QueueMethod::kDequeue,
+                             [&] { return target_->DequeueInto(request, out); });
+  if (!s.ok()) out->clear();
+  return s;
 }
 
 Result<Lease> QueueBackendWrapper::Renew(const Lease& lease, Duration extension,

@@ -84,8 +84,12 @@ Result<std::vector<Delivery>> StoreBackend::Dequeue(const DequeueRequest& reques
   return out;
 }
 
+Delivery& StoreBackend::ReuseDelivery(std::vector<Delivery>& out, std::size_t n) {
+  return n < out.size() ? out[n] : out.emplace_back();
+}
+
 Status StoreBackend::DequeueInto(const DequeueRequest& request, std::vector<Delivery>* out) {
-  out->clear();
+  if (!ReusesDeliveries()) out->clear();
   Status s = Guarded("Dequeue", [&]() -> Status {
     if (request.max_jobs < 1) return Status::InvalidArgument("max_jobs must be >= 1");
     for (const std::string& q : request.queues) {

@@ -105,10 +105,7 @@ Result<int> RunnerCore::RunUntilIdle() {
   }
   RunMaintenance().IgnoreError();  // Logged inside; a failing purge must not stop the run.
   HandlerCache cache;
-  DequeueRequest request;
-  request.queues = options_.queues;
-  request.max_jobs = options_.dequeue_batch;
-  request.worker_id = options_.runner_id + "/caller";
+  const DequeueRequest request = MakeDequeueRequest(options_.runner_id + "/caller");
   int processed = 0;
   while (true) {
     Result<std::vector<Delivery>> batch = options_.queue->Dequeue(request);
@@ -199,14 +196,23 @@ void RunnerCore::IdleWait(std::uint64_t seen_enqueues) {
   idle_workers_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
-  HandlerCache cache;
+DequeueRequest RunnerCore::MakeDequeueRequest(std::string worker_id) const {
   DequeueRequest request;
   request.queues = options_.queues;
   request.max_jobs = options_.dequeue_batch;
-  request.worker_id = slot->id;
-  // Swapped with slot->batch per batch: the two buffers are reused, not
-  // allocated again per Dequeue (a batch is ~1 KB per delivery).
+  request.worker_id = std::move(worker_id);
+  // Lets the store check dedup in the lease step (pipeline step 4).
+  request.dedup_window = options_.dedup_window;
+  return request;
+}
+
+void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
+  HandlerCache cache;
+  const DequeueRequest request = MakeDequeueRequest(slot->id);
+  // Swapped with slot->batch per batch, and back when the batch is done:
+  // it then holds the spent deliveries, which the next Dequeue may copy
+  // over (QueueBackend::DequeueInto), so neither the vector nor, on a store
+  // that reuses them, the deliveries' strings are allocated again per job.
   std::vector<Delivery> batch;
   while (!stopping_.load(std::memory_order_acquire)) {
     const std::uint64_t seen = enqueue_seq_.load(std::memory_order_seq_cst);
@@ -231,7 +237,10 @@ void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
     }
     busy_workers_.fetch_add(1, std::memory_order_relaxed);
     while (true) {
-      Delivery d;
+      // The delivery is processed where it is in slot->batch: the watchdog
+      // and Shutdown() only touch the entries from slot->next on, and the
+      // vector does not change until the batch is done.
+      Delivery* d = nullptr;
       // Stop taking work: the rest of the batch goes back at once so other
       // runners can take it. Taken under the slot lock (next = size), so
       // Shutdown() never gives the same leases back twice.
@@ -248,8 +257,8 @@ void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
           }
           slot->next = slot->batch.size();
         } else {
-          d = std::move(slot->batch[slot->next]);
-          d.lease.expires_at = slot->batch_lease_expires[slot->next];
+          d = &slot->batch[slot->next];
+          d->lease.expires_at = slot->batch_lease_expires[slot->next];
           ++slot->next;
         }
       }
@@ -257,11 +266,12 @@ void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
         for (const Delivery& r : rest) GiveBack(r, reason::kShutdown);
         break;
       }
-      if (!EnsureLease(d)) continue;
-      ProcessDelivery(d, slot.get(), cache);
+      if (!EnsureLease(*d)) continue;
+      ProcessDelivery(*d, slot.get(), cache);
     }
     {
       std::lock_guard<std::mutex> l(slot->mu);
+      batch.swap(slot->batch);  // The spent deliveries, for the next Dequeue.
       slot->batch.clear();
       slot->batch_lease_expires.clear();
       slot->next = 0;

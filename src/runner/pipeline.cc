@@ -184,17 +184,24 @@ std::optional<Completion> RunnerCore::CheckPaused(const DeliveryRun& run) const 
 
 // --- 4-6: the stores ---------------------------------------------------------------
 
-// 4. Dedup at delivery.
+// 4. Dedup at delivery: checked by the store in the lease step where it can
+// (Delivery::dedup_checked), else asked here.
 std::optional<Completion> RunnerCore::CheckDedup(const DeliveryRun& run) {
   const Envelope& env = run.env();
   if (env.dedup_key.empty()) return std::nullopt;
-  Result<std::optional<std::string>> dup =
-      options_.queue->FindDuplicate(env.dedup_key, env.job_id, run.now - options_.dedup_window);
-  if (!dup.ok()) return BackendTrouble(run, "dedup check", dup.status());
-  if (!dup->has_value()) return std::nullopt;
+  std::string duplicate_of;
+  if (run.d.dedup_checked) {
+    duplicate_of = run.d.duplicate_of;
+  } else {
+    Result<std::optional<std::string>> dup =
+        options_.queue->FindDuplicate(env.dedup_key, env.job_id, run.now - options_.dedup_window);
+    if (!dup.ok()) return BackendTrouble(run, "dedup check", dup.status());
+    if (dup->has_value()) duplicate_of = std::move(**dup);
+  }
+  if (duplicate_of.empty()) return std::nullopt;
   options_.metrics->Increment(metric::kDedupHits, JobLabels(env), 1);
   Completion c = EndWith(JobStatus::kSucceeded, reason::kDuplicate);
-  c.result = "duplicate of " + **dup;
+  c.result = "duplicate of " + duplicate_of;
   return c;
 }
 

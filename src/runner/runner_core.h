@@ -295,6 +295,8 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // --- Threads (job_runner_workers.cc) ---
   void SpawnWorkerLocked(bool replacement);  // REQUIRES: mu_ held.
   void WorkerLoop(const std::shared_ptr<WorkerSlot>& slot);
+  // The Dequeue request of every worker (and of RunUntilIdle).
+  DequeueRequest MakeDequeueRequest(std::string worker_id) const;
   // Waits for work after an empty Dequeue: up to poll_interval, or until an
   // enqueue of this runner moves enqueue_seq_ past `seen_enqueues`, or
   // (with a store that can wake it, QueueBackend::WaitForWork) until any

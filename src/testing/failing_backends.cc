@@ -70,8 +70,19 @@ Result<std::vector<EnqueueResult>> FailingQueueBackend::EnqueueBatch(
   return r;
 }
 
+DequeueRequest FailingQueueBackend::ForDequeue(const DequeueRequest& request) const {
+  DequeueRequest r = request;
+  if (script_->Pending(static_cast<int>(QueueMethod::kFindDuplicate))) r.dedup_window.reset();
+  return r;
+}
+
+Status FailingQueueBackend::DequeueInto(const DequeueRequest& request,
+                                        std::vector<Delivery>* out) {
+  return QueueBackendWrapper::DequeueInto(ForDequeue(request), out);
+}
+
 Result<std::vector<Delivery>> FailingQueueBackend::Dequeue(const DequeueRequest& request) {
-  Result<std::vector<Delivery>> r = QueueBackendWrapper::Dequeue(request);
+  Result<std::vector<Delivery>> r = QueueBackendWrapper::Dequeue(ForDequeue(request));
   if (!r.ok() || r->empty()) return r;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -114,6 +125,12 @@ int FaultScript::Calls(int method) const {
   std::lock_guard<std::mutex> l(mu_);
   auto it = calls_.find(method);
   return it == calls_.end() ? 0 : it->second;
+}
+
+bool FaultScript::Pending(int method) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = commands_.find(method);
+  return it != commands_.end() && !it->second.empty();
 }
 
 FaultScript::Plan FaultScript::Take(int method) {

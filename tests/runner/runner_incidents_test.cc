@@ -18,6 +18,7 @@
 namespace jobpact {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
 using testing::Harness;
@@ -555,6 +556,42 @@ TEST(RunnerIncidentsTest, DedupAtDeliverySucceedsAsDuplicate) {
   EXPECT_EQ(twin.status, JobStatus::kSucceeded);
   EXPECT_EQ(twin.reason, reason::kDuplicate);
   EXPECT_EQ(h.metrics().CounterTotal(metric::kDedupHits, "report"), 1);
+  // The in-memory store answered the check in its lease step.
+  EXPECT_EQ(h.faults().Calls(QueueMethod::kFindDuplicate), 0);
+}
+
+// Two jobs with one dedup key leased in one batch: the work runs once. Each
+// is running once leased, so a check made when each starts found the other
+// running and both ended as duplicates with the work never done; the check
+// in the lease step sees the first one running only when it leases the
+// second.
+TEST(RunnerIncidentsTest, TwoJobsWithOneDedupKeyInOneBatchRunOnce) {
+  Harness h;
+  std::vector<std::string> ran;
+  ASSERT_THAT(h.Handle("report", [&](JobContext& ctx) {
+    ran.push_back(ctx.envelope().job_id);
+    return Status::Ok();
+  }), IsOk());
+  EnqueueOptions no_enqueue_dedup;
+  no_enqueue_dedup.dedup_window = Duration::zero();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) {
+    Envelope e = MakeJob("report");
+    e.dedup_key = "report:2026-08-17";
+    PrepareForEnqueue(e, h.clock().Now());
+    Result<EnqueueResult> r = h.faults().Enqueue(e, no_enqueue_dedup);
+    ASSERT_THAT(r, IsOk());
+    ids.push_back(r->job_id);
+  }
+  Result<int> processed = h.RunUntilIdle();
+  ASSERT_THAT(processed, IsOk());
+  EXPECT_EQ(*processed, 2);
+  EXPECT_THAT(ran, ElementsAre(ids[0]));
+  EXPECT_EQ(h.StatusOf(ids[0]), JobStatus::kSucceeded);
+  JobRecord twin = h.Job(ids[1]);
+  EXPECT_EQ(twin.status, JobStatus::kSucceeded);
+  EXPECT_EQ(twin.reason, reason::kDuplicate);
+  EXPECT_EQ(twin.result, "duplicate of " + ids[0]);
 }
 
 // Seed incident: a lost update. A worker stalls past its lock's TTL; two

@@ -80,6 +80,9 @@ class JOBPACT_EXPORT InMemoryQueueBackend final : public StoreBackend {
   // Completions apply the engine to the stored record (no copy of it).
   bool CompletesInPlace() const override { return true; }
   Status CompleteInPlace(const Lease& lease, const Completion& completion, TimePoint now) override;
+  // Deliveries are copied over the caller's spent ones (no allocation per
+  // job while the store's mutex is held).
+  bool ReusesDeliveries() const override { return true; }
   Status LeaseJobs(const DequeueRequest& request, TimePoint now,
                    std::vector<Delivery>* out) override;
   Result<Lease> RenewLease(const Lease& lease, TimePoint expires_at, std::string_view checkpoint,

@@ -100,13 +100,20 @@ class JOBPACT_EXPORT FailingQueueBackend final : public QueueBackendWrapper {
   Result<EnqueueResult> Enqueue(const Envelope& env, const EnqueueOptions& options) override;
   Result<std::vector<EnqueueResult>> EnqueueBatch(const std::vector<Envelope>& envs,
                                                   const EnqueueOptions& options) override;
+  // While a FindDuplicate fault or hook is pending, these ask the store
+  // without its lease-step dedup check (DequeueRequest::dedup_window), so
+  // that the caller makes the FindDuplicate call the command is for.
   Result<std::vector<Delivery>> Dequeue(const DequeueRequest& request) override;
+  Status DequeueInto(const DequeueRequest& request, std::vector<Delivery>* out) override;
 
  protected:
   Status Intercept(QueueMethod method, const std::function<Status()>& call) override;
 
  private:
   void RecordEnqueued(const std::string& job_id);
+  // `request`, less its lease-step dedup check while a FindDuplicate
+  // command is pending.
+  DequeueRequest ForDequeue(const DequeueRequest& request) const;
 
   const std::unique_ptr<testing_internal::FaultScript> script_;
   mutable std::mutex mu_;
@@ -130,6 +137,8 @@ class JOBPACT_EXPORT FaultScript {
   void BeforeNext(int method, std::function<void()> hook);
   void Clear();
   int Calls(int method) const;
+  // True if a fault or hook is queued for `method`.
+  bool Pending(int method) const;
   // Counts the call and takes what applies to it: the hooks queued before
   // the first fault, then at most one fault.
   Plan Take(int method);

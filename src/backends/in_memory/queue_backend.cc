@@ -232,7 +232,8 @@ class InMemoryQueueBackend::Impl {
     for (const QueueState* q : from) ready += q->ready.size();
     out.reserve(std::min(ready, static_cast<std::size_t>(request.max_jobs)));
     JobChange rest;  // What DeliverInPlace computes besides the record.
-    while (static_cast<int>(out.size()) < request.max_jobs) {
+    std::size_t n = 0;  // Deliveries made; out[n..] are spent ones not reused.
+    while (static_cast<int>(n) < request.max_jobs) {
       // The best head across the queues asked for.
       QueueState* best = nullptr;
       for (QueueState* q : from) {
@@ -267,13 +268,28 @@ class InMemoryQueueBackend::Impl {
       Index(id, e, rest.placement);
       // The record without the history before this delivery (see
       // Delivery::job): copying up to kMaxHistory entries with their
-      // strings on every delivery would cost more than the rest.
-      Delivery& d = out.emplace_back();
+      // strings on every delivery would cost more than the rest. Copied
+      // over a spent delivery of the caller's, its strings fit in the
+      // buffers already there: no allocation while the mutex is held.
+      Delivery& d = ReuseDelivery(out, n++);
       CopyWithoutHistory(e.record, &d.job);
       d.job.history.push_back(e.record.history.back());
-      d.lease = Lease{e.record.envelope.job_id, e.record.lease_token, e.record.epoch,
-                      e.record.lease_expires_at, e.record.cancel_requested};
+      d.lease.job_id = e.record.envelope.job_id;
+      d.lease.token = e.record.lease_token;
+      d.lease.epoch = e.record.epoch;
+      d.lease.expires_at = e.record.lease_expires_at;
+      d.lease.cancel_requested = e.record.cancel_requested;
+      // The delivery-time dedup check, in this step (no second lock).
+      d.dedup_checked = request.dedup_window.has_value();
+      d.duplicate_of.clear();
+      if (d.dedup_checked && !e.record.envelope.dedup_key.empty()) {
+        if (const JobRecord* dup = FindLiveDuplicate(e.record.envelope.dedup_key, id,
+                                                     now - *request.dedup_window)) {
+          d.duplicate_of = dup->envelope.job_id;
+        }
+      }
     }
+    out.resize(n);
     return Status::Ok();
   }
 
@@ -420,20 +436,9 @@ class InMemoryQueueBackend::Impl {
                                                       std::string_view self_job_id,
                                                       TimePoint since) {
     internal::MutexLock lock(mu_);
-    const JobRecord* best = nullptr;
-    const auto [first, last] = dedup_.equal_range(dedup_key);
-    for (auto d = first; d != last; ++d) {
-      const JobRecord& r = d->second->record;
-      if (r.envelope.job_id == self_job_id) continue;
-      const bool live = r.status == JobStatus::kRunning ||
-                        (r.status == JobStatus::kSucceeded && r.finished_at >= since);
-      if (live && (best == nullptr || std::tie(r.enqueued_at, r.envelope.job_id) <
-                                          std::tie(best->enqueued_at, best->envelope.job_id))) {
-        best = &r;
-      }
-    }
-    if (best == nullptr) return std::optional<std::string>();
-    return std::optional<std::string>(best->envelope.job_id);
+    const JobRecord* dup = FindLiveDuplicate(dedup_key, self_job_id, since);
+    if (dup == nullptr) return std::optional<std::string>();
+    return std::optional<std::string>(dup->envelope.job_id);
   }
 
   Result<int> DeleteJobs(JobPlacement placement, TimePoint older_than) {
@@ -656,6 +661,25 @@ class InMemoryQueueBackend::Impl {
 
   // The newest of the jobs stored with this dedup key enqueued within the
   // window that did not end without effect, as an EnqueueResult.
+  // FindDuplicateJob's answer: the oldest other job with the key that is
+  // running or succeeded at or after `since`.
+  const JobRecord* FindLiveDuplicate(std::string_view dedup_key, std::string_view self_job_id,
+                                     TimePoint since) const JOBPACT_REQUIRES(mu_) {
+    const JobRecord* best = nullptr;
+    const auto [first, last] = dedup_.equal_range(dedup_key);
+    for (auto d = first; d != last; ++d) {
+      const JobRecord& r = d->second->record;
+      if (r.envelope.job_id == self_job_id) continue;
+      const bool live = r.status == JobStatus::kRunning ||
+                        (r.status == JobStatus::kSucceeded && r.finished_at >= since);
+      if (live && (best == nullptr || std::tie(r.enqueued_at, r.envelope.job_id) <
+                                          std::tie(best->enqueued_at, best->envelope.job_id))) {
+        best = &r;
+      }
+    }
+    return best;
+  }
+
   std::optional<EnqueueResult> FindEnqueueDuplicate(std::string_view dedup_key,
                                                     const EnqueueOptions& options, TimePoint now)
       JOBPACT_REQUIRES(mu_) {

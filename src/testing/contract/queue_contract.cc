@@ -629,6 +629,67 @@ TEST_P(QueueBackendContract, FindDuplicateIgnoresFailedAndDeadLetteredJobs) {
   EXPECT_FALSE(dup.has_value());
 }
 
+// A store may answer the delivery-time dedup check inside its lease step
+// (DequeueRequest::dedup_window); if it does, its answer is FindDuplicate's
+// at that moment, and two jobs with one key leased in one step are not
+// both duplicates of each other.
+TEST_P(QueueBackendContract, LeaseStepDedupAnswersAsFindDuplicateWould) {
+  EnqueueOptions no_dedup;
+  no_dedup.dedup_window = Duration::zero();
+  for (const char* id : {"job_1", "job_2", "job_3"}) {
+    Envelope e = MakeJob(id);
+    if (std::string(id) != "job_3") e.dedup_key = "k";
+    ASSERT_THAT(queue_->Enqueue(e, no_dedup).status(), IsOk());
+  }
+  DequeueRequest req;
+  req.max_jobs = 3;
+  req.dedup_window = Seconds(10);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> first, queue_->Dequeue(req));
+  ASSERT_THAT(Ids(first), ElementsAre("job_1", "job_2", "job_3"));
+  const bool checks = first[0].dedup_checked;
+  for (const Delivery& d : first) {
+    EXPECT_EQ(d.dedup_checked, checks) << d.job.envelope.job_id;
+  }
+  EXPECT_EQ(first[0].duplicate_of, "");  // job_2 was only queued.
+  EXPECT_EQ(first[1].duplicate_of, checks ? "job_1" : "");
+  EXPECT_EQ(first[2].duplicate_of, "");  // No key.
+
+  // A success within the window, then a running job once it is too old.
+  Advance(Seconds(1));
+  ASSERT_THAT(queue_->Complete(first[0], Outcome(JobStatus::kSucceeded, "succeeded")), IsOk());
+  ASSERT_THAT(queue_->Complete(first[1], Outcome(JobStatus::kFailed, "permanent_error")), IsOk());
+  Envelope j4 = MakeJob("job_4");
+  j4.dedup_key = "k";
+  ASSERT_THAT(queue_->Enqueue(j4, no_dedup).status(), IsOk());
+  Advance(Seconds(5));
+  req.max_jobs = 1;
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> second, queue_->Dequeue(req));
+  ASSERT_THAT(Ids(second), ElementsAre("job_4"));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<std::string> asked,
+                               queue_->FindDuplicate("k", "job_4", Now() - Seconds(10)));
+  EXPECT_EQ(asked, std::optional<std::string>("job_1"));
+  EXPECT_EQ(second[0].dedup_checked, checks);
+  EXPECT_EQ(second[0].duplicate_of, checks ? "job_1" : "");
+
+  Envelope j5 = MakeJob("job_5");
+  j5.dedup_key = "k";
+  ASSERT_THAT(queue_->Enqueue(j5, no_dedup).status(), IsOk());
+  Advance(Seconds(20));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> third, queue_->Dequeue(req));
+  ASSERT_THAT(Ids(third), ElementsAre("job_5"));
+  EXPECT_EQ(third[0].duplicate_of, checks ? "job_4" : "");  // job_1 is too old now.
+
+  // Not asked: not checked.
+  Envelope j6 = MakeJob("job_6");
+  j6.dedup_key = "k";
+  ASSERT_THAT(queue_->Enqueue(j6, no_dedup).status(), IsOk());
+  req.dedup_window.reset();
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> unasked, queue_->Dequeue(req));
+  ASSERT_THAT(Ids(unasked), ElementsAre("job_6"));
+  EXPECT_FALSE(unasked[0].dedup_checked);
+  EXPECT_EQ(unasked[0].duplicate_of, "");
+}
+
 // --- Retention ---
 
 TEST_P(QueueBackendContract, PurgeFinishedRemovesOnlyOldFinalJobs) {
