@@ -55,11 +55,21 @@ class InMemoryIdempotencyStore::Impl {
   Result<ClaimOutcome> Claim(std::string_view key, std::string_view owner, Duration ttl) {
     JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("IdempotencyStore::Claim", key, owner, ttl));
     ClaimOutcome out;
+    // Built before the lock: most claims are of new keys, which then take
+    // one lookup (the insertion) and no allocation under the lock.
+    Stored fresh{KeyAndOwner(key, owner), State::kInProgress, {}, TimePoint{}};
     internal::MutexLock lock(mu_);
     const TimePoint now = clock_->Now();
     MaybeSweep(now);
-    auto it = records_.find(key);
-    if (it != records_.end() && now < it->second.expires_at) {
+    fresh.expires_at = now + ttl;
+    const std::string_view k = fresh.ids.key();  // Stays put when `fresh` moves.
+    auto [it, inserted] = records_.try_emplace(k, std::move(fresh));
+    if (inserted) {
+      out.kind = ClaimOutcome::Kind::kClaimed;
+      out.record = ToRecord(it->second);
+      return out;
+    }
+    if (now < it->second.expires_at) {
       Stored& r = it->second;
       if (r.state == State::kCompleted) {
         out.kind = ClaimOutcome::Kind::kCompleted;
@@ -72,12 +82,9 @@ class InMemoryIdempotencyStore::Impl {
       out.record = ToRecord(r);
       return out;
     }
-    // Missing or expired: a fresh claim (an expired record is as good as
-    // missing, so it goes first: should the new one fail to allocate, the
-    // key is simply free).
-    if (it != records_.end()) records_.erase(it);
-    Stored fresh{KeyAndOwner(key, owner), State::kInProgress, {}, now + ttl};
-    const std::string_view k = fresh.ids.key();  // Stays put when `fresh` moves.
+    // Expired: as good as missing, so the fresh claim (not moved from by a
+    // try_emplace that found the key) replaces it.
+    records_.erase(it);
     it = records_.try_emplace(k, std::move(fresh)).first;
     out.kind = ClaimOutcome::Kind::kClaimed;
     out.record = ToRecord(it->second);

@@ -47,11 +47,20 @@ class InMemoryLockStore::Impl {
 
   Result<LockLease> Acquire(std::string_view key, std::string_view owner, Duration ttl) {
     JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("LockStore::Acquire", key, owner, ttl));
+    // Built before the lock: most acquisitions are of free keys, which then
+    // take one lookup (the insertion) and no allocation under the lock.
+    LockEntry fresh{KeyAndOwner(key, owner), 0, TimePoint{}};
+    const std::string_view k = fresh.ids.key();  // Stays put when `fresh` moves.
     internal::MutexLock lock(mu_);
     const TimePoint now = clock_->Now();
     MaybeSweep(now);
-    auto it = locks_.find(key);
-    if (it != locks_.end()) {
+    fresh.expires_at = now + ttl;
+    auto [it, inserted] = locks_.try_emplace(k, std::move(fresh));
+    if (inserted) {
+      it->second.token = ++last_token_;
+      return ToLease(it->second);
+    }
+    {
       LockEntry& e = it->second;
       if (now < e.expires_at) {
         if (e.ids.owner() != owner) {
@@ -69,13 +78,11 @@ class InMemoryLockStore::Impl {
         e.expires_at = now + ttl;
         return ToLease(e);
       }
-      // Another owner: a new entry. The expired one goes first (should the
-      // new one fail to allocate, the lock is simply free, as it was).
-      locks_.erase(it);
     }
-    LockEntry fresh{KeyAndOwner(key, owner), 0, now + ttl};
+    // Another owner: the fresh entry (not moved from by a try_emplace that
+    // found the key) replaces the expired one.
+    locks_.erase(it);
     fresh.token = ++last_token_;
-    const std::string_view k = fresh.ids.key();  // Stays put when `fresh` moves.
     it = locks_.try_emplace(k, std::move(fresh)).first;
     return ToLease(it->second);
   }

@@ -105,6 +105,11 @@ struct Entry {
   // The job's queue and type (a job never changes either); null for
   // quarantined input.
   QueueState* queue = nullptr;
+  // True only while no other stored job carries this job's dedup_key: set
+  // when it is stored with the key alone, cleared for every holder when
+  // another job with the key is stored (never set again: false only means
+  // "look"). Spares the lease step's dedup check a hash lookup.
+  bool dedup_alone = false;
 };
 
 Status Stale(const JobRecord& r, const WriteCondition& expect) {
@@ -136,10 +141,12 @@ class InMemoryQueueBackend::Impl {
   Result<std::vector<EnqueueResult>> InsertJobs(std::vector<JobChange>& jobs,
                                                 const EnqueueOptions& options, TimePoint now) {
     internal::MutexLock lock(mu_);
-    // Check everything first so that the batch is stored whole or not at all.
+    // Check everything first so that the batch is stored whole or not at
+    // all. A single job is checked by its insertion instead (one lookup).
+    const bool single = jobs.size() == 1;
     for (const JobChange& c : jobs) {
-      if (jobs_.find(c.record.envelope.job_id) != jobs_.end()) {
-        return Status::AlreadyExists("job id already in use: " + c.record.envelope.job_id);
+      if (!single && jobs_.find(c.record.envelope.job_id) != jobs_.end()) {
+        return IdInUse(c.record.envelope.job_id);
       }
     }
     std::vector<EnqueueResult> out;
@@ -149,13 +156,21 @@ class InMemoryQueueBackend::Impl {
       if (has_dedup_key) {
         if (std::optional<EnqueueResult> dup =
                 FindEnqueueDuplicate(c.record.envelope.dedup_key, options, now)) {
+          if (single && jobs_.count(c.record.envelope.job_id) != 0) {
+            return IdInUse(c.record.envelope.job_id);
+          }
           out.push_back(std::move(*dup));
           continue;
         }
       }
       auto entry = std::make_unique<Entry>(std::move(c.record));
       Entry& e = *entry;
-      auto it = jobs_.emplace(Id(e.record.envelope.job_id), std::move(entry)).first;
+      auto [it, inserted] = jobs_.try_emplace(Id(e.record.envelope.job_id), nullptr);
+      if (!inserted) {  // Only a single job gets here (checked above otherwise).
+        c.record = std::move(e.record);
+        return IdInUse(c.record.envelope.job_id);
+      }
+      it->second = std::move(entry);
       e.queue = QueueOf(e.record);
       // Room for the three entries of a job that runs once (enqueued,
       // delivered, its outcome), taken here on the enqueuing thread: the
@@ -164,7 +179,7 @@ class InMemoryQueueBackend::Impl {
       c.append.reserve(3);
       AppendHistory(e.record.history, std::move(c.append));
       Index(it->first, e, c.placement);
-      if (has_dedup_key) dedup_.emplace(std::string_view(e.record.envelope.dedup_key), &e);
+      if (has_dedup_key) AddDedupHolder(e);
       out.push_back(EnqueueResult{e.record.envelope.job_id, false, e.record.status});
     }
     return out;
@@ -282,7 +297,7 @@ class InMemoryQueueBackend::Impl {
       // The delivery-time dedup check, in this step (no second lock).
       d.dedup_checked = request.dedup_window.has_value();
       d.duplicate_of.clear();
-      if (d.dedup_checked && !e.record.envelope.dedup_key.empty()) {
+      if (d.dedup_checked && !e.dedup_alone && !e.record.envelope.dedup_key.empty()) {
         if (const JobRecord* dup = FindLiveDuplicate(e.record.envelope.dedup_key, id,
                                                      now - *request.dedup_window)) {
           d.duplicate_of = dup->envelope.job_id;
@@ -661,6 +676,19 @@ class InMemoryQueueBackend::Impl {
 
   // The newest of the jobs stored with this dedup key enqueued within the
   // window that did not end without effect, as an EnqueueResult.
+  static Status IdInUse(const std::string& job_id) {
+    return Status::AlreadyExists("job id already in use: " + job_id);
+  }
+
+  // Indexes `e` by its dedup_key (see Entry::dedup_alone).
+  void AddDedupHolder(Entry& e) JOBPACT_REQUIRES(mu_) {
+    const std::string_view key = e.record.envelope.dedup_key;
+    const auto [first, last] = dedup_.equal_range(key);
+    e.dedup_alone = first == last;
+    for (auto d = first; d != last; ++d) d->second->dedup_alone = false;
+    dedup_.emplace_hint(first, key, &e);
+  }
+
   // FindDuplicateJob's answer: the oldest other job with the key that is
   // running or succeeded at or after `since`.
   const JobRecord* FindLiveDuplicate(std::string_view dedup_key, std::string_view self_job_id,
