@@ -299,7 +299,7 @@ void RunnerCore::InvokeUnderDeadline(DeliveryRun& run) {
   // Deposits of the retry budget: first attempts only (a lock-busy requeue
   // or a snooze gives its attempt back, so attempt 1 runs once).
   if (options_.retry_budgets != nullptr && env.attempt == 1) {
-    options_.retry_budgets->RecordFirstAttempt(env.job_type);
+    BudgetFor(env.job_type, run.cache).RecordFirstAttempt();
   }
   run.queue_latency = started - std::max(d.job.ready_at, d.job.enqueued_at);
   options_.metrics->Observe(metric::kQueueLatency, labels, ToSeconds(run.queue_latency));

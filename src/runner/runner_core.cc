@@ -116,6 +116,14 @@ Status RunnerCore::Handle(std::string_view job_type, Handler handler, HandlerOpt
   return Status::Ok();
 }
 
+RetryBudget& RunnerCore::BudgetFor(std::string_view job_type, HandlerCache& cache) {
+  if (cache.budget == nullptr || cache.budget_type != job_type) {
+    cache.budget = &options_.retry_budgets->ForJobType(job_type);
+    cache.budget_type.assign(job_type.data(), job_type.size());
+  }
+  return *cache.budget;
+}
+
 const HandlerEntry* RunnerCore::FindHandler(std::string_view job_type, HandlerCache& cache) {
   const std::uint64_t version = handlers_version_.load(std::memory_order_acquire);
   if (cache.version != version || cache.map == nullptr) {

@@ -91,6 +91,10 @@ using HandlerMap = std::map<std::string, std::shared_ptr<const HandlerEntry>, st
 struct HandlerCache {
   std::uint64_t version = ~std::uint64_t{0};
   std::shared_ptr<const HandlerMap> map;
+  // The retry budget of the job type this worker ran last (budgets live as
+  // long as the runner), so that a run of one type takes no shared lock.
+  std::string budget_type;
+  RetryBudget* budget = nullptr;
 };
 
 // The job a worker is running, as the watchdog sees it.
@@ -282,6 +286,8 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   void GiveBack(const Delivery& d, std::string_view why);
   // Valid while `cache` holds its map (the worker's whole delivery).
   const HandlerEntry* FindHandler(std::string_view job_type, HandlerCache& cache);
+  // options_.retry_budgets->ForJobType(job_type), through the cache.
+  RetryBudget& BudgetFor(std::string_view job_type, HandlerCache& cache);
   // Publishes the retry policies to the store (QueueAdmin::PublishPolicies)
   // when they changed since the last time, for operator tools.
   Status PublishPoliciesIfChanged();
