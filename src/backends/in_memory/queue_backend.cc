@@ -674,8 +674,6 @@ class InMemoryQueueBackend::Impl {
     }
   }
 
-  // The newest of the jobs stored with this dedup key enqueued within the
-  // window that did not end without effect, as an EnqueueResult.
   static Status IdInUse(const std::string& job_id) {
     return Status::AlreadyExists("job id already in use: " + job_id);
   }
@@ -708,6 +706,8 @@ class InMemoryQueueBackend::Impl {
     return best;
   }
 
+  // The newest of the jobs stored with this dedup key enqueued within the
+  // window that did not end without effect, as an EnqueueResult.
   std::optional<EnqueueResult> FindEnqueueDuplicate(std::string_view dedup_key,
                                                     const EnqueueOptions& options, TimePoint now)
       JOBPACT_REQUIRES(mu_) {
