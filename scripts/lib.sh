@@ -16,10 +16,12 @@ JOBPACT_PACKAGES=(
   postgresql libpq-dev
 )
 # What only the test suite needs: promtool (checks the metrics and the alert
-# rules) and cpp-httplib (the HTTP endpoint, built by scripts/test).
-JOBPACT_TEST_PACKAGES=(prometheus libcpp-httplib-dev)
+# rules), cpp-httplib (the HTTP endpoint, built by scripts/test) and
+# valgrind (the runner's instructions per job: scripts/instructions).
+JOBPACT_TEST_PACKAGES=(prometheus libcpp-httplib-dev valgrind)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+die() { log "$*" >&2; exit 1; }
 
 ensure_packages() {
   local missing=()
