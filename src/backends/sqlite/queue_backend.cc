@@ -50,6 +50,24 @@ using Core = SqliteBackend::Core;
 
 namespace {
 
+// FindDuplicateJob's query, through `conn` (inside a transaction).
+Result<std::optional<std::string>> FindDuplicateOn(Connection& conn, std::string_view dedup_key,
+                                                   std::string_view self_job_id,
+                                                   TimePoint since) {
+  JOBPACT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      conn.Prepare("SELECT job_id FROM jobpact_jobs WHERE dedup_key = ?1 AND "
+                   "job_id != ?2 AND (status = 'running' OR (status = 'succeeded' "
+                   "AND finished_at_ns >= ?3)) ORDER BY enqueued_at_ns, job_id "
+                   "LIMIT 1"));
+  Stmt st(raw);
+  st.Bind(1, dedup_key).Bind(2, self_job_id).Bind(3, ToNs(since));
+  const int rc = st.Step();
+  if (rc == SQLITE_ROW) return std::optional<std::string>(st.Text(0));
+  if (rc != SQLITE_DONE) return conn.Error(rc, "FindDuplicate");
+  return std::optional<std::string>();
+}
+
 class SqliteQueueBackend final : public StoreBackend {
  public:
   explicit SqliteQueueBackend(std::shared_ptr<Core> core)
@@ -493,6 +511,19 @@ Status SqliteQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint no
         Delivery d;
         d.lease = Lease{c.record.envelope.job_id, c.record.lease_token, c.record.epoch,
                         c.record.lease_expires_at, c.record.cancel_requested};
+        // The delivery-time dedup check in this transaction, after this
+        // job's lease and before the next one's (as in the in-memory store):
+        // a read transaction per job fewer for the worker.
+        if (request.dedup_window.has_value()) {
+          d.dedup_checked = true;
+          if (!c.record.envelope.dedup_key.empty()) {
+            JOBPACT_ASSIGN_OR_RETURN(
+                std::optional<std::string> dup,
+                FindDuplicateOn(conn, c.record.envelope.dedup_key, c.record.envelope.job_id,
+                                now - *request.dedup_window));
+            if (dup.has_value()) d.duplicate_of = std::move(*dup);
+          }
+        }
         d.job = std::move(c.record);
         d.job.history = std::move(c.append);
         out.push_back(std::move(d));
@@ -675,20 +706,7 @@ Result<std::optional<std::string>> SqliteQueueBackend::FindDuplicateJob(
   std::optional<std::string> found;
   JOBPACT_SQLITE_RETURN_IF_ERROR(
       core_->Read("FindDuplicate", false, [&](Connection& conn) -> Status {
-        JOBPACT_ASSIGN_OR_RETURN(
-            sqlite3_stmt * raw,
-            conn.Prepare("SELECT job_id FROM jobpact_jobs WHERE dedup_key = ?1 AND "
-                         "job_id != ?2 AND (status = 'running' OR (status = 'succeeded' "
-                         "AND finished_at_ns >= ?3)) ORDER BY enqueued_at_ns, job_id "
-                         "LIMIT 1"));
-        Stmt st(raw);
-        st.Bind(1, dedup_key).Bind(2, self_job_id).Bind(3, ToNs(since));
-        int rc = st.Step();
-        if (rc == SQLITE_ROW) {
-          found = st.Text(0);
-          return Status::Ok();
-        }
-        if (rc != SQLITE_DONE) return conn.Error(rc, "FindDuplicate");
+        JOBPACT_ASSIGN_OR_RETURN(found, FindDuplicateOn(conn, dedup_key, self_job_id, since));
         return Status::Ok();
       }));
   return found;
