@@ -6,7 +6,9 @@
 #include "jobpact/in_memory/idempotency_store.h"
 
 #include <algorithm>
+#include <array>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <new>
 #include <string>
@@ -45,12 +47,12 @@ IdempotencyRecord ToRecord(const Stored& s) {
   return r;
 }
 
-}  // namespace
-
-class InMemoryIdempotencyStore::Impl {
+// One of the store's shards: the records of the keys that hash to it,
+// under its own mutex.
+class Shard {
  public:
-  explicit Impl(std::shared_ptr<Clock> clock)
-      : clock_(clock ? std::move(clock) : SystemClock::Default()) {}
+  // The store's clock; set once, before the store is shared.
+  const Clock* clock_ = nullptr;
 
   Result<ClaimOutcome> Claim(std::string_view key, std::string_view owner, Duration ttl) {
     JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("IdempotencyStore::Claim", key, owner, ttl));
@@ -140,7 +142,7 @@ class InMemoryIdempotencyStore::Impl {
     return out;
   }
 
-  Result<int> PurgeExpired() {
+  int PurgeExpired() {
     internal::MutexLock lock(mu_);
     return Sweep(clock_->Now());
   }
@@ -188,13 +190,44 @@ class InMemoryIdempotencyStore::Impl {
     Sweep(now);
   }
 
-  // Immutable after construction.
-  const std::shared_ptr<Clock> clock_;
-
   mutable internal::Mutex mu_;
   // Keyed by views of each record's own key (Stored::ids).
   std::unordered_map<std::string_view, Stored> records_ JOBPACT_GUARDED_BY(mu_);
   std::size_t ops_since_sweep_ JOBPACT_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace
+
+// The records are split over shards by a hash of their key, each under its
+// own mutex: the workers claim and complete different keys on every job, and
+// with one mutex they met there on every job (docs/benchmarks.md).
+class InMemoryIdempotencyStore::Impl {
+ public:
+  explicit Impl(std::shared_ptr<Clock> clock)
+      : clock_(clock ? std::move(clock) : SystemClock::Default()) {
+    for (Shard& s : shards_) s.clock_ = clock_.get();
+  }
+
+  Shard& Of(std::string_view key) {
+    return shards_[std::hash<std::string_view>{}(key) % shards_.size()];
+  }
+
+  Result<int> PurgeExpired() {
+    int purged = 0;
+    for (Shard& s : shards_) purged += s.PurgeExpired();
+    return purged;
+  }
+
+  std::size_t Size() const {
+    std::size_t n = 0;
+    for (const Shard& s : shards_) n += s.Size();
+    return n;
+  }
+
+ private:
+  // Immutable after construction.
+  const std::shared_ptr<Clock> clock_;
+  std::array<Shard, 16> shards_;
 };
 
 InMemoryIdempotencyStore::InMemoryIdempotencyStore(std::shared_ptr<Clock> clock)
@@ -203,21 +236,22 @@ InMemoryIdempotencyStore::~InMemoryIdempotencyStore() = default;
 
 Result<ClaimOutcome> InMemoryIdempotencyStore::Claim(std::string_view key, std::string_view owner,
                                                      Duration claim_ttl) {
-  return Guarded("Claim", [&] { return impl_->Claim(key, owner, claim_ttl); });
+  return Guarded("Claim", [&] { return impl_->Of(key).Claim(key, owner, claim_ttl); });
 }
 Status InMemoryIdempotencyStore::Complete(std::string_view key, std::string_view owner,
                                           std::string_view result, Duration retention) {
-  return Guarded("Complete", [&] { return impl_->Complete(key, owner, result, retention); });
+  return Guarded("Complete",
+                 [&] { return impl_->Of(key).Complete(key, owner, result, retention); });
 }
 Status InMemoryIdempotencyStore::Release(std::string_view key, std::string_view owner) {
-  return Guarded("Release", [&] { return impl_->Release(key, owner); });
+  return Guarded("Release", [&] { return impl_->Of(key).Release(key, owner); });
 }
 Status InMemoryIdempotencyStore::Extend(std::string_view key, std::string_view owner,
                                         Duration claim_ttl) {
-  return Guarded("Extend", [&] { return impl_->Extend(key, owner, claim_ttl); });
+  return Guarded("Extend", [&] { return impl_->Of(key).Extend(key, owner, claim_ttl); });
 }
 Result<std::optional<IdempotencyRecord>> InMemoryIdempotencyStore::Get(std::string_view key) {
-  return Guarded("Get", [&] { return impl_->Get(key); });
+  return Guarded("Get", [&] { return impl_->Of(key).Get(key); });
 }
 Result<int> InMemoryIdempotencyStore::PurgeExpired() {
   return Guarded("PurgeExpired", [&] { return impl_->PurgeExpired(); });
