@@ -116,20 +116,28 @@ struct JobRunnerOptions {
   Duration poll_interval = Millis(100);
   // How a started runner writes its jobs' outcomes (the ack, SPEC 3 step 9).
   //   kAuto: grouped if the queue says grouping pays
-  //          (QueueBackend::GroupsCompletions: SQLite, Redis), else one by one.
+  //          (QueueBackend::GroupsCompletions: SQLite, Redis), else per
+  //          worker (in memory).
   //   kGrouped: a worker hands its finished job to the runner's completion
   //          writer and goes on to the next one; the writer stores whatever
   //          accumulated meanwhile in one QueueBackend::CompleteBatch (one
   //          transaction, one round trip). Nothing waits for a group to fill:
   //          a lone outcome is written at once. A refused outcome (stale
   //          lease, failed transactional effect) is refused alone.
+  //   kPerWorker: a worker keeps the outcomes of its batch's quick jobs
+  //          (handler under 1 ms) and writes them together in one
+  //          CompleteBatch: when its batch is done, before a job of another
+  //          type, at once after a job that was not quick, and at the
+  //          watchdog's next tick (250 ms) if a job predicted quick runs
+  //          long. An outcome waits at most for the rest of its batch's
+  //          quick jobs; one with a transactional effect is written at once.
   //   kOneByOne: each worker writes its job's outcome before its next job.
   // Either way the outcome is reported (event, metrics, log line) once it is
-  // stored; the lock is released before a grouped write unless the outcome
-  // carries a transactional effect, which commits inside the lock. Shutdown
-  // returns after every handed-over outcome is written. RunUntilIdle writes
-  // one by one.
-  enum class CompletionWrites { kAuto, kGrouped, kOneByOne };
+  // stored; the lock is released before a kept or handed-over outcome is
+  // written unless it carries a transactional effect, which commits inside
+  // the lock. Shutdown returns after every kept or handed-over outcome is
+  // written. RunUntilIdle writes one by one.
+  enum class CompletionWrites { kAuto, kGrouped, kPerWorker, kOneByOne };
   CompletionWrites completion_writes = CompletionWrites::kAuto;
   // Identifies this runner in lease tokens, lock and claim owners.
   // Empty: "<hostname>-<pid>-<n>".

@@ -40,6 +40,13 @@
 
 namespace jobpact {
 
+// One completion of StoreBackend::CompleteInPlace.
+struct InPlaceCompletion {
+  const Lease* lease = nullptr;
+  const Completion* completion = nullptr;
+  Status result;  // Set by CompleteInPlace.
+};
+
 // One conditional write of WriteJobs: the change the engine computed and,
 // for a transactional completion, the effect to run inside the same atomic
 // step (Completion::transactional_effect; null: none).
@@ -164,15 +171,16 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
   // record and handing it to WriteJobs. Default false.
   virtual bool CompletesInPlace() const { return false; }
 
-  // Completes the delivery whose lease is `lease` on the stored record
-  // itself, in one atomic step: kNotFound for an unknown job, kAborted if
-  // the record no longer matches the lease (status running, epoch, token);
-  // else runs `completion.transactional_effect` (if set) inside the step,
-  // aborting on its error, then applies engine::CompleteInPlace, appends its
-  // entry (AppendHistory) and re-indexes the job. Called only if
-  // CompletesInPlace(); the default returns kUnimplemented.
-  virtual Status CompleteInPlace(const Lease& lease, const Completion& completion,
-                                 TimePoint now);
+  // Completes each delivery of `items` (its lease, its completion) on the
+  // stored record itself, all under one hold of the store's lock, each in
+  // its own atomic step: item.result is kNotFound for an unknown job,
+  // kAborted if the record no longer matches the lease (status running,
+  // epoch, token); else the item's `completion.transactional_effect` (if
+  // set) runs inside the step, aborting that item alone on its error, then
+  // engine::CompleteInPlace applies, its entry is appended (AppendHistory)
+  // and the job re-indexed. Called only if CompletesInPlace(); the default
+  // sets every result to kUnimplemented.
+  virtual void CompleteInPlace(InPlaceCompletion* items, std::size_t n, TimePoint now);
 
   // Optional, for a store that copies deliveries out of process memory:
   // true if its LeaseJobs takes `*out` holding the spent deliveries of the

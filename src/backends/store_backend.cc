@@ -128,7 +128,11 @@ Status StoreBackend::WriteOne(JobChange&& change) {
 
 Status StoreBackend::Complete(const Delivery& delivery, const Completion& completion) {
   return Guarded("Complete", [&]() -> Status {
-    if (CompletesInPlace()) return CompleteInPlace(delivery.lease, completion, clock_->Now());
+    if (CompletesInPlace()) {
+      InPlaceCompletion one{&delivery.lease, &completion, {}};
+      CompleteInPlace(&one, 1, clock_->Now());
+      return one.result;
+    }
     // The engine writes the change into the write itself (no ~1 KB move).
     std::vector<JobWrite> writes(1);
     JOBPACT_RETURN_IF_ERROR(
@@ -142,8 +146,11 @@ Status StoreBackend::Complete(Delivery&& delivery, const Completion& completion)
   return Complete(static_cast<const Delivery&>(delivery), completion);
 }
 
-Status StoreBackend::CompleteInPlace(const Lease&, const Completion&, TimePoint) {
-  return Status::Unimplemented("CompleteInPlace: this store does not complete in place");
+void StoreBackend::CompleteInPlace(InPlaceCompletion* items, std::size_t n, TimePoint) {
+  for (std::size_t i = 0; i < n; ++i) {
+    items[i].result =
+        Status::Unimplemented("CompleteInPlace: this store does not complete in place");
+  }
 }
 
 std::vector<Status> StoreBackend::CompleteBatch(const std::vector<CompletionRequest>& requests) {
@@ -151,9 +158,13 @@ std::vector<Status> StoreBackend::CompleteBatch(const std::vector<CompletionRequ
   Status failed = Guarded("CompleteBatch", [&]() -> Status {
     const TimePoint now = clock_->Now();
     if (CompletesInPlace()) {
+      std::vector<InPlaceCompletion> items(requests.size());
       for (std::size_t i = 0; i < requests.size(); ++i) {
-        out[i] = CompleteInPlace(requests[i].delivery.lease, requests[i].completion, now);
+        items[i].lease = &requests[i].delivery.lease;
+        items[i].completion = &requests[i].completion;
       }
+      CompleteInPlace(items.data(), items.size(), now);
+      for (std::size_t i = 0; i < items.size(); ++i) out[i] = std::move(items[i].result);
       return Status::Ok();
     }
     std::vector<JobWrite> writes;

@@ -241,6 +241,7 @@ void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
       // and Shutdown() only touch the entries from slot->next on, and the
       // vector does not change until the batch is done.
       Delivery* d = nullptr;
+      bool acks_kept = false;
       // Stop taking work: the rest of the batch goes back at once so other
       // runners can take it. Taken under the slot lock (next = size), so
       // Shutdown() never gives the same leases back twice.
@@ -260,15 +261,20 @@ void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
           d = &slot->batch[slot->next];
           d->lease.expires_at = slot->batch_lease_expires[slot->next];
           ++slot->next;
+          acks_kept = !slot->acks.empty();
         }
       }
       if (!rest.empty()) {
         for (const Delivery& r : rest) GiveBack(r, reason::kShutdown);
         break;
       }
+      // The kept outcomes are of quick jobs of one type; a job of another
+      // type may not be quick, so they are written before it starts.
+      if (acks_kept && d->job.envelope.job_type != cache.acks_type) FlushAcks(*slot, true);
       if (!EnsureLease(*d)) continue;
       ProcessDelivery(*d, slot.get(), cache);
     }
+    FlushAcks(*slot, true);
     {
       std::lock_guard<std::mutex> l(slot->mu);
       batch.swap(slot->batch);  // The spent deliveries, for the next Dequeue.
@@ -302,13 +308,14 @@ void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
 
 // --- Watchdog ------------------------------------------------------------------------
 
-void RunnerCore::WatchSlot(const std::shared_ptr<WorkerSlot>& slot, TimePoint now,
+bool RunnerCore::WatchSlot(const std::shared_ptr<WorkerSlot>& slot, TimePoint now,
                            std::vector<HungWorkerInfo>* hung) {
   // The slot lock is held across the renewals: a worker that finishes its
   // job waits for an in-flight renewal instead of racing it, so a lease is
   // never renewed after its outcome is written.
   std::lock_guard<std::mutex> l(slot->mu);
-  if (slot->hung || slot->given_back) return;
+  const bool acks_overdue = !slot->acks.empty() && now - slot->acks_since >= kWatchdogTick;
+  if (slot->hung || slot->given_back) return acks_overdue;
   if (slot->running) {
     RunningJob& job = slot->job;
     const Envelope& env = job.delivery->job.envelope;
@@ -323,7 +330,7 @@ void RunnerCore::WatchSlot(const std::shared_ptr<WorkerSlot>& slot, TimePoint no
       job.renewing = false;
       job.cancel->lost.store(true, std::memory_order_release);
       hung->push_back(HungWorkerInfo{slot->id, env.job_id, env.job_type, env.attempt, job.deadline});
-      return;
+      return acks_overdue;
     }
     if (job.renewing && now >= job.next_renew) {
       Status s = RenewDelivery(*job.delivery, job.lock_held, job.claim_held, {}, job.cancel);
@@ -347,6 +354,7 @@ void RunnerCore::WatchSlot(const std::shared_ptr<WorkerSlot>& slot, TimePoint no
     if (renewed.ok()) slot->batch_lease_expires[i] = renewed->expires_at;
     // On failure EnsureLease() decides at start.
   }
+  return acks_overdue;
 }
 
 void RunnerCore::WatchdogLoop() {
@@ -359,7 +367,9 @@ void RunnerCore::WatchdogLoop() {
     }
     std::vector<HungWorkerInfo> hung;
     for (const auto& slot : slots) {
-      if (!slot->exited.load(std::memory_order_acquire)) WatchSlot(slot, now, &hung);
+      if (slot->exited.load(std::memory_order_acquire)) continue;
+      // Outcomes kept while a job predicted quick runs long (or hangs).
+      if (WatchSlot(slot, now, &hung)) FlushAcks(*slot, false);
     }
     for (const HungWorkerInfo& info : hung) {
       hung_workers_total_.fetch_add(1);
@@ -475,6 +485,8 @@ Status RunnerCore::Shutdown(Duration grace) {
   // claim are left to expire with their TTL rather than released, because
   // the handler may still be writing.
   for (const auto& slot : slots) {
+    // Outcomes a worker still inside a handler kept: written, not given back.
+    if (per_worker_acks_) FlushAcks(*slot, false);
     std::vector<Delivery> leases;
     {
       std::lock_guard<std::mutex> l(slot->mu);

@@ -492,6 +492,22 @@ void RunnerCore::Finish(DeliveryRun& run, Completion c) {
     AfterWrite(run.d, c, after, Status::Aborted("the lease was given back at shutdown"));
     return;
   }
+  if (per_worker_acks_ && run.slot != nullptr && !c.transactional_effect) {
+    // Kept, and written with the rest of the batch's quick outcomes
+    // (FlushAcks): one hold of the store's lock per batch, not per job.
+    const bool quick = !run.handler_ran || run.handler_duration < kQuickHandler;
+    if (run.cache.acks_type != run.env().job_type) run.cache.acks_type = run.env().job_type;
+    {
+      // The watchdog may take the kept outcomes at any time (FlushAcks).
+      std::lock_guard<std::mutex> l(run.slot->mu);
+      if (run.slot->acks.empty()) run.slot->acks_since = clock().Now();
+      run.slot->acks.push_back(CompletionRequest{std::move(run.d), std::move(c)});
+      run.slot->acks_after.push_back(after);
+      run.slot->acks_at.push_back(run.slot->next - 1);
+    }
+    if (!quick) FlushAcks(*run.slot, true);
+    return;
+  }
   if (completions_ != nullptr) {
     // The writer stores it with whatever else accumulated. The delivery
     // is moved there: the worker is done with it.
@@ -515,21 +531,52 @@ void RunnerCore::AfterWrite(const Delivery& d, const Completion& c, const AfterA
   ReportCompletion(d, c, after, acked);
 }
 
+void RunnerCore::WriteGroup(const std::vector<CompletionRequest>& group,
+                            const std::vector<AfterAck>& after) {
+  std::vector<Status> acked = options_.queue->CompleteBatch(group);
+  if (acked.size() != group.size()) {
+    acked.assign(group.size(),
+                 Status::Internal("CompleteBatch returned " + std::to_string(acked.size()) +
+                                  " results for " + std::to_string(group.size()) + " completions"));
+  }
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    AfterWrite(group[i].delivery, group[i].completion, after[i], acked[i]);
+  }
+}
+
+void RunnerCore::FlushAcks(WorkerSlot& slot, bool from_worker) {
+  std::vector<CompletionRequest> acks;
+  std::vector<AfterAck> after;
+  std::vector<std::size_t> at;
+  {
+    std::lock_guard<std::mutex> l(slot.mu);
+    if (slot.acks.empty()) return;
+    acks.swap(slot.acks);
+    after.swap(slot.acks_after);
+    at.swap(slot.acks_at);
+  }
+  WriteGroup(acks, after);
+  if (!from_worker) return;
+  // The worker's own batch is still in slot.batch (it flushes before it
+  // swaps the batch out), so each delivery goes back to its place.
+  std::lock_guard<std::mutex> l(slot.mu);
+  for (std::size_t i = 0; i < acks.size(); ++i) slot.batch[at[i]] = std::move(acks[i].delivery);
+  if (slot.acks.empty()) {  // The vectors' buffers, for the next outcomes.
+    acks.clear();
+    after.clear();
+    at.clear();
+    slot.acks.swap(acks);
+    slot.acks_after.swap(after);
+    slot.acks_at.swap(at);
+  }
+}
+
 void RunnerCore::CompletionWriterLoop() {
   // Reused across groups (Pop swaps them with the queue's buffers).
   std::vector<CompletionRequest> group;
   std::vector<AfterAck> after;
   while (completions_->Pop(kMaxCompletionGroup, &group, &after)) {
-    std::vector<Status> acked = options_.queue->CompleteBatch(group);
-    if (acked.size() != group.size()) {
-      acked.assign(group.size(),
-                   Status::Internal("CompleteBatch returned " + std::to_string(acked.size()) +
-                                    " results for " + std::to_string(group.size()) +
-                                    " completions"));
-    }
-    for (std::size_t i = 0; i < group.size(); ++i) {
-      AfterWrite(group[i].delivery, group[i].completion, after[i], acked[i]);
-    }
+    WriteGroup(group, after);
     group.clear();
     after.clear();
   }

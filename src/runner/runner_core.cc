@@ -38,16 +38,11 @@ bool StoreChecksEnvelopes(const QueueBackend& queue) {
   return store != nullptr && store->DeliversStoredEnvelopes();
 }
 
-bool WritesGrouped(const JobRunnerOptions& o) {
-  switch (o.completion_writes) {
-    case JobRunnerOptions::CompletionWrites::kGrouped:
-      return true;
-    case JobRunnerOptions::CompletionWrites::kOneByOne:
-      return false;
-    case JobRunnerOptions::CompletionWrites::kAuto:
-      break;
-  }
-  return o.queue->GroupsCompletions();
+// CompletionWrites as it applies to this runner's queue.
+JobRunnerOptions::CompletionWrites EffectiveWrites(const JobRunnerOptions& o) {
+  using W = JobRunnerOptions::CompletionWrites;
+  if (o.completion_writes != W::kAuto) return o.completion_writes;
+  return o.queue->GroupsCompletions() ? W::kGrouped : W::kPerWorker;
 }
 }  // namespace
 
@@ -60,9 +55,11 @@ RunnerCore::RunnerCore(JobRunnerOptions options)
       control_(std::make_unique<ControlCache>(*options_.backend.admin, *options_.clock,
                                               options_.poll_interval)),
       store_checked_envelopes_(StoreChecksEnvelopes(*options_.queue)),
-      completions_(WritesGrouped(options_) ? std::make_unique<CompletionQueue>(
-                                                 2 * kMaxCompletionGroup)
-                                           : nullptr) {
+      completions_(EffectiveWrites(options_) == JobRunnerOptions::CompletionWrites::kGrouped
+                       ? std::make_unique<CompletionQueue>(2 * kMaxCompletionGroup)
+                       : nullptr),
+      per_worker_acks_(EffectiveWrites(options_) ==
+                       JobRunnerOptions::CompletionWrites::kPerWorker) {
   OperationsOptions ops;
   ops.clock = options_.clock;
   // The listener reports each replay and discard as a transition event; the

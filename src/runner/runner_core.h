@@ -95,6 +95,9 @@ struct HandlerCache {
   // long as the runner), so that a run of one type takes no shared lock.
   std::string budget_type;
   RetryBudget* budget = nullptr;
+  // CompletionWrites::kPerWorker: the job type of the outcomes the worker
+  // keeps (a job of another type may not be quick: they are written first).
+  std::string acks_type;
 };
 
 // The job a worker is running, as the watchdog sees it.
@@ -131,6 +134,13 @@ struct WorkerSlot {
   bool hung = false;
   // Shutdown gave this worker's leases back: its late outcome is not written.
   bool given_back = false;
+  // CompletionWrites::kPerWorker: the outcomes of finished jobs of the
+  // batch not written yet (RunnerCore::FlushAcks), with what follows each
+  // write and the index in `batch` their delivery came from.
+  std::vector<CompletionRequest> acks;
+  std::vector<AfterAck> acks_after;
+  std::vector<std::size_t> acks_at;
+  TimePoint acks_since;  // When the first of `acks` was kept.
 
   std::atomic<bool> exited{false};
 };
@@ -238,6 +248,14 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // 9. Record, ack, release, report: writes the outcome (or hands it to the
   // completion writer, which writes it in a group) and then AfterWrite.
   void Finish(DeliveryRun& run, Completion completion);
+  // Writes a group of outcomes in one CompleteBatch, then does what
+  // follows each write (AfterWrite).
+  void WriteGroup(const std::vector<CompletionRequest>& group, const std::vector<AfterAck>& after);
+  // Writes the outcomes `slot` keeps (WorkerSlot::acks) in one
+  // CompleteBatch, then reports each. From its worker, the written
+  // deliveries go back to their places in the batch (their buffers serve
+  // the next lease); from the watchdog or Shutdown they are dropped.
+  void FlushAcks(WorkerSlot& slot, bool from_worker);
   // 9 after the outcome's write: the idempotent result of a transactional
   // effect, the lock if still held, the report.
   void AfterWrite(const Delivery& d, const Completion& c, const AfterAck& after,
@@ -311,7 +329,9 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // Waits in the store; false if it cannot (then IdleWait sleeps instead).
   bool WaitInStore(std::uint64_t seen_enqueues, TimePoint until);
   void WatchdogLoop();
-  void WatchSlot(const std::shared_ptr<WorkerSlot>& slot, TimePoint now,
+  // Renews the slot's leases and detects a hung handler; true if the slot
+  // kept outcomes (WorkerSlot::acks) for a watchdog tick or more.
+  bool WatchSlot(const std::shared_ptr<WorkerSlot>& slot, TimePoint now,
                  std::vector<HungWorkerInfo>* hung);
   void MaintenanceLoop();
   void SetWorkerGauges();
@@ -359,8 +379,14 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // Grouped completion writes (JobRunnerOptions::completion_writes); null
   // when a worker writes its own. Opened by Start, closed by Shutdown.
   static constexpr std::size_t kMaxCompletionGroup = 256;
+  // CompletionWrites::kPerWorker: a handler that ran this long is not quick;
+  // its outcome and the ones kept before it are written at once.
+  static constexpr Duration kQuickHandler = std::chrono::milliseconds(1);
   const std::unique_ptr<CompletionQueue> completions_;
   std::thread completion_writer_;  // Guarded by mu_.
+  // CompletionWrites::kPerWorker: each worker keeps its quick jobs'
+  // outcomes and writes them together (WorkerSlot::acks, FlushAcks).
+  const bool per_worker_acks_;
 
   // The watchdog and maintenance threads wait here.
   std::mutex background_mu_;

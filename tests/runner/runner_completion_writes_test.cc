@@ -258,21 +258,162 @@ TEST(RunnerCompletionWritesTest, TheLockIsKeptAcrossTheWriteOnlyForATransactiona
   EXPECT_FALSE(lock->has_value());
 }
 
-TEST(RunnerCompletionWritesTest, AutoGroupsOnlyWhereTheStoreSaysItPays) {
+TEST(RunnerCompletionWritesTest, AutoGroupsInTheWriterWhereTheStoreSaysItPaysElsePerWorker) {
   for (const bool store_groups : {false, true}) {
     SCOPED_TRACE(store_groups ? "a store that groups" : "a store that does not");
-    GroupedHarness g(JobRunnerOptions::CompletionWrites::kAuto, store_groups);
+    GroupedHarness g(JobRunnerOptions::CompletionWrites::kAuto, store_groups, /*workers=*/1);
     Harness& h = g.h;
     ASSERT_THAT(h.Handle("t", [](JobContext&) { return Status::Ok(); }), IsOk());
-    EnqueueN(h, 12, "t");
+    EnqueueN(h, 8, "t");
     ASSERT_THAT(h.runner().Start(), IsOk());
-    ASSERT_TRUE(WaitFor([&] { return h.metrics().CounterTotal(metric::kSucceeded, "t") == 12; }));
+    ASSERT_TRUE(WaitFor([&] { return h.metrics().CounterTotal(metric::kSucceeded, "t") == 8; }));
     EXPECT_THAT(h.runner().Shutdown(Seconds(5)), IsOk());
     std::size_t grouped = 0;
     for (std::size_t n : g.recorder->sizes()) grouped += n;
-    EXPECT_EQ(grouped, store_groups ? 12u : 0u);
-    EXPECT_EQ(g.recorder->singles(), store_groups ? 0 : 12);
+    EXPECT_EQ(grouped, 8u);
+    EXPECT_EQ(g.recorder->singles(), 0);
+    if (!store_groups) {
+      // Per worker: the batch's eight quick outcomes in one write.
+      EXPECT_THAT(g.recorder->sizes(), ElementsAre(8u));
+    }
   }
+}
+
+// CompletionWrites::kPerWorker. One worker, batches of 8, a ManualClock:
+// "quick" is measured on it, so a handler is quick unless it moves it.
+
+TEST(RunnerCompletionWritesTest, PerWorkerWritesABatchOfQuickJobsInOneWrite) {
+  GroupedHarness g(JobRunnerOptions::CompletionWrites::kPerWorker, false, /*workers=*/1);
+  Harness& h = g.h;
+  ASSERT_THAT(h.Handle("t", [](JobContext&) { return Status::Ok(); }), IsOk());
+  const std::vector<std::string> ids = EnqueueN(h, 12, "t");
+  ASSERT_THAT(h.runner().Start(), IsOk());
+  ASSERT_TRUE(WaitFor([&] { return h.metrics().CounterTotal(metric::kSucceeded, "t") == 12; }));
+  EXPECT_THAT(h.runner().Shutdown(Seconds(5)), IsOk());
+  EXPECT_THAT(g.recorder->sizes(), ElementsAre(8u, 4u));
+  EXPECT_EQ(g.recorder->singles(), 0);
+  for (const std::string& id : ids) EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded);
+}
+
+// What a handler saw of the job that ran before it in its batch.
+struct SeenBefore {
+  std::atomic<bool> looked{false};
+  std::atomic<int> status{-1};
+};
+
+// Enqueues a job of `type` that runs before the others (higher priority).
+std::string EnqueueFirst(Harness& h, const std::string& type) {
+  return test_util::EnqueueOk(h, [&] {
+    Envelope env = MakeJob(type);
+    env.priority = 1;
+    return env;
+  }());
+}
+
+TEST(RunnerCompletionWritesTest, PerWorkerWritesKeptOutcomesBeforeAJobOfAnotherType) {
+  GroupedHarness g(JobRunnerOptions::CompletionWrites::kPerWorker, false, /*workers=*/1);
+  Harness& h = g.h;
+  SeenBefore seen;
+  std::string first;
+  ASSERT_THAT(h.Handle("quick", [](JobContext&) { return Status::Ok(); }), IsOk());
+  ASSERT_THAT(h.Handle("other",
+                       [&](JobContext&) {
+                         seen.status.store(static_cast<int>(*h.StatusOf(first)));
+                         seen.looked.store(true);
+                         return Status::Ok();
+                       }),
+              IsOk());
+  first = EnqueueFirst(h, "quick");
+  EnqueueN(h, 1, "other");
+  ASSERT_THAT(h.runner().Start(), IsOk());
+  ASSERT_TRUE(WaitFor([&] { return h.metrics().CounterTotal(metric::kSucceeded) == 2; }));
+  EXPECT_THAT(h.runner().Shutdown(Seconds(5)), IsOk());
+  ASSERT_TRUE(seen.looked.load());
+  // A job of another type may not be quick: the kept outcome went first.
+  EXPECT_EQ(seen.status.load(), static_cast<int>(JobStatus::kSucceeded));
+  EXPECT_THAT(g.recorder->sizes(), ElementsAre(1u, 1u));
+}
+
+TEST(RunnerCompletionWritesTest, PerWorkerWritesAtOnceAfterAJobThatWasNotQuick) {
+  GroupedHarness g(JobRunnerOptions::CompletionWrites::kPerWorker, false, /*workers=*/1);
+  Harness& h = g.h;
+  SeenBefore seen;
+  std::string first;
+  ASSERT_THAT(h.Handle("t",
+                       [&](JobContext& ctx) {
+                         if (ctx.envelope().job_id == first) {
+                           h.clock().Advance(Millis(5));  // Not quick.
+                         } else {
+                           seen.status.store(static_cast<int>(*h.StatusOf(first)));
+                           seen.looked.store(true);
+                         }
+                         return Status::Ok();
+                       }),
+              IsOk());
+  first = EnqueueFirst(h, "t");
+  EnqueueN(h, 1, "t");
+  ASSERT_THAT(h.runner().Start(), IsOk());
+  ASSERT_TRUE(WaitFor([&] { return h.metrics().CounterTotal(metric::kSucceeded, "t") == 2; }));
+  EXPECT_THAT(h.runner().Shutdown(Seconds(5)), IsOk());
+  ASSERT_TRUE(seen.looked.load());
+  EXPECT_EQ(seen.status.load(), static_cast<int>(JobStatus::kSucceeded));
+}
+
+TEST(RunnerCompletionWritesTest, TheWatchdogWritesOutcomesKeptWhileAJobRunsLong) {
+  GroupedHarness g(JobRunnerOptions::CompletionWrites::kPerWorker, false, /*workers=*/1);
+  Harness& h = g.h;
+  std::string first;
+  std::atomic<bool> written_while_running{false};
+  ASSERT_THAT(h.Handle("t",
+                       [&](JobContext& ctx) {
+                         if (ctx.envelope().job_id == first) return Status::Ok();
+                         // Predicted quick (its type's last run was), it runs
+                         // long: the kept outcome is written at the
+                         // watchdog's next tick, while it still runs.
+                         written_while_running.store(WaitFor([&] {
+                           h.clock().Advance(Millis(50));
+                           return h.StatusOf(first) == JobStatus::kSucceeded;
+                         }));
+                         return Status::Ok();
+                       }),
+              IsOk());
+  first = EnqueueFirst(h, "t");
+  EnqueueN(h, 1, "t");
+  ASSERT_THAT(h.runner().Start(), IsOk());
+  ASSERT_TRUE(WaitFor([&] { return h.metrics().CounterTotal(metric::kSucceeded, "t") == 2; }));
+  EXPECT_THAT(h.runner().Shutdown(Seconds(5)), IsOk());
+  EXPECT_TRUE(written_while_running.load());
+}
+
+TEST(RunnerCompletionWritesTest, ShutdownWritesTheOutcomesAWorkerStillInAHandlerKept) {
+  GroupedHarness g(JobRunnerOptions::CompletionWrites::kPerWorker, false, /*workers=*/1);
+  Harness& h = g.h;
+  std::string first;
+  std::atomic<bool> second_started{false};
+  std::atomic<bool> release{false};
+  std::atomic<bool> second_returned{false};
+  ASSERT_THAT(h.Handle("t",
+                       [&](JobContext& ctx) {
+                         if (ctx.envelope().job_id == first) return Status::Ok();
+                         second_started.store(true);
+                         WaitFor([&] { return release.load(); });
+                         second_returned.store(true);
+                         return Status::Ok();
+                       }),
+              IsOk());
+  first = EnqueueFirst(h, "t");
+  const std::string second = EnqueueN(h, 1, "t").front();
+  ASSERT_THAT(h.runner().Start(), IsOk());
+  ASSERT_TRUE(WaitFor([&] { return second_started.load(); }));
+  // The clock does not move, so the watchdog does not tick: only Shutdown
+  // can write the first job's kept outcome. No grace: the second job's
+  // lease goes back.
+  EXPECT_THAT(h.runner().Shutdown(Seconds(0)), IsOk());
+  EXPECT_EQ(h.StatusOf(first), JobStatus::kSucceeded);
+  EXPECT_EQ(h.StatusOf(second), JobStatus::kQueued);
+  release.store(true);
+  // The detached handler reads this test's variables until it returns.
+  ASSERT_TRUE(WaitFor([&] { return second_returned.load(); }));
 }
 
 TEST(RunnerCompletionWritesTest, OneByOneAndRunUntilIdleNeverGroup) {

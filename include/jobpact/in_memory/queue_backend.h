@@ -79,7 +79,7 @@ class JOBPACT_EXPORT InMemoryQueueBackend final : public StoreBackend {
   std::vector<Status> WriteJobs(std::vector<JobWrite>& writes) override;
   // Completions apply the engine to the stored record (no copy of it).
   bool CompletesInPlace() const override { return true; }
-  Status CompleteInPlace(const Lease& lease, const Completion& completion, TimePoint now) override;
+  void CompleteInPlace(InPlaceCompletion* items, std::size_t n, TimePoint now) override;
   // Deliveries are copied over the caller's spent ones (no allocation per
   // job while the store's mutex is held).
   bool ReusesDeliveries() const override { return true; }

@@ -193,8 +193,15 @@ class InMemoryQueueBackend::Impl {
     return out;
   }
 
-  Status CompleteInPlace(const Lease& lease, const Completion& completion, TimePoint now) {
+  void CompleteInPlace(InPlaceCompletion* items, std::size_t n, TimePoint now) {
     internal::MutexLock lock(mu_);
+    for (std::size_t i = 0; i < n; ++i) {
+      items[i].result = CompleteLocked(*items[i].lease, *items[i].completion, now);
+    }
+  }
+
+  Status CompleteLocked(const Lease& lease, const Completion& completion, TimePoint now)
+      JOBPACT_REQUIRES(mu_) {
     auto it = jobs_.find(lease.job_id);
     if (it == jobs_.end()) return Status::NotFound("no job " + lease.job_id);
     Entry& e = *it->second;
@@ -765,9 +772,8 @@ Result<std::vector<EnqueueResult>> InMemoryQueueBackend::InsertJobs(std::vector<
 std::vector<Status> InMemoryQueueBackend::WriteJobs(std::vector<JobWrite>& writes) {
   return impl_->WriteJobs(writes);
 }
-Status InMemoryQueueBackend::CompleteInPlace(const Lease& lease, const Completion& completion,
-                                             TimePoint now) {
-  return impl_->CompleteInPlace(lease, completion, now);
+void InMemoryQueueBackend::CompleteInPlace(InPlaceCompletion* items, std::size_t n, TimePoint now) {
+  impl_->CompleteInPlace(items, n, now);
 }
 Status InMemoryQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint now,
                                        std::vector<Delivery>* out) {
