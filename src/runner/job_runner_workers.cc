@@ -274,7 +274,7 @@ void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
       if (!EnsureLease(*d)) continue;
       ProcessDelivery(*d, slot.get(), cache);
     }
-    FlushAcks(*slot, true);
+    if (per_worker_acks_) FlushAcks(*slot, true);
     {
       std::lock_guard<std::mutex> l(slot->mu);
       batch.swap(slot->batch);  // The spent deliveries, for the next Dequeue.

@@ -318,6 +318,18 @@ std::string EnqueueFirst(Harness& h, const std::string& type) {
   }());
 }
 
+// Two jobs of type "t": `*first` (quick, runs first) and a second one,
+// whose handler runs `second`. Returns the second job's id.
+std::string QuickThenSecond(Harness& h, std::string* first, std::function<void()> second) {
+  Status handled = h.Handle("t", [first, second](JobContext& ctx) {
+    if (ctx.envelope().job_id != *first) second();
+    return Status::Ok();
+  });
+  EXPECT_THAT(handled, IsOk());
+  *first = EnqueueFirst(h, "t");
+  return EnqueueN(h, 1, "t").front();
+}
+
 TEST(RunnerCompletionWritesTest, PerWorkerWritesKeptOutcomesBeforeAJobOfAnotherType) {
   GroupedHarness g(JobRunnerOptions::CompletionWrites::kPerWorker, false, /*workers=*/1);
   Harness& h = g.h;
@@ -368,21 +380,14 @@ TEST(RunnerCompletionWritesTest, TheWatchdogWritesOutcomesKeptWhileAJobRunsLong)
   Harness& h = g.h;
   std::string first;
   std::atomic<bool> written_while_running{false};
-  ASSERT_THAT(h.Handle("t",
-                       [&](JobContext& ctx) {
-                         if (ctx.envelope().job_id == first) return Status::Ok();
-                         // Predicted quick (its type's last run was), it runs
-                         // long: the kept outcome is written at the
-                         // watchdog's next tick, while it still runs.
-                         written_while_running.store(WaitFor([&] {
-                           h.clock().Advance(Millis(50));
-                           return h.StatusOf(first) == JobStatus::kSucceeded;
-                         }));
-                         return Status::Ok();
-                       }),
-              IsOk());
-  first = EnqueueFirst(h, "t");
-  EnqueueN(h, 1, "t");
+  // Predicted quick (its type's last run was), the second job runs long:
+  // the kept outcome is written at the watchdog's next tick, while it runs.
+  QuickThenSecond(h, &first, [&] {
+    written_while_running.store(WaitFor([&] {
+      h.clock().Advance(Millis(50));
+      return h.StatusOf(first) == JobStatus::kSucceeded;
+    }));
+  });
   ASSERT_THAT(h.runner().Start(), IsOk());
   ASSERT_TRUE(WaitFor([&] { return h.metrics().CounterTotal(metric::kSucceeded, "t") == 2; }));
   EXPECT_THAT(h.runner().Shutdown(Seconds(5)), IsOk());
@@ -396,17 +401,11 @@ TEST(RunnerCompletionWritesTest, ShutdownWritesTheOutcomesAWorkerStillInAHandler
   std::atomic<bool> second_started{false};
   std::atomic<bool> release{false};
   std::atomic<bool> second_returned{false};
-  ASSERT_THAT(h.Handle("t",
-                       [&](JobContext& ctx) {
-                         if (ctx.envelope().job_id == first) return Status::Ok();
-                         second_started.store(true);
-                         WaitFor([&] { return release.load(); });
-                         second_returned.store(true);
-                         return Status::Ok();
-                       }),
-              IsOk());
-  first = EnqueueFirst(h, "t");
-  const std::string second = EnqueueN(h, 1, "t").front();
+  const std::string second = QuickThenSecond(h, &first, [&] {
+    second_started.store(true);
+    WaitFor([&] { return release.load(); });
+    second_returned.store(true);
+  });
   ASSERT_THAT(h.runner().Start(), IsOk());
   ASSERT_TRUE(WaitFor([&] { return second_started.load(); }));
   // The clock does not move, so the watchdog does not tick: only Shutdown
@@ -418,6 +417,37 @@ TEST(RunnerCompletionWritesTest, ShutdownWritesTheOutcomesAWorkerStillInAHandler
   release.store(true);
   // The detached handler reads this test's variables until it returns.
   ASSERT_TRUE(WaitFor([&] { return second_returned.load(); }));
+}
+
+TEST(RunnerCompletionWritesTest, PerWorkerWritesAnOutcomeWithATransactionalEffectAtOnce) {
+  GroupedHarness g(JobRunnerOptions::CompletionWrites::kPerWorker, false, /*workers=*/1);
+  Harness& h = g.h;
+  std::string first;
+  std::atomic<int> effects{0};
+  std::atomic<bool> seen_first_running{false};
+  // The effect commits with its own job's write, so that write cannot wait
+  // for the batch; the quick job before it stays kept meanwhile.
+  ASSERT_THAT(h.Handle("t",
+                       [&](JobContext& ctx) {
+                         if (ctx.envelope().payload == "{\"tx\":true}") {
+                           seen_first_running.store(h.StatusOf(first) == JobStatus::kRunning);
+                           ctx.SetTransactionalEffect([&](void*) {
+                             effects.fetch_add(1);
+                             return Status::Ok();
+                           });
+                         }
+                         return Status::Ok();
+                       }),
+              IsOk());
+  first = EnqueueFirst(h, "t");
+  EnqueueN(h, 1, "t", [](Envelope& env, int) { env.payload = "{\"tx\":true}"; });
+  ASSERT_THAT(h.runner().Start(), IsOk());
+  ASSERT_TRUE(WaitFor([&] { return h.metrics().CounterTotal(metric::kSucceeded, "t") == 2; }));
+  EXPECT_THAT(h.runner().Shutdown(Seconds(5)), IsOk());
+  EXPECT_TRUE(seen_first_running.load());
+  EXPECT_EQ(effects.load(), 1);
+  EXPECT_EQ(g.recorder->singles(), 1);                  // The effect's job, at once.
+  EXPECT_THAT(g.recorder->sizes(), ElementsAre(1u));  // The kept one, at batch end.
 }
 
 TEST(RunnerCompletionWritesTest, OneByOneAndRunUntilIdleNeverGroup) {

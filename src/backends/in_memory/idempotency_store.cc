@@ -1,5 +1,6 @@
-// InMemoryIdempotencyStore: records in a hash table keyed by string_views
-// into each record's own key, so lookups by string_view never allocate. A
+// InMemoryIdempotencyStore: records in 16 shards by a hash of their key,
+// each a hash table under its own mutex, keyed by string_views into each
+// record's own key, so lookups by string_view never allocate. A
 // record is held by value in its table node, its key and owner in one block
 // (KeyAndOwner): a fresh claim allocates that block and the node, where it
 // took four allocations (the record, its key, its owner, the node).
