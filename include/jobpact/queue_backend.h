@@ -118,6 +118,16 @@ struct Delivery {
   // (empty: no duplicate). False: the caller asks FindDuplicate itself.
   bool dedup_checked = false;
   std::string duplicate_of;
+  // The leasing store's own note of where it keeps the job, so that it can
+  // find the record again at completion without a lookup by id (the in-memory
+  // store sets it). Opaque to everyone else and copied with the delivery; a
+  // store checks that the note still holds before it uses it.
+  struct StoreNote {
+    std::uint64_t store = 0;    // Which store wrote it; 0: none.
+    void* record = nullptr;     // Where that store keeps the job.
+    std::uint64_t version = 0;  // That store's own check that `record` still holds.
+  };
+  StoreNote store_note;
 };
 
 struct EnqueueOptions {
@@ -127,8 +137,8 @@ struct EnqueueOptions {
 };
 
 struct EnqueueResult {
-  std::string job_id;      // The new job, or the existing one for a duplicate.
-  bool duplicate = false;  // True: nothing was stored.
+  std::string job_id;                     // The new job, or the existing one for a duplicate.
+  bool duplicate = false;                 // True: nothing was stored.
   JobStatus status = JobStatus::kQueued;  // Of the returned job.
 };
 

@@ -42,7 +42,7 @@ namespace jobpact {
 
 // One completion of StoreBackend::CompleteInPlace.
 struct InPlaceCompletion {
-  const Lease* lease = nullptr;
+  const Delivery* delivery = nullptr;
   const Completion* completion = nullptr;
   Status result;  // Set by CompleteInPlace.
 };

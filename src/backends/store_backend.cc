@@ -129,7 +129,7 @@ Status StoreBackend::WriteOne(JobChange&& change) {
 Status StoreBackend::Complete(const Delivery& delivery, const Completion& completion) {
   return Guarded("Complete", [&]() -> Status {
     if (CompletesInPlace()) {
-      InPlaceCompletion one{&delivery.lease, &completion, {}};
+      InPlaceCompletion one{&delivery, &completion, {}};
       CompleteInPlace(&one, 1, clock_->Now());
       return one.result;
     }
@@ -160,7 +160,7 @@ std::vector<Status> StoreBackend::CompleteBatch(const std::vector<CompletionRequ
     if (CompletesInPlace()) {
       std::vector<InPlaceCompletion> items(requests.size());
       for (std::size_t i = 0; i < requests.size(); ++i) {
-        items[i].lease = &requests[i].delivery.lease;
+        items[i].delivery = &requests[i].delivery;
         items[i].completion = &requests[i].completion;
       }
       CompleteInPlace(items.data(), items.size(), now);

@@ -4,14 +4,14 @@
 // the indexes survive the deletion of the job whose strings a key came from.
 #include "jobpact/in_memory/queue_backend.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "jobpact/testing/manual_clock.h"
 #include "jobpact/testing/matchers.h"
@@ -175,6 +175,57 @@ TEST_F(InMemoryQueueBackendTest, DedupKeySurvivesThePurgeOfTheJobItCameFrom) {
   EXPECT_EQ(dup->job_id, "job_dedup_second_0001");
   EXPECT_EQ(queue_.Size(), 1u);
   (void)second;
+}
+
+// The lease step notes where it keeps each job (Delivery::store_note), so
+// the completion finds the record without a lookup by id. A note is used only
+// while it holds: not once an entry was erased since the lease (here the very
+// entry it points to: ASan reports the use of the freed entry), and never by
+// another store.
+TEST_F(InMemoryQueueBackendTest, ACompletionDoesNotUseAStoreNoteAfterAnEntryWasErased) {
+  ASSERT_THAT(queue_.Enqueue(FullEnvelope("job_note_purged_0001"), {}).status(), IsOk());
+  const Delivery first = DequeueOne();
+  ASSERT_NE(first.store_note.record, nullptr);
+  ASSERT_THAT(queue_.ForceExpireLease("job_note_purged_0001"), IsOk());
+  ASSERT_THAT(queue_.RecoverExpiredLeases(10).status(), IsOk());
+  const Delivery second = DequeueOne();
+  ASSERT_EQ(second.store_note.record, first.store_note.record);  // The same entry.
+  Completion ok;
+  ok.to = JobStatus::kSucceeded;
+  ok.reason = "succeeded";
+  ASSERT_THAT(queue_.Complete(second, ok), IsOk());
+  clock_->Advance(Seconds(1));
+  ASSERT_EQ(queue_.PurgeFinished(clock_->Now()).value(), 1);  // Its entry is freed.
+  EXPECT_EQ(queue_.Complete(first, ok).code(), StatusCode::kNotFound);
+}
+
+TEST_F(InMemoryQueueBackendTest, ACompletionDoesNotUseAnotherStoresNote) {
+  // Two stores, each with a job of one id leased by a worker of one name:
+  // the same epoch and token. The first store's note must not let the
+  // second complete the first store's job.
+  InMemoryQueueBackend other(clock_);
+  ASSERT_THAT(queue_.Enqueue(FullEnvelope("job_note_shared_0001"), {}).status(), IsOk());
+  ASSERT_THAT(other.Enqueue(FullEnvelope("job_note_shared_0001"), {}).status(), IsOk());
+  const Delivery here = DequeueOne();
+  DequeueRequest req;
+  req.worker_id = "a-worker-id-longer-than-sso";
+  Result<std::vector<Delivery>> there = other.Dequeue(req);
+  ASSERT_THAT(there.status(), IsOk());
+  ASSERT_EQ(there->size(), 1u);
+  ASSERT_EQ(there->front().lease.token, here.lease.token);
+  Completion ok;
+  ok.to = JobStatus::kSucceeded;
+  ok.reason = "succeeded";
+  Completion failed;
+  failed.to = JobStatus::kFailed;
+  failed.reason = "permanent_failure";
+  failed.failure = Failure{FailureClass::kPermanent, "invalid", "bad input"};
+  // Same id, epoch and token: other's own record completes, not queue_'s.
+  EXPECT_THAT(other.Complete(here, failed), IsOk());
+  EXPECT_EQ(queue_.Get("job_note_shared_0001")->status, JobStatus::kRunning);
+  EXPECT_EQ(other.Get("job_note_shared_0001")->status, JobStatus::kFailed);
+  EXPECT_THAT(queue_.Complete(here, ok), IsOk());
+  EXPECT_EQ(queue_.Get("job_note_shared_0001")->status, JobStatus::kSucceeded);
 }
 
 }  // namespace
