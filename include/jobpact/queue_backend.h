@@ -137,8 +137,8 @@ struct EnqueueOptions {
 };
 
 struct EnqueueResult {
-  std::string job_id;                     // The new job, or the existing one for a duplicate.
-  bool duplicate = false;                 // True: nothing was stored.
+  std::string job_id;      // The new job, or the existing one for a duplicate.
+  bool duplicate = false;  // True: nothing was stored.
   JobStatus status = JobStatus::kQueued;  // Of the returned job.
 };
 

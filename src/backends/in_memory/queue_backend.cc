@@ -275,7 +275,7 @@ class InMemoryQueueBackend::Impl {
     std::size_t ready = 0;
     for (const QueueState* q : from) ready += q->ready.size();
     out.reserve(std::min(ready, static_cast<std::size_t>(request.max_jobs)));
-    JobChange rest;     // What DeliverInPlace computes besides the record.
+    JobChange rest;  // What DeliverInPlace computes besides the record.
     std::size_t n = 0;  // Deliveries made; out[n..] are spent ones not reused.
     while (static_cast<int>(n) < request.max_jobs) {
       // The best head across the queues asked for.
@@ -328,8 +328,8 @@ class InMemoryQueueBackend::Impl {
       d.dedup_checked = request.dedup_window.has_value();
       d.duplicate_of.clear();
       if (d.dedup_checked && !e.dedup_alone && !e.record.envelope.dedup_key.empty()) {
-        if (const JobRecord* dup =
-                FindLiveDuplicate(e.record.envelope.dedup_key, id, now - *request.dedup_window)) {
+        if (const JobRecord* dup = FindLiveDuplicate(e.record.envelope.dedup_key, id,
+                                                     now - *request.dedup_window)) {
           d.duplicate_of = dup->envelope.job_id;
         }
       }
@@ -371,10 +371,12 @@ class InMemoryQueueBackend::Impl {
   Status WriteControl(const ControlWrite& w) {
     internal::MutexLock lock(mu_);
     std::vector<ControlRule>& rules = control_.rules;
-    const ControlRuleKey key =
-        w.set ? ControlRuleKey{w.set->kind, w.set->subject, w.set->failure_class} : *w.clear;
+    const ControlRuleKey key = w.set ? ControlRuleKey{w.set->kind, w.set->subject,
+                                                      w.set->failure_class}
+                                     : *w.clear;
     auto same = [&](const ControlRule& r) {
-      return r.kind == key.kind && r.subject == key.subject && r.failure_class == key.failure_class;
+      return r.kind == key.kind && r.subject == key.subject &&
+             r.failure_class == key.failure_class;
     };
     auto it = std::find_if(rules.begin(), rules.end(), same);
     if (w.set) {
@@ -425,7 +427,7 @@ class InMemoryQueueBackend::Impl {
       Entry& e = *it->second;
       Result<JobChange> c = engine::RecoverLease(e.record, max_recoveries, now);
       if (!c.ok()) return c.status();  // An index out of step with its record: a bug here.
-      out.push_back(*c);               // The report keeps a copy; the store takes the original.
+      out.push_back(*c);  // The report keeps a copy; the store takes the original.
       Apply(it->first, e, std::move(*c));
     }
     return out;
@@ -459,8 +461,7 @@ class InMemoryQueueBackend::Impl {
       out.push_back(r);
     };
     if (q.by_finished_at && q.status == JobStatus::kDeadLettered) {
-      auto it =
-          q.finished_after ? dlq_.lower_bound(TimeKey{*q.finished_after, Id()}) : dlq_.begin();
+      auto it = q.finished_after ? dlq_.lower_bound(TimeKey{*q.finished_after, Id()}) : dlq_.begin();
       for (; it != dlq_.end() && out.size() < q.limit; ++it) {
         if (q.finished_before && it->first >= *q.finished_before) break;
         consider(jobs_.find(it->second)->second->record);
@@ -525,8 +526,7 @@ class InMemoryQueueBackend::Impl {
         if (!oldest || at < *oldest) oldest = at;
         it = q.ready.lower_bound(ReadyKey{std::get<0>(*it) + 1, TimePoint::min(), Id(), nullptr});
       }
-      if (oldest && now > *oldest)
-        pq.oldest_ready_age = std::max(pq.oldest_ready_age, now - *oldest);
+      if (oldest && now > *oldest) pq.oldest_ready_age = std::max(pq.oldest_ready_age, now - *oldest);
     }
     for (JobStatus s : kAllJobStatuses) stats.by_status[s] = status_counts_[Slot(s)];
     stats.dead_letters = static_cast<std::int64_t>(dlq_.size());
@@ -629,8 +629,8 @@ class InMemoryQueueBackend::Impl {
         last_queue_->first.second == r.envelope.job_type) {
       return &last_queue_->second;
     }
-    auto it = queues_.find(
-        std::pair(std::string_view(r.envelope.queue), std::string_view(r.envelope.job_type)));
+    auto it = queues_.find(std::pair(std::string_view(r.envelope.queue),
+                                     std::string_view(r.envelope.job_type)));
     if (it == queues_.end()) {
       it = queues_.emplace(std::pair(r.envelope.queue, r.envelope.job_type), QueueState()).first;
       it->second.type = it->first.second;
@@ -763,11 +763,9 @@ class InMemoryQueueBackend::Impl {
   // Keyed by views of Entry::id, as are the indexes.
   std::unordered_map<Id, std::unique_ptr<Entry>> jobs_ JOBPACT_GUARDED_BY(mu_);
   // By (queue, job type); a set is never erased, so Entry::queue stays valid.
-  std::map<std::pair<std::string, std::string>, QueueState, PairLess> queues_
-      JOBPACT_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, std::string>, QueueState, PairLess> queues_ JOBPACT_GUARDED_BY(mu_);
   // The (queue, type) QueueOf found last, or null (see there).
-  std::pair<const std::pair<std::string, std::string>, QueueState>* last_queue_
-      JOBPACT_GUARDED_BY(mu_) = nullptr;
+  std::pair<const std::pair<std::string, std::string>, QueueState>* last_queue_ JOBPACT_GUARDED_BY(mu_) = nullptr;
   ControlState control_ JOBPACT_GUARDED_BY(mu_);
   // CompleteInPlace's scratch: its history entry's buffer is reused.
   JobChange rest_ JOBPACT_GUARDED_BY(mu_);
