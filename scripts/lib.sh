@@ -9,7 +9,7 @@ JOBPACT_JOBS="${JOBPACT_JOBS:-$(nproc)}"
 # Debian 12 packages the build, the tests and the servers need.
 JOBPACT_PACKAGES=(
   g++ cmake ninja-build pkg-config
-  libfmt-dev libspdlog-dev nlohmann-json3-dev
+  libfmt-dev libspdlog-dev nlohmann-json3-dev libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev libcli11-dev
   redis-server libhiredis-dev

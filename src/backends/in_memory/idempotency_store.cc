@@ -1,21 +1,25 @@
 // InMemoryIdempotencyStore: records in 16 shards by a hash of their key,
 // each a hash table under its own mutex, keyed by string_views into each
-// record's own key, so lookups by string_view never allocate. A
-// record is held by value in its table node, its key and owner in one block
-// (KeyAndOwner): a fresh claim allocates that block and the node, where it
-// took four allocations (the record, its key, its owner, the node).
+// record's own key (with the key's hash beside it), so lookups by
+// string_view never allocate. A record is held by value in its table's slot,
+// its key and owner in one block (KeyAndOwner): a fresh claim allocates that
+// block only.
+//
+// The table is abseil's flat_hash_map, not std::unordered_map: a lookup
+// reads the slot's stored hash before it reads a key, where the node-based
+// map chased a bucket, a node and the key's bytes, and at 2 workers that
+// table was 44% of the workers' CPU (docs/benchmarks.md, the eighth pass).
 #include "jobpact/in_memory/idempotency_store.h"
 
 #include <algorithm>
 #include <array>
 #include <exception>
-#include <functional>
 #include <mutex>
 #include <new>
 #include <string>
-#include <unordered_map>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "src/backends/in_memory/key_and_owner.h"
 #include "src/internal/checks.h"
 #include "src/internal/guarded.h"
@@ -38,6 +42,20 @@ struct Stored {
   TimePoint expires_at;
 };
 
+// A table key: a view of a record's own key and that key's hash, computed
+// once per call (the shard is chosen by it too) and compared before the
+// key's bytes are.
+struct Key {
+  std::string_view key;
+  std::size_t hash;
+};
+struct KeyHash {
+  std::size_t operator()(const Key& k) const { return k.hash; }
+};
+struct KeyEq {
+  bool operator()(const Key& a, const Key& b) const { return a.hash == b.hash && a.key == b.key; }
+};
+
 IdempotencyRecord ToRecord(const Stored& s) {
   IdempotencyRecord r;
   r.key = std::string(s.ids.key());
@@ -55,17 +73,18 @@ class Shard {
   // The store's clock; set once, before the store is shared.
   const Clock* clock_ = nullptr;
 
-  Result<ClaimOutcome> Claim(std::string_view key, std::string_view owner, Duration ttl) {
-    JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("IdempotencyStore::Claim", key, owner, ttl));
+  Result<ClaimOutcome> Claim(Key key, std::string_view owner, Duration ttl) {
+    JOBPACT_RETURN_IF_ERROR(
+        internal::CheckKeyOwnerTtl("IdempotencyStore::Claim", key.key, owner, ttl));
     ClaimOutcome out;
     // Built before the lock: most claims are of new keys, which then take
     // one lookup (the insertion) and no allocation under the lock.
-    Stored fresh{KeyAndOwner(key, owner), State::kInProgress, {}, TimePoint{}};
+    Stored fresh{KeyAndOwner(key.key, owner), State::kInProgress, {}, TimePoint{}};
     internal::MutexLock lock(mu_);
     const TimePoint now = clock_->Now();
     MaybeSweep(now);
     fresh.expires_at = now + ttl;
-    const std::string_view k = fresh.ids.key();  // Stays put when `fresh` moves.
+    const Key k{fresh.ids.key(), key.hash};  // Stays put when `fresh` moves.
     auto [it, inserted] = records_.try_emplace(k, std::move(fresh));
     if (inserted) {
       out.kind = ClaimOutcome::Kind::kClaimed;
@@ -94,9 +113,9 @@ class Shard {
     return out;
   }
 
-  Status Complete(std::string_view key, std::string_view owner, std::string_view result,
-                  Duration retention) {
-    JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("IdempotencyStore::Complete", key, owner, retention));
+  Status Complete(Key key, std::string_view owner, std::string_view result, Duration retention) {
+    JOBPACT_RETURN_IF_ERROR(
+        internal::CheckKeyOwnerTtl("IdempotencyStore::Complete", key.key, owner, retention));
     internal::MutexLock lock(mu_);
     const TimePoint now = clock_->Now();
     Stored* r = LiveClaimOf(key, owner, now);
@@ -107,13 +126,14 @@ class Shard {
     return Status::Ok();
   }
 
-  Status Release(std::string_view key, std::string_view owner) {
-    JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("IdempotencyStore::Release", key, owner));
+  Status Release(Key key, std::string_view owner) {
+    JOBPACT_RETURN_IF_ERROR(
+        internal::CheckKeyOwnerTtl("IdempotencyStore::Release", key.key, owner));
     internal::MutexLock lock(mu_);
     auto it = records_.find(key);
     if (it != records_.end() && it->second.state == State::kCompleted &&
         clock_->Now() < it->second.expires_at) {
-      return Status::Aborted("idempotency key " + std::string(key) +
+      return Status::Aborted("idempotency key " + std::string(key.key) +
                              " is completed; completed records are never released");
     }
     // An expired claim of the owner's own may still be dropped.
@@ -125,8 +145,9 @@ class Shard {
     return Status::Ok();
   }
 
-  Status Extend(std::string_view key, std::string_view owner, Duration ttl) {
-    JOBPACT_RETURN_IF_ERROR(internal::CheckKeyOwnerTtl("IdempotencyStore::Extend", key, owner, ttl));
+  Status Extend(Key key, std::string_view owner, Duration ttl) {
+    JOBPACT_RETURN_IF_ERROR(
+        internal::CheckKeyOwnerTtl("IdempotencyStore::Extend", key.key, owner, ttl));
     internal::MutexLock lock(mu_);
     const TimePoint now = clock_->Now();
     Stored* r = LiveClaimOf(key, owner, now);
@@ -135,7 +156,7 @@ class Shard {
     return Status::Ok();
   }
 
-  Result<std::optional<IdempotencyRecord>> Get(std::string_view key) {
+  Result<std::optional<IdempotencyRecord>> Get(Key key) {
     std::optional<IdempotencyRecord> out;
     internal::MutexLock lock(mu_);
     auto it = records_.find(key);
@@ -154,8 +175,7 @@ class Shard {
   }
 
  private:
-  Stored* LiveClaimOf(std::string_view key, std::string_view owner, TimePoint now)
-      JOBPACT_REQUIRES(mu_) {
+  Stored* LiveClaimOf(Key key, std::string_view owner, TimePoint now) JOBPACT_REQUIRES(mu_) {
     auto it = records_.find(key);
     if (it == records_.end()) return nullptr;
     Stored* r = &it->second;
@@ -165,16 +185,18 @@ class Shard {
     return r;
   }
 
-  static Status NotHeld(std::string_view key, std::string_view owner) {
+  static Status NotHeld(Key key, std::string_view owner) {
     return Status::Aborted(std::string(owner) + " does not hold a live claim on " +
-                           std::string(key));
+                           std::string(key.key));
   }
 
   int Sweep(TimePoint now) JOBPACT_REQUIRES(mu_) {
     int purged = 0;
+    // flat_hash_map's erase(iterator) returns nothing: erase(it++) is its
+    // erase-while-iterating idiom (erasing does not move the other slots).
     for (auto it = records_.begin(); it != records_.end();) {
       if (now >= it->second.expires_at) {
-        it = records_.erase(it);
+        records_.erase(it++);
         ++purged;
       } else {
         ++it;
@@ -193,7 +215,7 @@ class Shard {
 
   mutable internal::Mutex mu_;
   // Keyed by views of each record's own key (Stored::ids).
-  std::unordered_map<std::string_view, Stored> records_ JOBPACT_GUARDED_BY(mu_);
+  absl::flat_hash_map<Key, Stored, KeyHash, KeyEq> records_ JOBPACT_GUARDED_BY(mu_);
   std::size_t ops_since_sweep_ JOBPACT_GUARDED_BY(mu_) = 0;
 };
 
@@ -209,9 +231,10 @@ class InMemoryIdempotencyStore::Impl {
     for (Shard& s : shards_) s.clock_ = clock_.get();
   }
 
-  Shard& Of(std::string_view key) {
-    return shards_[std::hash<std::string_view>{}(key) % shards_.size()];
-  }
+  // The key with its hash, and the shard that hash picks (its top bits:
+  // the table's own probing uses the low ones).
+  static Key KeyOf(std::string_view key) { return Key{key, absl::Hash<std::string_view>{}(key)}; }
+  Shard& Of(const Key& key) { return shards_[key.hash >> (64 - 4)]; }
 
   Result<int> PurgeExpired() {
     int purged = 0;
@@ -228,6 +251,7 @@ class InMemoryIdempotencyStore::Impl {
  private:
   // Immutable after construction.
   const std::shared_ptr<Clock> clock_;
+  static_assert(sizeof(std::size_t) == 8, "the shard index takes a 64-bit hash's top 4 bits");
   std::array<Shard, 16> shards_;
 };
 
@@ -237,22 +261,36 @@ InMemoryIdempotencyStore::~InMemoryIdempotencyStore() = default;
 
 Result<ClaimOutcome> InMemoryIdempotencyStore::Claim(std::string_view key, std::string_view owner,
                                                      Duration claim_ttl) {
-  return Guarded("Claim", [&] { return impl_->Of(key).Claim(key, owner, claim_ttl); });
+  return Guarded("Claim", [&] {
+    const Key k = Impl::KeyOf(key);
+    return impl_->Of(k).Claim(k, owner, claim_ttl);
+  });
 }
 Status InMemoryIdempotencyStore::Complete(std::string_view key, std::string_view owner,
                                           std::string_view result, Duration retention) {
-  return Guarded("Complete",
-                 [&] { return impl_->Of(key).Complete(key, owner, result, retention); });
+  return Guarded("Complete", [&] {
+    const Key k = Impl::KeyOf(key);
+    return impl_->Of(k).Complete(k, owner, result, retention);
+  });
 }
 Status InMemoryIdempotencyStore::Release(std::string_view key, std::string_view owner) {
-  return Guarded("Release", [&] { return impl_->Of(key).Release(key, owner); });
+  return Guarded("Release", [&] {
+    const Key k = Impl::KeyOf(key);
+    return impl_->Of(k).Release(k, owner);
+  });
 }
 Status InMemoryIdempotencyStore::Extend(std::string_view key, std::string_view owner,
                                         Duration claim_ttl) {
-  return Guarded("Extend", [&] { return impl_->Of(key).Extend(key, owner, claim_ttl); });
+  return Guarded("Extend", [&] {
+    const Key k = Impl::KeyOf(key);
+    return impl_->Of(k).Extend(k, owner, claim_ttl);
+  });
 }
 Result<std::optional<IdempotencyRecord>> InMemoryIdempotencyStore::Get(std::string_view key) {
-  return Guarded("Get", [&] { return impl_->Of(key).Get(key); });
+  return Guarded("Get", [&] {
+    const Key k = Impl::KeyOf(key);
+    return impl_->Of(k).Get(k);
+  });
 }
 Result<int> InMemoryIdempotencyStore::PurgeExpired() {
   return Guarded("PurgeExpired", [&] { return impl_->PurgeExpired(); });
