@@ -1,10 +1,10 @@
-// Shared by bullmq_bench.js and beequeue_bench.js: arguments, the server's
-// own figures from INFO, and the RESULT lines run.sh turns into the table.
+// Shared by the peers' scripts: arguments, the server's own figures (Redis:
+// INFO; PostgreSQL: pg_common.js), and the RESULT lines table.js turns into
+// the table.
 'use strict';
-const IORedis = require('ioredis');
 
 function parseArgs(argv) {
-  const a = { url: '', jobs: 20000, failJobs: 5000, latencyJobs: 500, concurrency: 10, label: '',
+  const a = { url: '', pgPid: 0, jobs: 20000, failJobs: 5000, latencyJobs: 500, concurrency: 10, label: '',
     workloads: ['noop', 'failonce', 'latency'] };
   for (let i = 2; i < argv.length; i++) {
     const v = () => argv[++i];
@@ -15,6 +15,7 @@ function parseArgs(argv) {
       case '--latency-jobs': a.latencyJobs = Number(v()); break;
       case '--concurrency': a.concurrency = Number(v()); break;
       case '--label': a.label = v(); break;
+      case '--pg-pid': a.pgPid = Number(v()); break;
       case '--workloads': a.workloads = v().split(','); break;
       default: throw new Error(`unknown argument ${argv[i]}`);
     }
@@ -62,6 +63,7 @@ function result(obj) {
 
 // A connection of the bench's own, for FLUSHDB and INFO.
 function adminClient(a) {
+  const IORedis = require('ioredis');
   return new IORedis({ host: a.host, port: a.port, db: a.db, maxRetriesPerRequest: null });
 }
 

@@ -1,11 +1,13 @@
-// jobpact's side of bench/peers/run.sh: the workloads of issue 8 ("Speed,
-// side by side in one run") through jobpact on the Redis backend, used as a
-// service would use it: one JobRunner with workers = 10 on
-// RedisBackend::bundle(), jobs enqueued with JobRunner::EnqueueBatch.
-// bullmq_bench.js and beequeue_bench.js run the same workloads through the
-// peers; run.sh prints the one table.
+// jobpact's side of the peer benchmarks: the workloads of issue 8 ("Speed,
+// side by side in one run", bench/peers/run.sh: Redis, against BullMQ and
+// bee-queue) and of issue 9 (bench/peers/run_postgres.sh: PostgreSQL,
+// against graphile-worker and pg-boss), through jobpact used as a service
+// would use it: one JobRunner with workers = 10 on the bundle
+// OpenBackend(url) opens, jobs enqueued with JobRunner::EnqueueBatch.
+// The node scripts beside this file run the same workloads through the
+// peers; table.js prints the one table.
 //
-// Workloads (each on a fresh key namespace, after FLUSHDB):
+// Workloads (each on a fresh key namespace or schema of its own):
 //   noop      N no-op jobs, pre-enqueued in batches of 1,000 (the enqueue
 //             figure), then drained: jobs/s from Start() to the last
 //             succeeded transition (a TransitionObserver sees it after the
@@ -15,24 +17,28 @@
 //             second succeeds; the retry delay is 0 (a policy override) and
 //             the retry budget is off (the peers have none).
 //   latency   L jobs enqueued 5 ms apart to an idle runner, each by a
-//             second JobRunner on a second RedisBackend (as another process
+//             second JobRunner on a second bundle (as another process
 //             would: no in-process wake-up); enqueue->start p50/p99.
 //   latency_local  the same enqueued through the worker runner itself
 //             (a service that enqueues and works in one process).
 //   latency_poll1  as latency, with JobRunnerOptions::poll_interval 1 ms
-//             instead of the default 100 ms: the Redis backend has no
-//             cross-process wake-up yet, so an idle runner finds a job
-//             another process enqueued at its next poll.
+//             instead of the default 100 ms.
 //
 // For each, one line: RESULT {json}, with the server's own figures over the
-// measured phase from INFO (redis-cli): CPU seconds, socket reads (about
-// one per round trip; a pipeline counts once), commands (Lua's inner calls
-// included), script calls and script time.
+// measured phase. Redis, from INFO (redis-cli): CPU seconds, socket reads
+// (about one per round trip; a pipeline counts once), commands (Lua's inner
+// calls included), script calls and script time. PostgreSQL: the CPU
+// seconds of the postmaster and its children (/proc; --pg-pid names the
+// postmaster), the WAL bytes written (pg_current_wal_lsn) and the
+// transaction ids assigned (pg_current_snapshot's xmax: one per writing
+// transaction or writing subtransaction), read with psql.
 //
-// Usage: jobpact_peer_bench --url redis://127.0.0.1:PORT/0 [--workloads noop,idem,...]
-//          [--jobs 20000] [--fail-jobs 5000] [--latency-jobs 500] [--workers 10]
-//          [--label TEXT]
+// Usage: jobpact_peer_bench --url redis://127.0.0.1:PORT/0 | postgres://USER@127.0.0.1:PORT/DB
+//          [--pg-pid PID] [--workloads noop,idem,...] [--jobs 20000] [--fail-jobs 5000]
+//          [--latency-jobs 500] [--workers 10] [--label TEXT]
+#include <dirent.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -41,6 +47,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -49,9 +56,9 @@
 #include <thread>
 #include <vector>
 
+#include "jobpact/backend.h"
 #include "jobpact/failure.h"
 #include "jobpact/job_runner.h"
-#include "jobpact/redis/redis_backend.h"
 #include "jobpact/transition_event.h"
 
 namespace {
@@ -60,6 +67,7 @@ using SteadyClock = std::chrono::steady_clock;
 
 struct Args {
   std::string url;
+  int pg_pid = 0;
   std::vector<std::string> workloads = {"noop",    "idem",          "failonce",
                                         "latency", "latency_local", "latency_poll1"};
   int jobs = 20000;
@@ -73,16 +81,9 @@ double SecondsSince(SteadyClock::time_point t0) {
   return std::chrono::duration<double>(SteadyClock::now() - t0).count();
 }
 
-// --- The server's own figures, from INFO via redis-cli ---
-struct ServerInfo {
-  std::map<std::string, double> v;
-};
-
-std::string RedisCli(const jobpact::redis::RedisOptions& o, const std::string& command) {
-  const std::string cmd = "redis-cli -h " + o.host + " -p " + std::to_string(o.port) + " -n " +
-                          std::to_string(o.database) + " " + command + " 2>&1";
+std::string Run(const std::string& cmd) {
   std::string out;
-  if (FILE* p = popen(cmd.c_str(), "r")) {
+  if (FILE* p = popen((cmd + " 2>&1").c_str(), "r")) {
     char buf[4096];
     std::size_t n;
     while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
@@ -91,49 +92,177 @@ std::string RedisCli(const jobpact::redis::RedisOptions& o, const std::string& c
   return out;
 }
 
-ServerInfo ReadInfo(const jobpact::redis::RedisOptions& o) {
-  ServerInfo info;
-  std::istringstream in(RedisCli(o, "INFO all"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const auto colon = line.find(':');
-    if (colon == std::string::npos || line[0] == '#') continue;
-    const std::string key = line.substr(0, colon), value = line.substr(colon + 1);
-    if (key.rfind("cmdstat_", 0) == 0) {
-      // cmdstat_evalsha:calls=N,usec=U,...
-      auto num = [&](const char* f) {
-        const auto at = value.find(f);
-        return at == std::string::npos ? 0.0 : std::atof(value.c_str() + at + std::strlen(f));
-      };
-      info.v[key + ".calls"] = num("calls=");
-      info.v[key + ".usec"] = num("usec=");
-    } else {
-      char* end = nullptr;
-      const double d = std::strtod(value.c_str(), &end);
-      if (end != value.c_str()) info.v[key] = d;
-    }
-  }
-  return info;
+// Single-quoted for sh.
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
 }
 
-std::string ServerJson(const ServerInfo& a, const ServerInfo& b) {
-  auto d = [&](const std::string& k) {
-    auto f = [&](const ServerInfo& s) {
-      auto it = s.v.find(k);
-      return it == s.v.end() ? 0.0 : it->second;
-    };
-    return f(b) - f(a);
+std::string WithParams(const std::string& url, const std::string& params) {
+  return url + (url.find('?') == std::string::npos ? "?" : "&") + params;
+}
+
+// --- The server: what a workload's namespace is, how to empty it, and the
+// server's own figures over a measured phase ---
+struct ServerInfo {
+  std::map<std::string, double> v;
+};
+
+class Server {
+ public:
+  virtual ~Server() = default;
+  // The URL of a bundle on namespace (Redis) or schema (PostgreSQL) `ns`
+  // with `pool` connections.
+  virtual std::string UrlFor(const std::string& ns, int pool) const = 0;
+  // Empties what a workload on `ns` will use.
+  virtual void Reset(const std::string& ns) const = 0;
+  virtual ServerInfo Read() const = 0;
+  // The figures between two reads, as a JSON object (table.js's columns).
+  virtual std::string Delta(const ServerInfo& a, const ServerInfo& b) const = 0;
+};
+
+double Diff(const ServerInfo& a, const ServerInfo& b, const std::string& k) {
+  auto f = [&](const ServerInfo& s) {
+    auto it = s.v.find(k);
+    return it == s.v.end() ? 0.0 : it->second;
   };
-  char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "{\"cpu_s\":%.4f,\"reads\":%.0f,\"commands\":%.0f,\"script_calls\":%.0f,"
-                "\"script_usec\":%.0f}",
-                d("used_cpu_user") + d("used_cpu_sys"), d("total_reads_processed"),
-                d("total_commands_processed"),
-                d("cmdstat_evalsha.calls") + d("cmdstat_eval.calls") + d("cmdstat_fcall.calls"),
-                d("cmdstat_evalsha.usec") + d("cmdstat_eval.usec") + d("cmdstat_fcall.usec"));
-  return buf;
+  return f(b) - f(a);
+}
+
+class RedisServer : public Server {
+ public:
+  // redis://HOST:PORT/DB (what scripts/lib.sh start_redis exports).
+  explicit RedisServer(std::string url) : url_(std::move(url)) {
+    const std::string rest = url_.substr(std::strlen("redis://"));
+    const auto colon = rest.find(':'), slash = rest.find('/');
+    host_ = rest.substr(0, colon);
+    port_ = std::atoi(rest.c_str() + colon + 1);
+    db_ = slash == std::string::npos ? 0 : std::atoi(rest.c_str() + slash + 1);
+  }
+  std::string UrlFor(const std::string& ns, int pool) const override {
+    return WithParams(url_, "namespace=" + ns + "&pool_size=" + std::to_string(pool));
+  }
+  void Reset(const std::string&) const override { Cli("FLUSHDB"); }
+  ServerInfo Read() const override {
+    ServerInfo info;
+    std::istringstream in(Cli("INFO all"));
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      const auto colon = line.find(':');
+      if (colon == std::string::npos || line[0] == '#') continue;
+      const std::string key = line.substr(0, colon), value = line.substr(colon + 1);
+      if (key.rfind("cmdstat_", 0) == 0) {
+        // cmdstat_evalsha:calls=N,usec=U,...
+        auto num = [&](const char* f) {
+          const auto at = value.find(f);
+          return at == std::string::npos ? 0.0 : std::atof(value.c_str() + at + std::strlen(f));
+        };
+        info.v[key + ".calls"] = num("calls=");
+        info.v[key + ".usec"] = num("usec=");
+      } else {
+        char* end = nullptr;
+        const double d = std::strtod(value.c_str(), &end);
+        if (end != value.c_str()) info.v[key] = d;
+      }
+    }
+    return info;
+  }
+  std::string Delta(const ServerInfo& a, const ServerInfo& b) const override {
+    auto d = [&](const std::string& k) { return Diff(a, b, k); };
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "{\"cpu_s\":%.4f,\"reads\":%.0f,\"commands\":%.0f,\"script_calls\":%.0f,"
+                  "\"script_usec\":%.0f}",
+                  d("used_cpu_user") + d("used_cpu_sys"), d("total_reads_processed"),
+                  d("total_commands_processed"),
+                  d("cmdstat_evalsha.calls") + d("cmdstat_eval.calls") + d("cmdstat_fcall.calls"),
+                  d("cmdstat_evalsha.usec") + d("cmdstat_eval.usec") + d("cmdstat_fcall.usec"));
+    return buf;
+  }
+
+ private:
+  std::string Cli(const std::string& command) const {
+    return Run("redis-cli -h " + host_ + " -p " + std::to_string(port_) + " -n " +
+               std::to_string(db_) + " " + command);
+  }
+  std::string url_, host_;
+  int port_ = 6379, db_ = 0;
+};
+
+class PostgresServer : public Server {
+ public:
+  // postgres://USER@HOST:PORT/DB; postmaster_pid: the server's postmaster
+  // (its CPU and its children's is the server's), 0 for none.
+  PostgresServer(std::string url, int postmaster_pid)
+      : url_(std::move(url)), postmaster_pid_(postmaster_pid) {}
+  std::string UrlFor(const std::string& ns, int pool) const override {
+    return WithParams(url_, "schema=" + ns + "&pool_size=" + std::to_string(pool));
+  }
+  void Reset(const std::string& ns) const override {
+    Psql("DROP SCHEMA IF EXISTS " + ns + " CASCADE");
+  }
+  ServerInfo Read() const override {
+    ServerInfo info;
+    std::istringstream in(Psql(
+        "SELECT pg_current_wal_lsn() - '0/0', pg_snapshot_xmax(pg_current_snapshot())::text"));
+    std::string wal, xmax;
+    std::getline(in, wal, '|');
+    std::getline(in, xmax);
+    info.v["wal_bytes"] = std::atof(wal.c_str());
+    info.v["xids"] = std::atof(xmax.c_str());
+    info.v["cpu_s"] = CpuSeconds();
+    return info;
+  }
+  std::string Delta(const ServerInfo& a, const ServerInfo& b) const override {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "{\"cpu_s\":%.4f,\"wal_bytes\":%.0f,\"xids\":%.0f}",
+                  Diff(a, b, "cpu_s"), Diff(a, b, "wal_bytes"), Diff(a, b, "xids"));
+    return buf;
+  }
+
+ private:
+  std::string Psql(const std::string& sql) const {
+    return Run("psql " + ShellQuote(url_) + " -XAtqc " + ShellQuote(sql));
+  }
+  // utime + stime of the postmaster and its children, from /proc.
+  double CpuSeconds() const {
+    if (postmaster_pid_ <= 0) return 0;
+    long ticks = 0;
+    DIR* d = opendir("/proc");
+    if (d == nullptr) return 0;
+    while (dirent* e = readdir(d)) {
+      const int pid = std::atoi(e->d_name);
+      if (pid <= 0) continue;
+      std::ifstream f(std::string("/proc/") + e->d_name + "/stat");
+      std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      const auto close = stat.rfind(')');  // The command may hold spaces.
+      if (close == std::string::npos) continue;
+      std::istringstream fields(stat.substr(close + 2));
+      std::string field;
+      std::vector<std::string> v;
+      while (v.size() < 13 && fields >> field) v.push_back(field);
+      if (v.size() < 13) continue;
+      // After the command: state(3) ppid(4) ... utime(14) stime(15).
+      const int ppid = std::atoi(v[1].c_str());
+      if (pid != postmaster_pid_ && ppid != postmaster_pid_) continue;
+      ticks += std::atol(v[11].c_str()) + std::atol(v[12].c_str());
+    }
+    closedir(d);
+    return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
+  std::string url_;
+  int postmaster_pid_;
+};
+
+std::unique_ptr<Server> ServerFor(const Args& a) {
+  if (a.url.rfind("redis://", 0) == 0) return std::make_unique<RedisServer>(a.url);
+  if (a.url.rfind("postgres://", 0) == 0 || a.url.rfind("postgresql://", 0) == 0) {
+    return std::make_unique<PostgresServer>(a.url, a.pg_pid);
+  }
+  std::fprintf(stderr, "--url: a redis:// or postgres:// URL, not %s\n", a.url.c_str());
+  std::exit(2);
 }
 
 // Counts succeeded transitions (seen after the ack is stored) and wakes the
@@ -166,37 +295,22 @@ class SucceededCounter : public jobpact::TransitionObserver {
 };
 
 struct Rig {
-  std::shared_ptr<jobpact::redis::RedisBackend> backend;
   std::shared_ptr<SucceededCounter> counter = std::make_shared<SucceededCounter>();
   std::unique_ptr<jobpact::JobRunner> runner;
 };
 
-jobpact::redis::RedisOptions OptionsFor(const Args& a, const std::string& ns, int workers) {
-  auto parsed = jobpact::redis::ParseRedisUrl(a.url);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "bad --url: %s\n", parsed.status().ToString().c_str());
-    std::exit(2);
-  }
-  jobpact::redis::RedisOptions o = *parsed;
-  o.key_namespace = ns;
-  // One connection per worker thread and a few for the runner's own calls
-  // (maintenance, enqueue), as a service would size it.
-  o.pool_size = workers + 2;
-  return o;
-}
-
-Rig MakeRig(const Args& a, const std::string& ns, int workers,
+// One connection per worker thread and a few for the runner's own calls
+// (maintenance, enqueue), as a service would size it.
+Rig MakeRig(const Server& server, const std::string& ns, int workers,
             jobpact::Duration poll_interval = jobpact::Millis(100)) {
   Rig rig;
-  auto opened = jobpact::redis::RedisBackend::Open(OptionsFor(a, ns, workers),
-                                                   jobpact::SystemClock::Default());
+  auto opened = jobpact::OpenBackend(server.UrlFor(ns, workers + 2));
   if (!opened.ok()) {
-    std::fprintf(stderr, "cannot open Redis: %s\n", opened.status().ToString().c_str());
+    std::fprintf(stderr, "cannot open the backend: %s\n", opened.status().ToString().c_str());
     std::exit(1);
   }
-  rig.backend = *opened;
   jobpact::JobRunnerOptions ro;
-  ro.backend = rig.backend->bundle();
+  ro.backend = *opened;
   ro.workers = workers;
   ro.poll_interval = poll_interval;
   // Errors only: no line per transition or per retry (the peers log none).
@@ -241,13 +355,13 @@ std::string Json(const std::string& s) {
 }
 
 // noop / idem / failonce: pre-enqueue, then drain.
-void Drain(const Args& a, const std::string& workload) {
-  const jobpact::redis::RedisOptions ro = OptionsFor(a, "x", a.workers);
-  RedisCli(ro, "FLUSHDB");
+void Drain(const Args& a, const Server& server, const std::string& workload) {
+  const std::string ns = "peer_" + workload;
+  server.Reset(ns);
   const bool fail_once = workload == "failonce";
   const bool keys = workload == "idem";
   const int jobs = fail_once ? a.fail_jobs : a.jobs;
-  Rig rig = MakeRig(a, "peer_" + workload, a.workers);
+  Rig rig = MakeRig(server, ns, a.workers);
   jobpact::Status s = rig.runner->Handle(
       "bench.job",
       [fail_once](jobpact::JobContext& ctx) -> jobpact::Status {
@@ -257,7 +371,7 @@ void Drain(const Args& a, const std::string& workload) {
       fail_once ? ImmediateRetry() : jobpact::HandlerOptions{});
   if (!s.ok()) Die("Handle", s);
 
-  const ServerInfo e0 = ReadInfo(ro);
+  const ServerInfo e0 = server.Read();
   const auto t_enq = SteadyClock::now();
   constexpr int kBatch = 1000;
   for (int first = 0; first < jobs; first += kBatch) {
@@ -276,16 +390,16 @@ void Drain(const Args& a, const std::string& workload) {
     if (!r.ok()) Die("EnqueueBatch", r.status());
   }
   const double enqueue_s = SecondsSince(t_enq);
-  const ServerInfo e1 = ReadInfo(ro);
+  const ServerInfo e1 = server.Read();
 
   rig.counter->Reset(jobs);
-  const ServerInfo d0 = ReadInfo(ro);
+  const ServerInfo d0 = server.Read();
   const auto t0 = SteadyClock::now();
   s = rig.runner->Start();
   if (!s.ok()) Die("Start", s);
   const bool finished = rig.counter->Wait(std::chrono::seconds(600));
   const double drain_s = SecondsSince(t0);
-  const ServerInfo d1 = ReadInfo(ro);
+  const ServerInfo d1 = server.Read();
   rig.runner->Shutdown(jobpact::Seconds(10)).IgnoreError();
   if (!finished) {
     std::fprintf(stderr, "%s: only %lld of %d jobs succeeded in 600 s\n", workload.c_str(),
@@ -296,21 +410,21 @@ void Drain(const Args& a, const std::string& workload) {
       "RESULT {\"lib\":\"jobpact\",\"label\":%s,\"workload\":%s,\"jobs\":%d,\"seconds\":%.4f,"
       "\"jobs_per_s\":%.1f,\"server\":%s}\n",
       Json(a.label).c_str(), Json(workload).c_str(), jobs, drain_s, jobs / drain_s,
-      ServerJson(d0, d1).c_str());
+      server.Delta(d0, d1).c_str());
   std::printf(
       "RESULT {\"lib\":\"jobpact\",\"label\":%s,\"workload\":%s,\"jobs\":%d,\"seconds\":%.4f,"
       "\"jobs_per_s\":%.1f,\"server\":%s}\n",
       Json(a.label).c_str(), Json("enqueue_" + workload).c_str(), jobs, enqueue_s,
-      jobs / enqueue_s, ServerJson(e0, e1).c_str());
+      jobs / enqueue_s, server.Delta(e0, e1).c_str());
   std::fflush(stdout);
 }
 
 // latency / latency_local / latency_poll1: an idle runner, jobs 5 ms apart.
-void Latency(const Args& a, const std::string& workload) {
+void Latency(const Args& a, const Server& server, const std::string& workload) {
   const bool local = workload == "latency_local";
-  const jobpact::redis::RedisOptions ro = OptionsFor(a, "x", a.workers);
-  RedisCli(ro, "FLUSHDB");
-  Rig rig = MakeRig(a, "peer_" + workload, a.workers,
+  const std::string ns = "peer_" + workload;
+  server.Reset(ns);
+  Rig rig = MakeRig(server, ns, a.workers,
                     workload == "latency_poll1" ? jobpact::Millis(1) : jobpact::Millis(100));
   const int n = a.latency_jobs;
   std::vector<std::atomic<std::int64_t>> enq_ns(n), start_ns(n);
@@ -334,11 +448,11 @@ void Latency(const Args& a, const std::string& workload) {
   Rig producer;
   jobpact::JobRunner* enqueuer = rig.runner.get();
   if (!local) {
-    producer = MakeRig(a, "peer_" + workload, 1);
+    producer = MakeRig(server, ns, 1);
     enqueuer = producer.runner.get();
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // Idle workers.
-  const ServerInfo i0 = ReadInfo(ro);
+  const ServerInfo i0 = server.Read();
   const auto t0 = SteadyClock::now();
   for (int i = 0; i < n; ++i) {
     jobpact::Envelope e;
@@ -351,7 +465,7 @@ void Latency(const Args& a, const std::string& workload) {
   }
   const bool finished = rig.counter->Wait(std::chrono::seconds(60));
   const double secs = SecondsSince(t0);
-  const ServerInfo i1 = ReadInfo(ro);
+  const ServerInfo i1 = server.Read();
   rig.runner->Shutdown(jobpact::Seconds(10)).IgnoreError();
   if (!finished) {
     std::fprintf(stderr, "%s: only %lld of %d jobs ran\n", workload.c_str(),
@@ -366,7 +480,7 @@ void Latency(const Args& a, const std::string& workload) {
       "RESULT {\"lib\":\"jobpact\",\"label\":%s,\"workload\":%s,\"jobs\":%d,\"seconds\":%.4f,"
       "\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"server\":%s}\n",
       Json(a.label).c_str(), Json(workload).c_str(), n, secs, pct(0.50), pct(0.99), ms.back(),
-      ServerJson(i0, i1).c_str());
+      server.Delta(i0, i1).c_str());
   std::fflush(stdout);
 }
 
@@ -396,11 +510,14 @@ Args ParseArgs(int argc, char** argv) {
       a.latency_jobs = std::max(1, std::atoi(l));
     } else if (const char* k = value("--workers")) {
       a.workers = std::max(1, std::atoi(k));
+    } else if (const char* pid = value("--pg-pid")) {
+      a.pg_pid = std::atoi(pid);
     } else if (const char* b = value("--label")) {
       a.label = b;
     } else {
       std::fprintf(stderr,
-                   "usage: jobpact_peer_bench --url redis://HOST:PORT/DB [--workloads "
+                   "usage: jobpact_peer_bench --url redis://HOST:PORT/DB|postgres://USER@HOST:PORT/DB "
+                   "[--pg-pid PID] [--workloads "
                    "noop,idem,failonce,latency,latency_local,latency_poll1] [--jobs N] [--fail-jobs N] "
                    "[--latency-jobs N] [--workers N] [--label TEXT]\n");
       std::exit(2);
@@ -417,11 +534,12 @@ Args ParseArgs(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   const Args a = ParseArgs(argc, argv);
+  const std::unique_ptr<Server> server = ServerFor(a);
   for (const std::string& w : a.workloads) {
     if (w == "noop" || w == "idem" || w == "failonce") {
-      Drain(a, w);
+      Drain(a, *server, w);
     } else if (w == "latency" || w == "latency_local" || w == "latency_poll1") {
-      Latency(a, w);
+      Latency(a, *server, w);
     } else {
       std::fprintf(stderr, "unknown workload %s\n", w.c_str());
       return 2;
