@@ -294,6 +294,73 @@ Result<JobRecord> PostgresQueueBackend::DecodeOrQuarantine(Connection& conn, con
   return std::move(q.record);
 }
 
+// A new job's row: its id, its record (AddRecord), then the columns fixed
+// at enqueue, in the order of kInsertColumns.
+static Params InsertParams(const JobChange& c) {
+  const JobRecord& rec = c.record;
+  const Envelope& env = rec.envelope;
+  Params p;
+  p.Add(env.job_id);
+  AddRecord(p, rec);
+  // Quarantined input keeps no envelope of its own beyond what could be
+  // read of it (job_id, job_type, trace_id).
+  p.Add(env.job_type)
+      .Add(env.queue)
+      .Add(env.priority)
+      .Add(ToNs(env.visibility_timeout))
+      .AddOrNull(env.dedup_key)
+      .Add(SerializeEnvelope(env));
+  if (rec.raw_input) {
+    p.Add(*rec.raw_input);
+  } else {
+    p.Null();
+  }
+  p.Add(HistoryJson(c.append)).Add(ToNs(rec.enqueued_at));
+  return p;
+}
+
+#define JOBPACT_PG_INSERT_COLUMNS                                                              \
+  "job_id, status, attempt, max_attempts, ready_at_ns, updated_at_ns, finished_at_ns, epoch, " \
+  "lease_recoveries, lock_waits, previous_delay_ns, checkpoint, failure_class, failure_code, " \
+  "failure_message, reason, result, lease_token, lease_expires_at_ns, dead_lettered_at_ns, "   \
+  "audit, cancel_requested, job_type, queue, priority, visibility_timeout_ns, dedup_key, "     \
+  "envelope, raw_envelope, history, enqueued_at_ns"
+
+// Inserts new jobs' rows (InsertParams): one INSERT of one row, or of many
+// from one array per column (unnest). A taken id is kAlreadyExists.
+Status PostgresQueueBackend::InsertRows(Core& core, Connection& conn,
+                                        const std::vector<Params>& rows) {
+  static const std::string one =
+      "INSERT INTO {t}jobs (" JOBPACT_PG_INSERT_COLUMNS
+      ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, "
+      "$18, $19, $20, $21::jsonb, $22, $23, $24, $25, $26, $27, $28, $29, $30::jsonb, $31)";
+  static const std::string many =
+      "INSERT INTO {t}jobs (" JOBPACT_PG_INSERT_COLUMNS
+      ") SELECT job_id, status, attempt, max_attempts, ready_at_ns, updated_at_ns, "
+      "finished_at_ns, epoch, lease_recoveries, lock_waits, previous_delay_ns, checkpoint, "
+      "failure_class, failure_code, failure_message, reason, result, lease_token, "
+      "lease_expires_at_ns, dead_lettered_at_ns, audit::jsonb, cancel_requested, job_type, queue, "
+      "priority, visibility_timeout_ns, dedup_key, envelope, raw_envelope, history::jsonb, "
+      "enqueued_at_ns FROM unnest($1::text[], $2::text[], $3::integer[], $4::integer[], "
+      "$5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::integer[], $10::integer[], "
+      "$11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], "
+      "$17::text[], $18::text[], $19::bigint[], $20::bigint[], $21::text[], $22::integer[], "
+      "$23::text[], $24::text[], $25::integer[], $26::bigint[], $27::text[], $28::text[], "
+      "$29::text[], $30::text[], $31::bigint[]) AS v(" JOBPACT_PG_INSERT_COLUMNS ")";
+  auto insert = [&]() -> Result<PgResult> {
+    if (rows.size() == 1) return conn.Exec(core.Sql(one.c_str()), rows.front(), "Enqueue");
+    Params p;
+    for (const std::string& column : ArrayColumns(rows, 31)) p.Add(column);
+    return conn.Exec(core.Sql(many.c_str()), p, "EnqueueBatch");
+  };
+  const Result<PgResult> r = insert();
+  if (r.ok()) return Status::Ok();
+  if (r.status().code() == StatusCode::kAlreadyExists && rows.size() == 1) {
+    return Status::AlreadyExists("Enqueue: job id " + rows.front().value(0) + " already exists");
+  }
+  return r.status();
+}
+
 Result<std::vector<EnqueueResult>> PostgresQueueBackend::InsertOn(Core& core, Connection& conn,
                                                                   std::vector<JobChange>& jobs,
                                                                   const EnqueueOptions& options,
@@ -319,10 +386,21 @@ Result<std::vector<EnqueueResult>> PostgresQueueBackend::InsertOn(Core& core, Co
       return Status::AlreadyExists("EnqueueBatch: job id " + r.Text(0, 0) + " already exists");
     }
   }
+  // Jobs without a dedup check are inserted together, in one statement at
+  // the end (one round trip for a batch, not one per job); a job with one
+  // is checked and inserted at once, so a later job of the batch with the
+  // same key sees it. Results keep the batch's order.
+  results.resize(jobs.size());
+  std::vector<Params> rows;
+  std::vector<std::size_t> row_of;  // rows[i] is jobs[row_of[i]].
+  std::set<std::string_view> batch_ids;
   bool inserted = false;
-  for (const JobChange& c : jobs) {
-    const JobRecord& rec = c.record;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const JobRecord& rec = jobs[i].record;
     const Envelope& env = rec.envelope;
+    if (!batch_ids.insert(env.job_id).second) {
+      return Status::AlreadyExists("Enqueue: job id " + env.job_id + " already exists");
+    }
     if (dedup && !env.dedup_key.empty()) {
       // Enqueues of one key queue here until this transaction ends, so two
       // concurrent ones cannot both miss each other.
@@ -338,50 +416,21 @@ Result<std::vector<EnqueueResult>> PostgresQueueBackend::InsertOn(Core& core, Co
                              "'dead_lettered') ORDER BY enqueued_at_ns DESC, job_id DESC LIMIT 1"),
                     Params().Add(env.dedup_key).Add(window_start_ns), "Enqueue"));
       if (r.rows() > 0) {
-        EnqueueResult dup;
+        EnqueueResult& dup = results[i];
         dup.job_id = r.Text(0, 0);
         dup.duplicate = true;
         JOBPACT_ASSIGN_OR_RETURN(dup.status, ParseJobStatus(r.Text(0, 1)));
-        results.push_back(std::move(dup));
         continue;
       }
-    }
-    Params p;
-    p.Add(env.job_id);
-    AddRecord(p, rec);
-    // Quarantined input keeps no envelope of its own beyond what could be
-    // read of it (job_id, job_type, trace_id).
-    p.Add(env.job_type)
-        .Add(env.queue)
-        .Add(env.priority)
-        .Add(ToNs(env.visibility_timeout))
-        .AddOrNull(env.dedup_key)
-        .Add(SerializeEnvelope(env));
-    if (rec.raw_input) {
-      p.Add(*rec.raw_input);
+      JOBPACT_RETURN_IF_ERROR(InsertRows(core, conn, {InsertParams(jobs[i])}));
     } else {
-      p.Null();
-    }
-    p.Add(HistoryJson(c.append)).Add(ToNs(rec.enqueued_at));
-    Result<PgResult> r = conn.Exec(
-        core.Sql("INSERT INTO {t}jobs (job_id, status, attempt, max_attempts, ready_at_ns, "
-                 "updated_at_ns, finished_at_ns, epoch, lease_recoveries, lock_waits, "
-                 "previous_delay_ns, checkpoint, failure_class, failure_code, failure_message, "
-                 "reason, result, lease_token, lease_expires_at_ns, dead_lettered_at_ns, audit, "
-                 "cancel_requested, job_type, queue, priority, visibility_timeout_ns, dedup_key, "
-                 "envelope, raw_envelope, history, enqueued_at_ns) VALUES ($1, $2, $3, $4, $5, "
-                 "$6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, "
-                 "$21::jsonb, $22, $23, $24, $25, $26, $27, $28, $29, $30::jsonb, $31)"),
-        p, "Enqueue");
-    if (!r.ok()) {
-      if (r.status().code() == StatusCode::kAlreadyExists) {
-        return Status::AlreadyExists("Enqueue: job id " + env.job_id + " already exists");
-      }
-      return r.status();
+      rows.push_back(InsertParams(jobs[i]));
+      row_of.push_back(i);
     }
     inserted = true;
-    results.push_back(EnqueueResult{env.job_id, false, rec.status});
+    results[i] = EnqueueResult{env.job_id, false, rec.status};
   }
+  if (!rows.empty()) JOBPACT_RETURN_IF_ERROR(InsertRows(core, conn, rows));
   if (inserted) JOBPACT_RETURN_IF_ERROR(NotifyOn(core, conn));
   return results;
 }

@@ -53,6 +53,9 @@ class PostgresQueueBackend final : public StoreBackend {
                                                      std::vector<JobChange>& jobs,
                                                      const EnqueueOptions& options,
                                                      TimePoint now);
+  // Inserts new jobs' rows in one statement (see queue_backend.cc).
+  static Status InsertRows(Core& core, internal::Connection& conn,
+                           const std::vector<internal::Params>& rows);
 
   Result<bool> WaitForWork(Duration timeout) override { return core_->WaitForNotify(timeout); }
 

@@ -382,6 +382,53 @@ TEST_F(PostgresBackendTest, ABatchWithoutEffectsIsOneStatementAndAStaleWriteFail
   EXPECT_EQ(backend_->admin()->Get(got[3].job.envelope.job_id)->status, JobStatus::kRunning);
 }
 
+// A batch's jobs without a dedup check go in one INSERT from arrays: every
+// value must survive the array literal (quotes, backslashes, braces,
+// commas, the word NULL, non-ASCII), results keep the batch's order, and a
+// deduplicated job in the middle (checked and inserted on its own) still
+// sees an earlier job of the same batch.
+TEST_F(PostgresBackendTest, ABatchEnqueueKeepsEveryValueAndTheOrder) {
+  OpenBackend();
+  QueueBackend& q = *backend_->queue();
+  const std::vector<std::string> payloads = {
+      R"({"s":"a \"quoted\", {braced} \\ value"})", R"({"s":"NULL"})", R"({"s":"日本語 ✓"})",
+      R"({"s":""})", R"({"k":[1,2,{"x":null}]})"};
+  std::vector<Envelope> batch;
+  for (std::size_t i = 0; i < payloads.size(); ++i) {
+    batch.push_back(Job("job_" + std::to_string(i), payloads[i]));
+  }
+  batch[1].dedup_key = "order-1";
+  batch[3].dedup_key = "order-1";  // The same key as job_1, later in the batch.
+  batch[4].priority = 7;
+  EnqueueOptions opts;
+  opts.dedup_window = Seconds(60);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<EnqueueResult> out, q.EnqueueBatch(batch, opts));
+  ASSERT_EQ(out.size(), payloads.size());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    SCOPED_TRACE(i);
+    if (i == 3) {
+      EXPECT_TRUE(out[i].duplicate);
+      EXPECT_EQ(out[i].job_id, "job_1");
+      continue;
+    }
+    EXPECT_FALSE(out[i].duplicate);
+    EXPECT_EQ(out[i].job_id, "job_" + std::to_string(i));
+    JOBPACT_ASSERT_OK_AND_ASSIGN(JobRecord rec, backend_->admin()->Get(out[i].job_id));
+    EXPECT_EQ(rec.envelope.payload, payloads[i]);
+    EXPECT_EQ(rec.status, JobStatus::kQueued);
+    EXPECT_EQ(rec.envelope.priority, batch[i].priority);
+    EXPECT_EQ(rec.envelope.dedup_key, batch[i].dedup_key);
+    ASSERT_EQ(rec.history.size(), 1u);
+  }
+  EXPECT_THAT(backend_->admin()->Get("job_3").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_EQ(Sql("SELECT count(*) FROM {s}.jobs"), "4");
+  // An id twice in one batch is refused whole, naming it.
+  std::vector<Envelope> twice = {Job("job_x"), Job("job_x")};
+  EXPECT_THAT(q.EnqueueBatch(twice, {}).status(),
+              StatusIs(StatusCode::kAlreadyExists, HasSubstr("job_x")));
+  EXPECT_EQ(Sql("SELECT count(*) FROM {s}.jobs"), "4");
+}
+
 // --- Transactional enqueue and completion on a PGconn* ---
 
 class PostgresTransactionalTest : public PostgresBackendTest {
