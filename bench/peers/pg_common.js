@@ -40,4 +40,17 @@ function serverDelta(x, y) {
   return { cpu_s: y.cpu_s - x.cpu_s, wal_bytes: y.wal_bytes - x.wal_bytes, xids: y.xids - x.xids };
 }
 
-module.exports = { adminClient, readInfo, serverDelta };
+// Runs the workloads a names, each with the bench's own connection, then
+// exits (non-zero on any error).
+function main(a, drain, latency) {
+  (async () => {
+    const admin = await adminClient(a);
+    for (const w of a.workloads) {
+      if (w === 'latency') await latency(admin); else await drain(admin, w);
+    }
+    await admin.end();
+    process.exit(0);
+  })().catch((err) => { console.error(err); process.exit(1); });
+}
+
+module.exports = { adminClient, readInfo, serverDelta, main };

@@ -106,11 +106,4 @@ async function latency(admin) {
     ...c.percentiles(ms), server: pgc.serverDelta(i0, i1) });
 }
 
-(async () => {
-  const admin = await pgc.adminClient(a);
-  for (const w of a.workloads) {
-    if (w === 'latency') await latency(admin); else await drain(admin, w);
-  }
-  await admin.end();
-  process.exit(0);
-})().catch((err) => { console.error(err); process.exit(1); });
+pgc.main(a, drain, latency);

@@ -22,6 +22,7 @@
 # Each workload runs on a fresh schema of its own.
 HERE="$(cd "$(dirname "$0")" && pwd)"
 source "$HERE/../../scripts/lib.sh"
+source "$HERE/peers_lib.sh"
 
 QUICK=0 PREBUILT=
 BUILD="${BUILD:-$JOBPACT_ROOT/build}"
@@ -34,27 +35,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-if [ "$QUICK" = 1 ]; then
-  COUNTS=(--jobs 2000 --fail-jobs 500 --latency-jobs 100)
-else
-  COUNTS=(--jobs 20000 --fail-jobs 5000 --latency-jobs 500)
-fi
-
-BENCH="$BUILD/bench/peers/jobpact_peer_bench"
-if [ -n "$PREBUILT" ]; then
-  [ -x "$PREBUILT" ] || { echo "--bench: $PREBUILT is not an executable" >&2; exit 2; }
-  BENCH="$PREBUILT"
-  log "Using $BENCH (not built)"
-elif [ -f "$BUILD/CMakeCache.txt" ]; then
-  log "Building jobpact_peer_bench in $BUILD"
-  cmake "$BUILD" -DJOBPACT_BUILD_BENCHMARKS=ON -DJOBPACT_WITH_POSTGRES=ON >/dev/null
-  cmake --build "$BUILD" --target jobpact_peer_bench -j "$JOBPACT_JOBS"
-else
-  configure_and_build "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DJOBPACT_BUILD_BENCHMARKS=ON \
-    -DJOBPACT_WITH_POSTGRES=ON -DJOBPACT_BUILD_TESTS=OFF
-fi
-log "npm ci (bench/peers/package-lock.json)"
-(cd "$HERE" && npm ci --no-audit --no-fund --loglevel=error)
+peers_counts "$QUICK"
+peers_prepare "$BUILD" "$PREBUILT" -DJOBPACT_WITH_POSTGRES=ON
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/jobpact-peers-pg.XXXXXX")"
 RESULTS="$WORK/results.jsonl"
