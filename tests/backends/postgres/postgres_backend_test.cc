@@ -2,8 +2,8 @@
 // the schema (concurrent migration, the compatibility window), SQL
 // injection, CompleteBatch's savepoints, transactional enqueue and
 // completion on a PGconn*, WaitForWork over LISTEN/NOTIFY, and the errors of
-// a server that is down, a connection lost mid-transaction, a read-only
-// server and a statement timeout.
+// a server that is down, a connection lost mid-transaction or during
+// COMMIT, a read-only server and a statement timeout.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -21,6 +21,7 @@
 #include "jobpact/queue_backend.h"
 #include "jobpact/testing/manual_clock.h"
 #include "jobpact/testing/matchers.h"
+#include "tests/backends/postgres/commit_cut_proxy.h"
 #include "tests/backends/postgres/postgres_test_server.h"
 
 namespace jobpact {
@@ -427,6 +428,97 @@ TEST_F(PostgresBackendTest, ABatchEnqueueKeepsEveryValueAndTheOrder) {
   EXPECT_THAT(q.EnqueueBatch(twice, {}).status(),
               StatusIs(StatusCode::kAlreadyExists, HasSubstr("job_x")));
   EXPECT_EQ(Sql("SELECT count(*) FROM {s}.jobs"), "4");
+}
+
+// --- A connection lost during COMMIT ---
+
+// The backend through a proxy that cuts the connection at an armed COMMIT
+// (commit_cut_proxy.h): before the server sees it, or after the server
+// committed. The client cannot tell the two apart; either way the call
+// must fail saying the outcome is unknown, and what the store holds must
+// make the caller's retry safe: the work is there once, or not at all.
+class PostgresCommitLossTest : public PostgresBackendTest {
+ protected:
+  using Cut = pt::CommitCutProxy::Cut;
+
+  void SetUp() override {
+    PostgresBackendTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    if (!options_.host.empty() && options_.host[0] == '/') {
+      GTEST_SKIP() << "the test server listens on a Unix socket; the proxy needs TCP";
+    }
+    proxy_ = std::make_unique<pt::CommitCutProxy>(options_.port);
+    ASSERT_NE(proxy_->port(), 0) << "the proxy could not listen";
+    PostgresOptions o = options_;
+    o.host = "127.0.0.1";
+    o.port = proxy_->port();
+    o.pool_size = 1;
+    backend_ = MustOpen(o);  // Migrates through the proxy, before any cut.
+    ASSERT_NE(backend_, nullptr);
+  }
+  std::string StatusOf(const std::string& id) {
+    return Sql("SELECT coalesce((SELECT status FROM {s}.jobs WHERE job_id = '" + id +
+               "'), 'none')");
+  }
+  static constexpr const char* kUnknown = "whether the transaction committed is unknown";
+
+  std::unique_ptr<pt::CommitCutProxy> proxy_;
+};
+
+TEST_F(PostgresCommitLossTest, AnEnqueueCutBeforeCommitFailsAndStoresNothing) {
+  QueueBackend& q = *backend_->queue();
+  proxy_->Arm(Cut::kBeforeCommit);
+  EXPECT_THAT(q.Enqueue(Job("job_a"), {}).status(),
+              StatusIs(StatusCode::kUnavailable, HasSubstr(kUnknown)));
+  EXPECT_EQ(proxy_->cuts(), 1);
+  EXPECT_EQ(StatusOf("job_a"), "none");
+  // The caller's retry, on a new connection, stores it once.
+  EXPECT_THAT(q.Enqueue(Job("job_a"), {}).status(), IsOk());
+  EXPECT_EQ(StatusOf("job_a"), "queued");
+}
+
+TEST_F(PostgresCommitLossTest, AnEnqueueCutAfterCommitFailsAndItsRetryFindsTheJob) {
+  QueueBackend& q = *backend_->queue();
+  proxy_->Arm(Cut::kAfterCommit);
+  EXPECT_THAT(q.Enqueue(Job("job_a"), {}).status(),
+              StatusIs(StatusCode::kUnavailable, HasSubstr(kUnknown)));
+  EXPECT_EQ(proxy_->cuts(), 1);
+  EXPECT_EQ(StatusOf("job_a"), "queued");  // It did commit.
+  // The retry cannot make a second job: the id is taken.
+  EXPECT_THAT(q.Enqueue(Job("job_a"), {}).status(), StatusIs(StatusCode::kAlreadyExists));
+  EXPECT_EQ(Sql("SELECT count(*) FROM {s}.jobs"), "1");
+}
+
+TEST_F(PostgresCommitLossTest, ACompletionCutAfterCommitIsStoredOnceAndItsRetryIsRefused) {
+  QueueBackend& q = *backend_->queue();
+  ASSERT_THAT(q.Enqueue(Job("job_a"), {}).status(), IsOk());
+  const Delivery d = TakeOne(q);
+  ASSERT_EQ(d.job.envelope.job_id, "job_a");
+  Completion done;
+  done.to = JobStatus::kSucceeded;
+  done.reason = std::string(reason::kSucceeded);
+  proxy_->Arm(Cut::kAfterCommit);
+  EXPECT_THAT(q.Complete(d, done), StatusIs(StatusCode::kUnavailable, HasSubstr(kUnknown)));
+  EXPECT_EQ(proxy_->cuts(), 1);
+  EXPECT_EQ(StatusOf("job_a"), "succeeded");
+  // A retried completion of the same delivery finds the job finished.
+  EXPECT_THAT(q.Complete(d, done), StatusIs(StatusCode::kAborted, HasSubstr("stale lease")));
+  EXPECT_EQ(StatusOf("job_a"), "succeeded");
+}
+
+TEST_F(PostgresCommitLossTest, ACompletionCutBeforeCommitLeavesTheLeaseToRecover) {
+  QueueBackend& q = *backend_->queue();
+  ASSERT_THAT(q.Enqueue(Job("job_a"), {}).status(), IsOk());
+  const Delivery d = TakeOne(q);
+  Completion done;
+  done.to = JobStatus::kSucceeded;
+  done.reason = std::string(reason::kSucceeded);
+  proxy_->Arm(Cut::kBeforeCommit);
+  EXPECT_THAT(q.Complete(d, done), StatusIs(StatusCode::kUnavailable, HasSubstr(kUnknown)));
+  EXPECT_EQ(proxy_->cuts(), 1);
+  EXPECT_EQ(StatusOf("job_a"), "running");  // Still leased: retried, or recovered at expiry.
+  EXPECT_THAT(q.Complete(d, done), IsOk());
+  EXPECT_EQ(StatusOf("job_a"), "succeeded");
 }
 
 // --- Transactional enqueue and completion on a PGconn* ---
