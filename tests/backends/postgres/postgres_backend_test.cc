@@ -5,6 +5,9 @@
 // a server that is down, a connection lost mid-transaction or during
 // COMMIT, a read-only server and a statement timeout.
 #include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <map>
@@ -209,7 +212,7 @@ TEST_F(PostgresBackendTest, OpenCreatesTheSchemaAtTheCurrentVersion) {
   EXPECT_EQ(backend_->bundle().name, "postgres");
 }
 
-TEST_F(PostgresBackendTest, ProcessesStartingTogetherMigrateOnce) {
+TEST_F(PostgresBackendTest, ThreadsStartingTogetherMigrateOnce) {
   // Eight openers of one new schema at once: the advisory lock lets one
   // create it; the others find it created.
   constexpr int kOpeners = 8;
@@ -229,6 +232,43 @@ TEST_F(PostgresBackendTest, ProcessesStartingTogetherMigrateOnce) {
   EXPECT_EQ(Sql("SELECT count(*) FROM pg_tables WHERE schemaname = '" + options_.schema +
                 "' AND tablename = 'jobs'"),
             "1");
+}
+
+TEST_F(PostgresBackendTest, ProcessesStartingTogetherMigrateOnce) {
+  // As a rolling deploy starts them: six processes (postgres_open_worker)
+  // open one new schema at the same instant, each with its own sessions.
+  constexpr int kProcesses = 6;
+  const auto start = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch()) +
+                     std::chrono::milliseconds(500);
+  const std::string url = pt::PostgresTestUrl();
+  std::vector<pid_t> pids;
+  for (int i = 0; i < kProcesses; ++i) {
+    const std::string at = std::to_string(start.count());
+    std::vector<char*> argv = {const_cast<char*>(JOBPACT_POSTGRES_OPEN_WORKER),
+                               const_cast<char*>(url.c_str()),
+                               const_cast<char*>(options_.schema.c_str()),
+                               const_cast<char*>(at.c_str()), nullptr};
+    pid_t pid = 0;
+    ASSERT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ), 0)
+        << JOBPACT_POSTGRES_OPEN_WORKER;
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "an opener failed (its stderr above); wait status " << status;
+  }
+  EXPECT_EQ(Sql("SELECT count(*) FROM {s}.schema_version"), "1");
+  EXPECT_EQ(Sql("SELECT version FROM {s}.schema_version"),
+            std::to_string(PostgresBackend::kSchemaVersion));
+  EXPECT_EQ(Sql("SELECT count(*) FROM pg_tables WHERE schemaname = '" + options_.schema +
+                "' AND tablename = 'jobs'"),
+            "1");
+  // And the schema they made works.
+  OpenBackend();
+  EXPECT_THAT(backend_->queue()->Enqueue(Job("job_a"), {}).status(), IsOk());
 }
 
 TEST_F(PostgresBackendTest, ANewerCompatibleSchemaIsUsedAsItIs) {
