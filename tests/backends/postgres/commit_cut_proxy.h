@@ -54,9 +54,11 @@ class CommitCutProxy {
   }
   ~CommitCutProxy() {
     stopping_ = true;
+    // shutdown wakes the accept; the descriptors are closed only once no
+    // thread uses them (a close racing a read is a race on the fd).
     shutdown(listen_fd_, SHUT_RDWR);
-    close(listen_fd_);
     if (acceptor_.joinable()) acceptor_.join();
+    close(listen_fd_);
     std::vector<std::thread> pumps;
     {
       std::lock_guard<std::mutex> l(mu_);
