@@ -295,7 +295,7 @@ Result<JobRecord> PostgresQueueBackend::DecodeOrQuarantine(Connection& conn, con
 }
 
 // A new job's row: its id, its record (AddRecord), then the columns fixed
-// at enqueue, in the order of kInsertColumns.
+// at enqueue, in the order of JOBPACT_PG_INSERT_COLUMNS.
 static Params InsertParams(const JobChange& c) {
   const JobRecord& rec = c.record;
   const Envelope& env = rec.envelope;
@@ -392,7 +392,6 @@ Result<std::vector<EnqueueResult>> PostgresQueueBackend::InsertOn(Core& core, Co
   // same key sees it. Results keep the batch's order.
   results.resize(jobs.size());
   std::vector<Params> rows;
-  std::vector<std::size_t> row_of;  // rows[i] is jobs[row_of[i]].
   std::set<std::string_view> batch_ids;
   bool inserted = false;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
@@ -425,7 +424,6 @@ Result<std::vector<EnqueueResult>> PostgresQueueBackend::InsertOn(Core& core, Co
       JOBPACT_RETURN_IF_ERROR(InsertRows(core, conn, {InsertParams(jobs[i])}));
     } else {
       rows.push_back(InsertParams(jobs[i]));
-      row_of.push_back(i);
     }
     inserted = true;
     results[i] = EnqueueResult{env.job_id, false, rec.status};
