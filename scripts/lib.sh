@@ -19,8 +19,18 @@ JOBPACT_PACKAGES=(
 # rules), cpp-httplib (the HTTP endpoint, built by scripts/test) and
 # valgrind (the runner's instructions per job: scripts/instructions).
 JOBPACT_TEST_PACKAGES=(prometheus libcpp-httplib-dev valgrind)
+# What scripts/fuzz needs: clang with libFuzzer and the sanitizer runtimes
+# (Debian 12 ships libFuzzer in libclang-rt-14-dev), and python3 for the
+# seed extraction.
+JOBPACT_FUZZ_PACKAGES=(clang clang-14 libclang-rt-14-dev python3)
 
-log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+# Each line says how long since the outermost script started (scripts/test
+# runs scripts/fuzz: one clock for both), so a slow step shows in CI's log.
+export JOBPACT_T0="${JOBPACT_T0:-$(date +%s)}"
+log() {
+  local t=$(($(date +%s) - JOBPACT_T0))
+  printf '\033[1m==> [%d:%02d] %s\033[0m\n' $((t / 60)) $((t % 60)) "$*"
+}
 die() { log "$*" >&2; exit 1; }
 
 ensure_packages() {

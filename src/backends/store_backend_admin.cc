@@ -36,6 +36,13 @@ bool IsBlank(std::string_view s) {
 Status CheckWho(std::string_view what, std::string_view actor, std::string_view reason) {
   if (IsBlank(actor)) return Status::InvalidArgument(std::string(what) + ": needs an actor (who)");
   if (IsBlank(reason)) return Status::InvalidArgument(std::string(what) + ": needs a reason (why)");
+  // Both go into the audit trail, JSON in the durable stores, where bytes
+  // that are not UTF-8 would be replaced: refused, so every store keeps
+  // exactly what the operator wrote.
+  if (!internal::IsOperatorText(actor) || !internal::IsOperatorText(reason)) {
+    return Status::InvalidArgument(std::string(what) +
+                                   ": the actor and the reason must be valid UTF-8 without NUL");
+  }
   return Status::Ok();
 }
 

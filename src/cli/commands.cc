@@ -36,29 +36,6 @@ Status CheckLimit(int limit, int max) {
   return Status::Ok();
 }
 
-// The DLQ filter of a selection; kInvalidArgument naming a bad flag.
-Result<DlqFilter> ToFilter(const DlqSelection& sel) {
-  DlqFilter f;
-  JOBPACT_RETURN_IF_ERROR(CheckLimit(sel.limit, 100000));
-  f.limit = static_cast<std::size_t>(sel.limit);
-  if (!sel.type.empty()) f.job_type = sel.type;
-  if (!sel.reason.empty()) f.reason = sel.reason;
-  if (!sel.failure_class.empty()) {
-    JOBPACT_ASSIGN_OR_RETURN(FailureClass c, ParseClassArg("--class", sel.failure_class));
-    f.failure_class = c;
-  }
-  const TimePoint now = Now();
-  if (!sel.since.empty()) {
-    JOBPACT_ASSIGN_OR_RETURN(TimePoint t, ParseTime("--since", sel.since, now));
-    f.dead_lettered_after = t;
-  }
-  if (!sel.until.empty()) {
-    JOBPACT_ASSIGN_OR_RETURN(TimePoint t, ParseTime("--until", sel.until, now));
-    f.dead_lettered_before = t;
-  }
-  return f;
-}
-
 // As the facade's replay selects ids: each must match the filters too.
 bool Matches(const DlqEntry& e, const DlqFilter& f) {
   if (f.job_type && e.job_type != *f.job_type) return false;
@@ -105,6 +82,27 @@ std::string Refusal(std::size_t n, const char* verb) {
 }
 
 }  // namespace
+
+Result<DlqFilter> ToDlqFilter(const DlqSelection& sel, TimePoint now) {
+  DlqFilter f;
+  JOBPACT_RETURN_IF_ERROR(CheckLimit(sel.limit, 100000));
+  f.limit = static_cast<std::size_t>(sel.limit);
+  if (!sel.type.empty()) f.job_type = sel.type;
+  if (!sel.reason.empty()) f.reason = sel.reason;
+  if (!sel.failure_class.empty()) {
+    JOBPACT_ASSIGN_OR_RETURN(FailureClass c, ParseClassArg("--class", sel.failure_class));
+    f.failure_class = c;
+  }
+  if (!sel.since.empty()) {
+    JOBPACT_ASSIGN_OR_RETURN(TimePoint t, ParseTime("--since", sel.since, now));
+    f.dead_lettered_after = t;
+  }
+  if (!sel.until.empty()) {
+    JOBPACT_ASSIGN_OR_RETURN(TimePoint t, ParseTime("--until", sel.until, now));
+    f.dead_lettered_before = t;
+  }
+  return f;
+}
 
 int Fail(const Context& ctx, const std::string& what, const Status& status) {
   std::fprintf(ctx.err, "jobpact: %s: %s\n", what.c_str(), OneLine(status.message()).c_str());
@@ -246,7 +244,7 @@ int JobsCancel(const Context& ctx, const std::string& id, const Who& who) {
 // --- the DLQ ---
 
 int DlqList(const Context& ctx, const DlqSelection& sel) {
-  Result<DlqFilter> f = ToFilter(sel);
+  Result<DlqFilter> f = ToDlqFilter(sel, Now());
   if (!f.ok()) return Fail(ctx, "dlq list", f.status());
   Result<std::vector<DlqEntry>> entries = ctx.ops->ListDeadLetters(*f);
   if (!entries.ok()) return Fail(ctx, "dlq list", entries.status());
@@ -310,7 +308,7 @@ int DlqShow(const Context& ctx, const std::string& id) {
 }
 
 int DlqReplay(const Context& ctx, const ReplayArgs& args) {
-  Result<DlqFilter> f = ToFilter(args.sel);
+  Result<DlqFilter> f = ToDlqFilter(args.sel, Now());
   if (!f.ok()) return Fail(ctx, "dlq replay", f.status());
   ReplayRequest req;
   req.selection = *f;
@@ -383,7 +381,7 @@ int DlqReplay(const Context& ctx, const ReplayArgs& args) {
 }
 
 int DlqDiscard(const Context& ctx, const DiscardArgs& args) {
-  Result<DlqFilter> f = ToFilter(args.sel);
+  Result<DlqFilter> f = ToDlqFilter(args.sel, Now());
   if (!f.ok()) return Fail(ctx, "dlq discard", f.status());
   if (args.who.actor.empty() || args.who.reason.empty()) {
     return Fail(ctx, "dlq discard", Status::InvalidArgument("--actor and --reason are required"));

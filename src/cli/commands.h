@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "jobpact/clock.h"
 #include "jobpact/operations.h"
+#include "jobpact/result.h"
 #include "jobpact/status.h"
 
 namespace jobpact {
@@ -61,6 +63,11 @@ struct DlqSelection {
   std::vector<std::string> ids;
   int limit = 1000;
 };
+// The DLQ filter of a selection, with --since and --until read relative to
+// `now` (the commands pass the system clock's): kInvalidArgument naming the
+// bad flag (--limit, --class, --since, --until). Split out so that tests
+// and fuzz/ can reach the parsing without a backend.
+Result<DlqFilter> ToDlqFilter(const DlqSelection& sel, TimePoint now);
 int DlqList(const Context& ctx, const DlqSelection& sel);
 int DlqShow(const Context& ctx, const std::string& id);
 struct ReplayArgs {

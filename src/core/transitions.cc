@@ -75,6 +75,13 @@ Status CheckAction(const DlqAction& action, std::string_view what) {
   if (action.reason.empty()) {
     return Status::InvalidArgument(std::string(what) + ": DLQ action needs a reason (why)");
   }
+  // Kept in the audit trail, which the durable stores hold as JSON: bytes
+  // that are not UTF-8 would be replaced there, so the trail would not say
+  // what the operator wrote.
+  if (!internal::IsOperatorText(action.actor) || !internal::IsOperatorText(action.reason)) {
+    return Status::InvalidArgument(std::string(what) +
+                                   ": the actor and the reason must be valid UTF-8 without NUL");
+  }
   return Status::Ok();
 }
 
@@ -120,7 +127,14 @@ void ApplyComplete(JobRecord& r, const Completion& c, TimePoint now, JobChange& 
                    CompleteOn on = CompleteOn::kDeliveredCopy) {
   if (!c.spend_attempt && r.envelope.attempt > 0) --r.envelope.attempt;
   if (c.lock_wait) ++r.lock_waits;
-  if (c.failure) r.last_failure = c.failure;
+  if (c.failure) {
+    // A handler's error text may hold any bytes (an exception quoting
+    // binary input); as a diagnostic it is kept as text every store can
+    // hold, where a store that cannot take NUL refused the whole outcome.
+    r.last_failure = c.failure;
+    r.last_failure->code = internal::StorableText(std::move(r.last_failure->code));
+    r.last_failure->message = internal::StorableText(std::move(r.last_failure->message));
+  }
   // The delivered record's checkpoint may be older than the one a heartbeat
   // stored since: only a checkpoint the outcome carries is written.
   if (on == CompleteOn::kDeliveredCopy || !c.checkpoint.empty()) r.checkpoint = c.checkpoint;
@@ -301,6 +315,12 @@ JobChange InvalidEnvelope(std::string_view raw, const std::vector<FieldError>& p
   }
   if (job_type.size() > internal::kMaxNameLength) job_type.resize(internal::kMaxNameLength);
   if (trace_id.size() > internal::kMaxNameLength) trace_id.resize(internal::kMaxNameLength);
+  // Only text every store can hold (the raw input keeps the rest whole):
+  // "nul\u0000byte" as job_type put a NUL byte into PostgreSQL's job_type
+  // column, which refused the whole input; a cut at 255 bytes may also
+  // split a UTF-8 sequence.
+  if (!internal::IsOperatorText(job_type)) job_type.clear();
+  if (!internal::IsOperatorText(trace_id)) trace_id.clear();
   std::string message = "invalid envelope:";
   for (const FieldError& p : problems) {
     message += ' ';
@@ -310,6 +330,9 @@ JobChange InvalidEnvelope(std::string_view raw, const std::vector<FieldError>& p
     message += ';';
   }
   if (problems.empty()) message += " (no problems given)";
+  // A problem may quote the input, NUL bytes and all; the input itself is
+  // kept whole below, so the message keeps such bytes as \xNN text.
+  message = internal::StorableText(std::move(message));
 
   JobChange c;
   c.expect.new_job = true;
@@ -345,7 +368,8 @@ JobChange Quarantine(std::string job_id, std::string raw, std::string_view error
   r.raw_input = std::move(raw);
   r.reason = std::string(kUndecodableRecord);
   r.last_failure = Failure{FailureClass::kPermanent, std::string(kUndecodableRecord),
-                           "the stored record could not be decoded: " + std::string(error)};
+                           internal::StorableText("the stored record could not be decoded: " +
+                                                  std::string(error))};
   c.append.push_back(Transition{JobStatus::kDeadLettered, JobStatus::kDeadLettered, now,
                                 std::string(kUndecodableRecord)});
   c.placement = JobPlacement::kDeadLettered;

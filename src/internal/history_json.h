@@ -25,7 +25,8 @@ std::string JsonString(std::string_view text);
 std::string HistoryEntryJson(const Transition& t, std::string_view worker = {});
 
 // One stored entry read back: kInternal naming what is wrong if it is not
-// an object or a status is unknown.
+// an object, a member has the wrong type ("at_ns" must be an integer within
+// int64), or a status is unknown. Never throws, whatever the JSON holds.
 Result<Transition> HistoryEntryFromJson(const nlohmann::json& entry);
 
 }  // namespace internal

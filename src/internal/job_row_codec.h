@@ -120,7 +120,12 @@ Result<JobRecord> ReadJobRow(const Row& st, bool with_history = true) {
   rec.envelope.attempt = static_cast<int>(st.Int(kColAttempt));
   rec.envelope.max_attempts = static_cast<int>(st.Int(kColMaxAttempts));
   auto status = ParseJobStatus(st.Text(kColStatus));
-  if (!status.ok()) return status.status();
+  if (!status.ok()) {
+    // kInternal as documented, not the parser's kInvalidArgument: the
+    // stored row is at fault, not the caller's input.
+    return Status::Internal("stored status of job " + st.Text(kColJobId) +
+                            " does not parse: " + status.status().message());
+  }
   rec.status = *status;
   rec.enqueued_at = TimeFromNs(st.Int(kColEnqueuedAt));
   rec.ready_at = TimeFromNs(st.Int(kColReadyAt));

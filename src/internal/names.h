@@ -31,6 +31,76 @@ inline bool IsSafeName(std::string_view s, std::size_t max_length = kMaxNameLeng
   return !s.empty() && s.size() <= max_length && std::all_of(s.begin(), s.end(), IsSafeNameChar);
 }
 
+// Well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code
+// points above U+10FFFF). Free text that a store keeps inside JSON (the
+// audit trail of operator actions) must be, or the JSON writer replaces the
+// bytes it cannot encode and the text comes back changed.
+inline bool IsValidUtf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* end = p + s.size();
+  while (p < end) {
+    const unsigned char c = *p;
+    if (c < 0x80) {
+      ++p;
+      continue;
+    }
+    int tail;
+    unsigned char lo = 0x80, hi = 0xBF;  // The first continuation byte's range.
+    if (c >= 0xC2 && c <= 0xDF) {
+      tail = 1;
+    } else if (c == 0xE0) {
+      tail = 2, lo = 0xA0;
+    } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
+      tail = 2;
+    } else if (c == 0xED) {
+      tail = 2, hi = 0x9F;
+    } else if (c == 0xF0) {
+      tail = 3, lo = 0x90;
+    } else if (c >= 0xF1 && c <= 0xF3) {
+      tail = 3;
+    } else if (c == 0xF4) {
+      tail = 3, hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (end - p <= tail || p[1] < lo || p[1] > hi) return false;
+    for (int k = 2; k <= tail; ++k) {
+      if (p[k] < 0x80 || p[k] > 0xBF) return false;
+    }
+    p += tail + 1;
+  }
+  return true;
+}
+
+// Text every store can keep as text: valid UTF-8 without a NUL byte
+// (PostgreSQL's text cannot hold NUL, nor its jsonb "\u0000"). Who and why
+// of an operator action must be; so are the names read out of invalid
+// input.
+inline bool IsOperatorText(std::string_view s) {
+  return s.find('\0') == std::string_view::npos && IsValidUtf8(s);
+}
+
+// `s` as text every store can hold: itself when it is (IsOperatorText),
+// else with each NUL byte and each byte from 0x80 up written as \xNN. For
+// diagnostics (a failure message that quotes binary input, a problem
+// message), never for data that must come back byte for byte.
+inline std::string StorableText(std::string s) {
+  if (IsOperatorText(s)) return s;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string escaped;
+  escaped.reserve(s.size());
+  for (unsigned char ch : s) {
+    if (ch == 0 || ch >= 0x80) {
+      escaped += "\\x";
+      escaped += kHex[ch >> 4];
+      escaped += kHex[ch & 0xf];
+    } else {
+      escaped += static_cast<char>(ch);
+    }
+  }
+  return escaped;
+}
+
 }  // namespace internal
 }  // namespace jobpact
 

@@ -320,6 +320,51 @@ TEST(TransitionsTest, ReplayResetsOrExtendsTheBudgetWithAnAudit) {
   EXPECT_THAT(more.record.audit.back(), HasSubstr("(extra_attempts 2)"));
 }
 
+// Found by the hostile-input conformance case: an actor of bytes that are
+// not UTF-8 ("\xff\xfe\xc3(") was accepted, and the SQLite store's audit
+// trail (JSON) kept U+FFFD in their place, so the trail no longer said who
+// acted. Such text is refused on every store, before anything changes.
+TEST(TransitionsTest, OperatorTextMustBeValidUtf8) {
+  const JobRecord dead = RecordIn(JobStatus::kDeadLettered);
+  DlqAction bad_actor = kOperator;
+  bad_actor.actor = "\xff\xfe\xc3(";
+  DlqAction bad_reason = kOperator;
+  bad_reason.reason = "ok \xed\xa0\x80";  // A UTF-16 surrogate, encoded.
+  EXPECT_THAT(engine::Replay(dead, bad_actor, kT0).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("UTF-8")));
+  EXPECT_THAT(engine::Discard(dead, bad_reason, kT0).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("UTF-8")));
+  DlqAction nul_actor = kOperator;
+  nul_actor.actor = std::string("ops\0root", 8);  // PostgreSQL's jsonb cannot hold it.
+  EXPECT_THAT(engine::Replay(dead, nul_actor, kT0).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("NUL")));
+  DlqAction accented = kOperator;
+  accented.actor = "Zo\xc3\xab";  // "Zoë": UTF-8 is fine.
+  accented.reason = "r\xc3\xa9essai \xf0\x9f\x94\x81";
+  JOBPACT_ASSERT_OK_AND_ASSIGN(JobChange replay, engine::Replay(dead, accented, kT0));
+  ASSERT_FALSE(replay.record.audit.empty());
+  EXPECT_THAT(replay.record.audit.back(), HasSubstr(" by Zo\xc3\xab: r\xc3\xa9essai"));
+}
+
+// A handler's error text may quote binary input. It is a diagnostic, kept
+// as text every store can hold: PostgreSQL refused a NUL byte, and with it
+// the whole outcome, which left the job leased until its lease expired.
+TEST(TransitionsTest, AFailureMessageWithNulOrBrokenUtf8IsKeptAsEscapedText) {
+  const JobRecord running = RecordIn(JobStatus::kRunning);
+  Completion c = To(JobStatus::kRetryScheduled);
+  static constexpr char kMessage[] = "bad byte \0 and \xff, caf\xc3\xa9";
+  c.failure = Failure{FailureClass::kTransient, std::string("E\0", 2),
+                      std::string(kMessage, sizeof kMessage - 1)};
+  JOBPACT_ASSERT_OK_AND_ASSIGN(JobChange ch, engine::Complete(DeliveryOf(running), c, kT0));
+  ASSERT_TRUE(ch.record.last_failure.has_value());
+  EXPECT_EQ(ch.record.last_failure->code, "E\\x00");
+  EXPECT_EQ(ch.record.last_failure->message, "bad byte \\x00 and \\xff, caf\\xc3\\xa9");
+  // Valid UTF-8 is kept as it is.
+  c.failure->message = "caf\xc3\xa9";
+  JOBPACT_ASSERT_OK_AND_ASSIGN(ch, engine::Complete(DeliveryOf(running), c, kT0));
+  EXPECT_EQ(ch.record.last_failure->message, "caf\xc3\xa9");
+}
+
 TEST(TransitionsTest, OperatorActionsNeedWhoAndWhyAndADlqEntry) {
   const JobRecord dead = RecordIn(JobStatus::kDeadLettered);
   DlqAction nobody = kOperator;

@@ -1,5 +1,7 @@
 #include "src/backends/postgres/connection.h"
 
+#include "src/internal/names.h"
+
 #include <cstring>
 #include <string>
 #include <utility>
@@ -93,6 +95,19 @@ Connection::~Connection() {
 
 Result<PgResult> Connection::Exec(const std::string& sql, const Params& params,
                                   std::string_view what) {
+  // Values go to libpq as C strings in text format: a NUL byte would cut a
+  // value short without a word, and the server refuses bytes that are not
+  // UTF-8 with an error that reads as the store's fault. Both are the
+  // caller's input, refused here, before anything is sent.
+  for (int i = 0; i < params.size(); ++i) {
+    if (params.is_null(i)) continue;
+    const std::string& v = params.value(i);
+    if (v.find('\0') != std::string::npos || !::jobpact::internal::IsValidUtf8(v)) {
+      return Status::InvalidArgument(std::string(what) + ": value $" + std::to_string(i + 1) +
+                                     " holds a NUL byte or invalid UTF-8, which PostgreSQL text "
+                                     "cannot store");
+    }
+  }
   const std::vector<const char*> values = params.Pointers();
   PGresult* res = nullptr;
   if (!owned_) {

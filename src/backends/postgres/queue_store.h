@@ -39,6 +39,19 @@
 namespace jobpact {
 namespace postgres {
 
+// Raw input as the raw_envelope column holds it. PostgreSQL text takes
+// neither NUL bytes nor invalid UTF-8, yet quarantined input is kept whole
+// (SPEC 1: never dropped, never changed). Such input -- and input that
+// starts with the marker itself, so that reading back is unambiguous -- is
+// stored as kHexRawMarker followed by its bytes in hex; anything else as
+// it is.
+inline constexpr std::string_view kHexRawMarker = "\x1bjobpact-hex:";
+std::string RawInputToText(std::string_view raw);
+// The inverse; text without the marker is returned as it is.
+std::string RawInputFromText(std::string text);
+// internal::ReadJobRow, with the raw input read back by RawInputFromText.
+Result<JobRecord> ReadPgJobRow(const internal::PgRow& row, bool with_history = true);
+
 class PostgresQueueBackend final : public StoreBackend {
  public:
   using Core = PostgresBackend::Core;

@@ -59,7 +59,7 @@ Result<std::optional<JobRecord>> PostgresQueueBackend::LoadJob(std::string_view 
                   Params().Add(job_id), "Get"));
     if (r.rows() == 0) return Status::Ok();
     const PgRow row(r, 0);
-    Result<JobRecord> decoded = ReadJobRow(row);
+    Result<JobRecord> decoded = ReadPgJobRow(row);
     if (decoded.ok()) {
       rec = std::move(*decoded);
     } else {
@@ -103,7 +103,7 @@ Result<std::vector<JobRecord>> PostgresQueueBackend::QueryJobs(const JobQuery& q
     JOBPACT_ASSIGN_OR_RETURN(PgResult r, conn.Exec(text, p, "QueryJobs"));
     for (int i = 0; i < r.rows(); ++i) {
       const PgRow row(r, i);
-      Result<JobRecord> decoded = ReadJobRow(row);
+      Result<JobRecord> decoded = ReadPgJobRow(row);
       if (decoded.ok()) {
         out.push_back(std::move(*decoded));
       } else {

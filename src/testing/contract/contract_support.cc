@@ -117,7 +117,7 @@ Completion BackendContractTest::Outcome(JobStatus to, std::string reason) {
 int contract_internal::LinkAllSuites() {
   return QueueContractAnchor() + DeadLetterContractAnchor() + LockStoreContractAnchor() +
          IdempotencyStoreContractAnchor() + ConcurrencyContractAnchor() + LeaseContractAnchor() +
-         AdminContractAnchor();
+         AdminContractAnchor() + HostileInputContractAnchor();
 }
 
 }  // namespace testing

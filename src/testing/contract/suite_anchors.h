@@ -20,6 +20,7 @@ int IdempotencyStoreContractAnchor();  // idempotency_contract.cc
 int ConcurrencyContractAnchor();       // concurrency_contract.cc
 int LeaseContractAnchor();             // lease_contract.cc
 int AdminContractAnchor();             // admin_contract.cc
+int HostileInputContractAnchor();      // hostile_input_contract.cc
 
 }  // namespace contract_internal
 }  // namespace testing

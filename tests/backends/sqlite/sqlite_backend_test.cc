@@ -583,6 +583,44 @@ TEST_F(SqliteBackendTest, UndecodableRecordIsQuarantinedAndBlocksNothing) {
   EXPECT_EQ(stats->by_status[JobStatus::kQueued], 1);
 }
 
+// Found by fuzz/sqlite_row_fuzzer and fuzz/redis_record_fuzzer: a history
+// entry with a member of the wrong type ("from": 1) made the JSON reader
+// throw, and a floating-point time ("at_ns": 1.8e27) was converted to int64
+// with undefined behaviour. The throw failed the whole read (Get answered
+// INTERNAL), and the float came back as a garbage time. Now such a row
+// reads as quarantined like any other undecodable record, its whole row
+// kept, and the other records read as before.
+TEST_F(SqliteBackendTest, HistoryEntryOfTheWrongTypeIsQuarantinedNotThrown) {
+  auto backend = MustOpen();
+  ASSERT_NE(backend, nullptr);
+  for (const char* id : {"job_a", "job_b", "job_c"}) {
+    ASSERT_OK(backend->queue()->Enqueue(Job(id), {}).status());
+  }
+  {
+    RawDb raw(path_);
+    ASSERT_EQ(raw.Exec("UPDATE jobpact_jobs SET history = "
+                       "'[{\"from\":1,\"to\":\"queued\",\"at_ns\":0,\"reason\":\"x\"}]' "
+                       "WHERE job_id = 'job_a'"),
+              SQLITE_OK);
+    ASSERT_EQ(raw.Exec("UPDATE jobpact_jobs SET history = "
+                       "'[{\"from\":\"queued\",\"to\":\"queued\",\"at_ns\":1.8e27,"
+                       "\"reason\":\"x\"}]' WHERE job_id = 'job_b'"),
+              SQLITE_OK);
+  }
+  for (const char* id : {"job_a", "job_b"}) {
+    auto shown = backend->admin()->Get(id);
+    ASSERT_TRUE(shown.ok()) << id << ": " << shown.status();
+    EXPECT_EQ(shown->reason, kUndecodableRecord) << id;
+    auto e = backend->admin()->GetDeadLetter(id);
+    ASSERT_TRUE(e.ok()) << id << ": " << e.status();
+    EXPECT_THAT(e->raw_envelope, HasSubstr("at_ns")) << id;  // The whole row is kept.
+  }
+  auto intact = backend->admin()->Get("job_c");
+  ASSERT_TRUE(intact.ok()) << intact.status();
+  EXPECT_EQ(intact->status, JobStatus::kQueued);
+  ASSERT_EQ(intact->history.size(), 1u);
+}
+
 // The operator audit trail survives in the file and comes back with the
 // record, after the job left the DLQ and after a reopen.
 TEST_F(SqliteBackendTest, OperatorAuditTrailIsReadBackWithTheRecord) {
