@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "src/internal/names.h"
+
 namespace jobpact {
 namespace internal {
 
@@ -299,33 +301,10 @@ bool IsCertainlyValidJson(std::string_view text, int max_levels) {
         ++p;
         continue;
       }
-      // UTF-8 (RFC 3629, Unicode table 3-7): lead byte and the range of the
-      // first continuation byte; later ones are 0x80..0xBF.
-      int tail;
-      unsigned char lo = 0x80, hi = 0xBF;
-      if (c >= 0xC2 && c <= 0xDF) {
-        tail = 1;
-      } else if (c == 0xE0) {
-        tail = 2, lo = 0xA0;
-      } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
-        tail = 2;
-      } else if (c == 0xED) {
-        tail = 2, hi = 0x9F;
-      } else if (c == 0xF0) {
-        tail = 3, lo = 0x90;
-      } else if (c >= 0xF1 && c <= 0xF3) {
-        tail = 3;
-      } else if (c == 0xF4) {
-        tail = 3, hi = 0x8F;
-      } else {
-        return false;  // Control characters, DEL, invalid lead bytes.
-      }
-      if (end - p <= tail) return false;
-      if (p[1] < lo || p[1] > hi) return false;
-      for (int k = 2; k <= tail; ++k) {
-        if (p[k] < 0x80 || p[k] > 0xBF) return false;
-      }
-      p += tail + 1;
+      // UTF-8; control characters and DEL are not (n == 0).
+      const int n = Utf8SequenceLength(p, end);
+      if (n == 0) return false;
+      p += n;
     }
     return false;  // Unterminated.
   };

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace jobpact {
@@ -31,43 +32,52 @@ inline bool IsSafeName(std::string_view s, std::size_t max_length = kMaxNameLeng
   return !s.empty() && s.size() <= max_length && std::all_of(s.begin(), s.end(), IsSafeNameChar);
 }
 
-// Well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code
-// points above U+10FFFF). Free text that a store keeps inside JSON (the
-// audit trail of operator actions) must be, or the JSON writer replaces the
-// bytes it cannot encode and the text comes back changed.
+// The length of the well-formed UTF-8 sequence that starts at `p`, whose
+// lead byte is from 0x80 up (RFC 3629, Unicode table 3-7: no overlong
+// forms, surrogates or code points above U+10FFFF), or 0 when it is not
+// one (a control byte below 0x80 is not either).
+inline int Utf8SequenceLength(const unsigned char* p, const unsigned char* end) {
+  const unsigned char c = *p;
+  int tail;
+  unsigned char lo = 0x80, hi = 0xBF;  // The first continuation byte's range.
+  if (c >= 0xC2 && c <= 0xDF) {
+    tail = 1;
+  } else if (c == 0xE0) {
+    tail = 2, lo = 0xA0;
+  } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
+    tail = 2;
+  } else if (c == 0xED) {
+    tail = 2, hi = 0x9F;
+  } else if (c == 0xF0) {
+    tail = 3, lo = 0x90;
+  } else if (c >= 0xF1 && c <= 0xF3) {
+    tail = 3;
+  } else if (c == 0xF4) {
+    tail = 3, hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (end - p <= tail || p[1] < lo || p[1] > hi) return 0;
+  for (int k = 2; k <= tail; ++k) {
+    if (p[k] < 0x80 || p[k] > 0xBF) return 0;
+  }
+  return tail + 1;
+}
+
+// Well-formed UTF-8. Free text that a store keeps inside JSON (the audit
+// trail of operator actions) must be, or the JSON writer replaces the bytes
+// it cannot encode and the text comes back changed.
 inline bool IsValidUtf8(std::string_view s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const auto* end = p + s.size();
   while (p < end) {
-    const unsigned char c = *p;
-    if (c < 0x80) {
+    if (*p < 0x80) {
       ++p;
       continue;
     }
-    int tail;
-    unsigned char lo = 0x80, hi = 0xBF;  // The first continuation byte's range.
-    if (c >= 0xC2 && c <= 0xDF) {
-      tail = 1;
-    } else if (c == 0xE0) {
-      tail = 2, lo = 0xA0;
-    } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
-      tail = 2;
-    } else if (c == 0xED) {
-      tail = 2, hi = 0x9F;
-    } else if (c == 0xF0) {
-      tail = 3, lo = 0x90;
-    } else if (c >= 0xF1 && c <= 0xF3) {
-      tail = 3;
-    } else if (c == 0xF4) {
-      tail = 3, hi = 0x8F;
-    } else {
-      return false;
-    }
-    if (end - p <= tail || p[1] < lo || p[1] > hi) return false;
-    for (int k = 2; k <= tail; ++k) {
-      if (p[k] < 0x80 || p[k] > 0xBF) return false;
-    }
-    p += tail + 1;
+    const int n = Utf8SequenceLength(p, end);
+    if (n == 0) return false;
+    p += n;
   }
   return true;
 }
