@@ -285,52 +285,40 @@ std::string PostgresBackend::Core::NewNonce() {
 }
 
 Result<bool> PostgresBackend::Core::WaitForNotify(Duration timeout) {
-  std::unique_lock<std::mutex> lock(listen_mu_);
-  const std::uint64_t seen = wakeups_;
-  if (polling_) {
-    // Another thread polls the listener; it reports what it sees.
-    listen_cv_.wait_for(lock, timeout, [&] { return wakeups_ != seen; });
-    return wakeups_ != seen;
-  }
-  polling_ = true;
-  lock.unlock();
-  Result<bool> woken = ::jobpact::internal::Guarded("WaitForWork", [&]() -> Result<bool> {
-    if (listener_ != nullptr && listener_->broken()) listener_.reset();
-    if (listener_ == nullptr) {
-      JOBPACT_ASSIGN_OR_RETURN(std::unique_ptr<Connection> c, Connect());
-      const std::string listen = "LISTEN \"" + channel_ + "\"";
-      JOBPACT_RETURN_IF_ERROR(c->Simple(listen.c_str(), "WaitForWork"));
-      listener_ = std::move(c);
-    }
-    PGconn* pg = listener_->raw();
-    auto drain = [&]() -> bool {
-      bool any = false;
-      while (PGnotify* n = PQnotifies(pg)) {
-        any = true;
-        PQfreemem(n);
+  return listen_fanout_.Wait(timeout, [&](Duration left) -> Result<bool> {
+    return ::jobpact::internal::Guarded("WaitForWork", [&]() -> Result<bool> {
+      if (listener_ != nullptr && listener_->broken()) listener_.reset();
+      if (listener_ == nullptr) {
+        JOBPACT_ASSIGN_OR_RETURN(std::unique_ptr<Connection> c, Connect());
+        const std::string listen = "LISTEN \"" + channel_ + "\"";
+        JOBPACT_RETURN_IF_ERROR(c->Simple(listen.c_str(), "WaitForWork"));
+        listener_ = std::move(c);
       }
-      return any;
-    };
-    if (PQconsumeInput(pg) == 0) {
-      listener_.reset();
-      return Status::Unavailable("WaitForWork: postgres " + server_ + ": connection lost");
-    }
-    if (drain()) return true;
-    pollfd fd{PQsocket(pg), POLLIN, 0};
-    const int ms = static_cast<int>(std::clamp<long long>(ToMillis(timeout), 1, 60000));
-    const int ready = poll(&fd, 1, ms);
-    if (ready <= 0) return false;
-    if (PQconsumeInput(pg) == 0) {
-      listener_.reset();
-      return Status::Unavailable("WaitForWork: postgres " + server_ + ": connection lost");
-    }
-    return drain();
+      PGconn* pg = listener_->raw();
+      auto drain = [&]() -> bool {
+        bool any = false;
+        while (PGnotify* n = PQnotifies(pg)) {
+          any = true;
+          PQfreemem(n);
+        }
+        return any;
+      };
+      if (PQconsumeInput(pg) == 0) {
+        listener_.reset();
+        return Status::Unavailable("WaitForWork: postgres " + server_ + ": connection lost");
+      }
+      if (drain()) return true;
+      pollfd fd{PQsocket(pg), POLLIN, 0};
+      const int ms = static_cast<int>(std::clamp<long long>(ToMillis(left), 1, 60000));
+      const int ready = poll(&fd, 1, ms);
+      if (ready <= 0) return false;
+      if (PQconsumeInput(pg) == 0) {
+        listener_.reset();
+        return Status::Unavailable("WaitForWork: postgres " + server_ + ": connection lost");
+      }
+      return drain();
+    });
   });
-  lock.lock();
-  polling_ = false;
-  if (woken.ok() && *woken) ++wakeups_;
-  listen_cv_.notify_all();
-  return woken;
 }
 
 }  // namespace postgres

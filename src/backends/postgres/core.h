@@ -24,6 +24,7 @@
 #include "jobpact/status.h"
 #include "jobpact/store_backend.h"
 #include "src/backends/postgres/connection.h"
+#include "src/internal/wake_fanout.h"
 
 namespace jobpact {
 namespace postgres {
@@ -150,11 +151,8 @@ class PostgresBackend::Core {
 
   // WaitForWork: one thread at a time polls the listener connection; the
   // others wait for it to report a wake-up.
-  std::mutex listen_mu_;
-  std::condition_variable listen_cv_;
-  bool polling_ = false;                             // Guarded by listen_mu_.
-  std::uint64_t wakeups_ = 0;                        // Guarded by listen_mu_.
-  std::unique_ptr<internal::Connection> listener_;   // Owned by the polling thread.
+  ::jobpact::internal::WakeFanout listen_fanout_;
+  std::unique_ptr<internal::Connection> listener_;  // Used by the polling thread only.
 };
 
 }  // namespace postgres

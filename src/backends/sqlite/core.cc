@@ -64,6 +64,7 @@ Result<std::shared_ptr<SqliteBackend::Core>> SqliteBackend::Core::Open(
     const char* file = sqlite3_db_filename(conn->db(), "main");
     std::error_code ec;
     if (file != nullptr && *file != '\0') {
+      core->on_disk_ = true;
       std::filesystem::path resolved = std::filesystem::weakly_canonical(file, ec);
       if (!ec) core->canonical_path_ = std::move(resolved);
     }
@@ -275,6 +276,22 @@ std::string SqliteBackend::Core::NewNonce() {
   std::string nonce(16, '0');
   for (int i = 0; i < 16; ++i) nonce[i] = kHex[(r >> (i * 4)) & 0xf];
   return nonce;
+}
+
+Result<bool> SqliteBackend::Core::WaitForChange(Duration timeout) {
+  if (!on_disk_) {
+    return Status::Unimplemented("WaitForWork: " + path_ +
+                                 " is an in-memory database: no other process writes it");
+  }
+  return change_fanout_.Wait(timeout, [&](Duration left) -> Result<bool> {
+    return ::jobpact::internal::Guarded("WaitForWork", [&]() -> Result<bool> {
+      if (change_watch_ == nullptr) {
+        JOBPACT_ASSIGN_OR_RETURN(change_watch_, internal::ChangeWatch::Create(canonical_path_));
+        return true;  // Commits before the watch began were not seen: look once.
+      }
+      return change_watch_->Wait(left);
+    });
+  });
 }
 
 // --- SqliteBackend ---

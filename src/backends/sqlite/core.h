@@ -22,7 +22,9 @@
 #include "jobpact/result.h"
 #include "jobpact/sqlite/sqlite_backend.h"
 #include "jobpact/status.h"
+#include "src/backends/sqlite/change_watch.h"
 #include "src/backends/sqlite/connection.h"
+#include "src/internal/wake_fanout.h"
 
 namespace jobpact {
 namespace sqlite {
@@ -94,6 +96,13 @@ class SqliteBackend::Core {
   // bound. For transactions that add jobs.
   Status CheckEnqueueRoom(internal::Connection& conn, std::string_view what);
 
+  // QueueBackend::WaitForWork: blocks up to `timeout` until any connection,
+  // in any process, commits to the file (a ChangeWatch on its WAL, shared
+  // by this Core's idle workers). The first call starts the watch and
+  // returns true at once: writes before it were not watched. kUnimplemented
+  // for an in-memory database or where the watch cannot be set up.
+  Result<bool> WaitForChange(Duration timeout);
+
   // 16 random hex digits (lease token nonces).
   std::string NewNonce();
 
@@ -126,6 +135,7 @@ class SqliteBackend::Core {
   const std::shared_ptr<Clock> clock_;
   int schema_version_ = 0;                // Set once by Open().
   std::filesystem::path canonical_path_;  // Set once by Open().
+  bool on_disk_ = false;                  // Set once by Open(): not an in-memory database.
   // Bounds in pages (0: unbounded), set once by Open(): the hard bound
   // (max_page_count) and the most pages a transaction adding jobs may leave
   // in use (the hard bound minus the drain reserve).
@@ -135,6 +145,10 @@ class SqliteBackend::Core {
   // Serializes this process's writers, so that they hand the SQLite write
   // lock over in-process instead of polling the file lock.
   std::mutex write_mu_;
+
+  // WaitForChange: one thread at a time waits on the watch.
+  ::jobpact::internal::WakeFanout change_fanout_;
+  std::unique_ptr<internal::ChangeWatch> change_watch_;  // Used by the waiting thread only.
 
   std::mutex pool_mu_;
   std::condition_variable pool_cv_;

@@ -120,6 +120,7 @@ class SqliteQueueBackend final : public StoreBackend {
   Result<std::vector<PublishedPolicy>> LoadPolicies() override {
     return internal::LoadPolicies(*core_);
   }
+  Result<bool> WaitForWork(Duration timeout) override { return core_->WaitForChange(timeout); }
 
  private:
   // Writes `c` over its row if the row matches c.expect (and appends its

@@ -966,6 +966,99 @@ TEST_F(SqliteBackendTest, TwoInstancesShareLocksAndFencingTokens) {
   EXPECT_GT(lb1->fencing_token, lb->fencing_token);
 }
 
+// An idle worker waits on the file's WAL (inotify), not on a poll: a
+// commit by another process wakes it (issue 12: a new job starts within
+// milliseconds of its enqueue, not after the 100 ms poll interval).
+TEST_F(SqliteBackendTest, AnIdleWorkerIsWokenByAnotherProcesssCommit) {
+  auto backend = MustOpen();
+  ASSERT_NE(backend, nullptr);
+  QueueBackend& q = *backend->queue();
+  // The first wait starts the watch and says "look": commits before it
+  // were not watched.
+  JOBPACT_ASSERT_OK_AND_ASSIGN(bool woken, q.WaitForWork(Seconds(30)));
+  EXPECT_TRUE(woken);
+  // Nothing written since: the wait times out.
+  JOBPACT_ASSERT_OK_AND_ASSIGN(woken, q.WaitForWork(std::chrono::milliseconds(20)));
+  EXPECT_FALSE(woken);
+
+  // Another process enqueues. Whether its commit comes before the wait or
+  // during it, the wait returns woken (a 30 s bound: a missed wake-up
+  // fails the test, never a timing).
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto b = SqliteBackend::Open(path_, {}, SystemClock::Default());
+    if (!b.ok()) _exit(2);
+    Envelope env;
+    env.job_id = "job_from_child";
+    env.job_type = "test.job";
+    PrepareForEnqueue(env, clock_->Now());
+    _exit((*b)->queue()->Enqueue(env, {}).ok() ? 0 : 3);
+  }
+  JOBPACT_ASSERT_OK_AND_ASSIGN(woken, q.WaitForWork(Seconds(30)));
+  EXPECT_TRUE(woken);
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+  ASSERT_TRUE(WIFEXITED(wstatus));
+  ASSERT_EQ(WEXITSTATUS(wstatus), 0);
+  Delivery d = TakeOne(q);
+  EXPECT_EQ(d.job.envelope.job_id, "job_from_child");
+
+  // Another instance in this process is another connection, as another
+  // process is: its completion wakes a worker waiting on this one.
+  auto other = MustOpen();
+  ASSERT_NE(other, nullptr);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(woken, other->queue()->WaitForWork(Seconds(30)));  // Starts it.
+  JOBPACT_ASSERT_OK_AND_ASSIGN(woken, other->queue()->WaitForWork(Seconds(0)));  // Our lease.
+  JOBPACT_ASSERT_OK_AND_ASSIGN(woken, other->queue()->WaitForWork(std::chrono::milliseconds(20)));
+  EXPECT_FALSE(woken);
+  Completion retry;
+  retry.to = JobStatus::kRetryScheduled;
+  retry.reason = "transient_error";
+  retry.ready_at = clock_->Now();
+  ASSERT_OK(q.Complete(d, retry));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(woken, other->queue()->WaitForWork(Seconds(30)));
+  EXPECT_TRUE(woken);
+}
+
+// Idle workers of one process share one watch: many waiters, one wake-up
+// seen by all of them.
+TEST_F(SqliteBackendTest, ManyIdleWorkersShareOneWatchAndAllWake) {
+  auto backend = MustOpen();
+  auto producer = MustOpen();
+  ASSERT_NE(backend, nullptr);
+  ASSERT_NE(producer, nullptr);
+  std::shared_ptr<QueueBackend> q = backend->queue();
+  JOBPACT_ASSERT_OK_AND_ASSIGN(bool started, q->WaitForWork(Seconds(30)));
+  EXPECT_TRUE(started);
+  constexpr int kWaiters = 4;
+  std::atomic<int> woken{0};
+  std::atomic<int> timed_out{0};
+  std::atomic<int> waiting{0};
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.emplace_back([&] {
+      waiting.fetch_add(1);
+      Result<bool> r = q->WaitForWork(Seconds(30));
+      (r.ok() && *r ? woken : timed_out).fetch_add(1);
+    });
+  }
+  while (waiting.load() < kWaiters) std::this_thread::yield();
+  // A waiter that reached the watch only after a wake-up was reported
+  // waits for the next one: the producer commits until every waiter has
+  // returned. Each must return woken, none after its 30 s.
+  for (int n = 0; woken.load() + timed_out.load() < kWaiters; ++n) {
+    if (!producer->queue()->Enqueue(Job("job_" + std::to_string(n)), {}).ok()) {
+      ADD_FAILURE() << "enqueue " << n << " failed";
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (std::thread& t : waiters) t.join();
+  EXPECT_EQ(woken.load(), kWaiters);
+  EXPECT_EQ(timed_out.load(), 0);
+}
+
 TEST_F(SqliteBackendTest, JobsEnqueuedByOtherProcessesAreAllProcessedOnce) {
   { ASSERT_NE(MustOpen(), nullptr); }  // Create the schema before forking.
   constexpr int kChildren = 2;
