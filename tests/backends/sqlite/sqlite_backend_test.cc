@@ -26,6 +26,7 @@
 #include "jobpact/job.h"
 #include "jobpact/queue_backend.h"
 #include "jobpact/testing/manual_clock.h"
+#include "jobpact/testing/matchers.h"
 #include "tests/backends/sqlite/sqlite_test_files.h"
 
 namespace jobpact {
