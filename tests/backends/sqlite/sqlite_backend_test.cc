@@ -988,7 +988,8 @@ TEST_F(SqliteBackendTest, AnIdleWorkerIsWokenByAnotherProcesssCommit) {
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    auto b = SqliteBackend::Open(path_, {}, SystemClock::Default());
+    // The parent's time, so that the job is ready by the parent's clock.
+    auto b = SqliteBackend::Open(path_, {}, std::make_shared<testing::ManualClock>(clock_->Now()));
     if (!b.ok()) _exit(2);
     Envelope env;
     env.job_id = "job_from_child";
