@@ -9,10 +9,10 @@
 //   BM_SqliteRunnerFullContract/N/B the same with dedup_key + lock_key +
 //                                idempotency_key, the LockStore and the
 //                                IdempotencyStore on the same SQLite file
-//   BM_SqliteStartLatencyAcrossProcesses/W  enqueue->start latency of a job
+//   BM_SqliteStartLatencyAcrossProcesses/W/N  enqueue->start latency of a job
 //                                enqueued by this process and run by an idle
 //                                JobRunner in a child process on the same
-//                                file, 500 jobs 5 ms apart; W = 1: the
+//                                file, N jobs 5 ms apart; W = 1: the
 //                                runner waits on the file's WAL (inotify,
 //                                QueueBackend::WaitForWork), W = 0: it polls
 //                                (poll_interval 100 ms, the default)
@@ -317,7 +317,7 @@ std::int64_t MonotonicNs() {
 
 void BM_SqliteStartLatencyAcrossProcesses(benchmark::State& state) {
   const bool wait_on_wal = state.range(0) == 1;
-  constexpr int kJobs = 500;
+  const int kJobs = static_cast<int>(state.range(1));
   constexpr int kWarmUp = 5;
   std::vector<double> latencies_ms;
   for (auto _ : state) {
@@ -361,8 +361,8 @@ void BM_SqliteStartLatencyAcrossProcesses(benchmark::State& state) {
   state.counters["max_ms"] = latencies_ms.back();
 }
 BENCHMARK(BM_SqliteStartLatencyAcrossProcesses)
-    ->Arg(1)
-    ->Arg(0)
+    ->Args({1, 500})
+    ->Args({0, 50})  // Polling: about 0.1 s a job.
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
