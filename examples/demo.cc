@@ -35,7 +35,16 @@
 // Usage: demo [--jobs N] [--workers N] [--seed N] [--sqlite FILE | --backend URL]
 //             [--stop-after S] [--enqueue-only | --work-only | --report-only]
 //             [--worker-name NAME] [--metrics-out FILE]
+//             [--dashboard PORT [--serve] [--token TOKEN]]
+//
+// With --dashboard PORT (0: any free port) and a build with the HTTP
+// endpoint (-DJOBPACT_WITH_HTTP=ON), the demo serves /metrics and the
+// dashboard on 127.0.0.1 while it runs and prints its URL; --serve keeps it
+// up after the workload until Ctrl-C, so that its DLQ can be looked at and
+// replayed. The operator token (--token, else a random one) is printed:
+// the dashboard's actions need it.
 #include <atomic>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -57,6 +66,10 @@
 #include "jobpact/in_memory.h"
 #include "jobpact/job_runner.h"
 #include "jobpact/prometheus/metrics_sink.h"
+#ifdef JOBPACT_DEMO_WITH_HTTP
+#include "jobpact/http/endpoint.h"
+#include "jobpact/operations.h"
+#endif
 #ifdef JOBPACT_DEMO_WITH_SQLITE
 #include <sqlite3.h>
 
@@ -111,6 +124,9 @@ struct DemoOptions {
   enum class Role { kAll, kEnqueueOnly, kWorkOnly, kReportOnly, kOutbox } role = Role::kAll;
   std::string worker_name = "main";
   std::string metrics_out;  // Non-empty: write a Prometheus scrape there at the end.
+  int dashboard_port = -1;  // >= 0: serve the dashboard there (0: any free port).
+  bool serve = false;       // Keep the dashboard up after the workload, until Ctrl-C.
+  std::string token;        // The dashboard's operator token; empty: a random one.
 };
 
 DemoOptions ParseArgs(int argc, char** argv) {
@@ -140,6 +156,12 @@ DemoOptions ParseArgs(int argc, char** argv) {
       o.worker_name = n;
     } else if (const char* p = value("--metrics-out")) {
       o.metrics_out = p;
+    } else if (const char* d = value("--dashboard")) {
+      o.dashboard_port = std::atoi(d);
+    } else if (const char* k = value("--token")) {
+      o.token = k;
+    } else if (std::strcmp(argv[i], "--serve") == 0) {
+      o.serve = true;
     } else if (std::strcmp(argv[i], "--enqueue-only") == 0) {
       o.role = DemoOptions::Role::kEnqueueOnly;
     } else if (std::strcmp(argv[i], "--work-only") == 0) {
@@ -152,7 +174,8 @@ DemoOptions ParseArgs(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: demo [--jobs N] [--workers N] [--seed N] [--sqlite FILE | --backend URL] "
                    "[--stop-after SECONDS] [--enqueue-only | --work-only | --report-only | --outbox] "
-                   "[--worker-name NAME] [--metrics-out FILE]\n");
+                   "[--worker-name NAME] [--metrics-out FILE] "
+                   "[--dashboard PORT [--serve] [--token TOKEN]]\n");
       std::exit(2);
     }
   }
@@ -160,6 +183,7 @@ DemoOptions ParseArgs(int argc, char** argv) {
     std::fprintf(stderr, "--sqlite and --backend are exclusive\n");
     std::exit(2);
   }
+  if (o.serve && o.dashboard_port < 0) o.dashboard_port = 0;
   return o;
 }
 
@@ -287,6 +311,58 @@ int RunOutbox(const std::string& url) {
               committed_job.c_str(), one ? "exists" : "IS MISSING (wrong)");
   std::printf("DEMO_OUTBOX ok=%d\n", none && one ? 1 : 0);
   return none && one ? 0 : 1;
+}
+#endif
+
+#ifdef JOBPACT_DEMO_WITH_HTTP
+volatile std::sig_atomic_t g_stop_serving = 0;
+extern "C" void StopServing(int) { g_stop_serving = 1; }
+
+// A random operator token: 24 hex digits.
+std::string RandomToken() {
+  std::random_device rd;
+  std::string t;
+  for (int i = 0; i < 24; ++i) t += "0123456789abcdef"[rd() % 16];
+  return t;
+}
+
+// Starts /metrics and the dashboard beside the runner; prints its URL and
+// one line for scripts ("DEMO_DASHBOARD url=... token=...").
+std::unique_ptr<jobpact::HttpEndpoint> StartDashboard(
+    const DemoOptions& opt, const jobpact::BackendBundle& backend,
+    std::shared_ptr<jobpact::PrometheusMetricsSink> prometheus,
+    std::shared_ptr<jobpact::MetricsSink> metrics, std::shared_ptr<jobpact::Clock> clock,
+    const jobpact::JobRunner* runner) {
+  jobpact::OperationsOptions oo;
+  oo.clock = clock;
+  oo.metrics = std::move(metrics);  // Replays and discards count in /metrics too.
+  auto ops = jobpact::Operations::Open(backend, oo);
+  if (!ops.ok()) {
+    std::fprintf(stderr, "dashboard: %s\n", ops.status().ToString().c_str());
+    return nullptr;
+  }
+  jobpact::HttpEndpointOptions h;
+  h.port = opt.dashboard_port;
+  h.metrics = std::move(prometheus);
+  h.admin = backend.admin;
+  h.runner = runner;
+  h.dashboard = true;
+  h.operations = std::move(*ops);
+  h.operator_token = opt.token.empty() ? RandomToken() : opt.token;
+  h.operator_name = "demo";
+  h.clock = clock;
+  auto endpoint = jobpact::HttpEndpoint::Start(h);
+  if (!endpoint.ok()) {
+    std::fprintf(stderr, "dashboard: %s\n", endpoint.status().ToString().c_str());
+    return nullptr;
+  }
+  std::printf("dashboard: %s/  (operator token for its actions: %s)%s\n",
+              (*endpoint)->url().c_str(), h.operator_token.c_str(),
+              opt.serve ? "" : "; --serve keeps it up after the run");
+  std::printf("DEMO_DASHBOARD url=%s/ token=%s\n", (*endpoint)->url().c_str(),
+              h.operator_token.c_str());
+  std::fflush(stdout);
+  return std::move(*endpoint);
 }
 #endif
 
@@ -550,6 +626,21 @@ int main(int argc, char** argv) {
     return rejected == 0 ? 0 : 1;
   }
 
+  // --- The dashboard, beside the runner (--dashboard PORT) ---
+#ifdef JOBPACT_DEMO_WITH_HTTP
+  std::unique_ptr<jobpact::HttpEndpoint> dashboard;
+  if (opt.dashboard_port >= 0) {
+    dashboard = StartDashboard(opt, ro.backend, prometheus, ro.metrics, clock, runner.get());
+    if (dashboard == nullptr) return 1;
+  }
+#else
+  if (opt.dashboard_port >= 0) {
+    std::fprintf(stderr, "--dashboard: this demo was built without the HTTP endpoint "
+                         "(configure with -DJOBPACT_WITH_HTTP=ON)\n");
+    return 2;
+  }
+#endif
+
   // --- Run, with a live progress line ---
   const bool tty = isatty(STDOUT_FILENO) != 0;
   const auto started = std::chrono::steady_clock::now();
@@ -716,5 +807,20 @@ int main(int argc, char** argv) {
     }
     std::printf("\nmetrics: the Prometheus scrape is in %s\n", opt.metrics_out.c_str());
   }
+#ifdef JOBPACT_DEMO_WITH_HTTP
+  if (dashboard != nullptr && opt.serve) {
+    // The runner has stopped: a job replayed from the dashboard now waits
+    // queued (the page shows it in its queue's depth) for the next run.
+    std::signal(SIGINT, StopServing);
+    std::signal(SIGTERM, StopServing);
+    std::printf("\ndashboard: serving %s/ until Ctrl-C (the runner has stopped; replayed jobs "
+                "wait queued)\n",
+                dashboard->url().c_str());
+    std::fflush(stdout);
+    while (g_stop_serving == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    dashboard->Stop();
+    std::printf("dashboard: stopped\n");
+  }
+#endif
   return duplicate_effects == 0 ? 0 : 3;
 }

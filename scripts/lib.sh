@@ -6,19 +6,21 @@ set -euo pipefail
 JOBPACT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 JOBPACT_JOBS="${JOBPACT_JOBS:-$(nproc)}"
 
-# Debian 12 packages the build, the tests and the servers need.
+# Debian 12 packages the build, the tests and the servers need; cpp-httplib
+# for the HTTP endpoint and the dashboard, which scripts/demo serves too.
 JOBPACT_PACKAGES=(
   g++ cmake ninja-build pkg-config
   libfmt-dev libspdlog-dev nlohmann-json3-dev libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libsqlite3-dev libcli11-dev
+  libsqlite3-dev libcli11-dev libcpp-httplib-dev
   redis-server libhiredis-dev
   postgresql libpq-dev
 )
 # What only the test suite needs: promtool (checks the metrics and the alert
-# rules), cpp-httplib (the HTTP endpoint, built by scripts/test) and
-# valgrind (the runner's instructions per job: scripts/instructions).
-JOBPACT_TEST_PACKAGES=(prometheus libcpp-httplib-dev valgrind)
+# rules), valgrind (the runner's instructions per job: scripts/instructions)
+# and chromium (the dashboard's browser test, tests/http/browser; large, and
+# driven by playwright-core from npm, which downloads no browser of its own).
+JOBPACT_TEST_PACKAGES=(prometheus libcpp-httplib-dev valgrind chromium)
 # What scripts/fuzz needs: clang with libFuzzer and the sanitizer runtimes
 # (Debian 12 ships libFuzzer in libclang-rt-14-dev), and python3 for the
 # seed extraction.
@@ -47,6 +49,21 @@ ensure_packages() {
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# ensure_browser_test: Node.js with npm (the machine's, else Debian's
+# nodejs and npm), and tests/http/browser's node_modules as its
+# package-lock.json pins them (npm ci; again only when the lock changed).
+ensure_browser_test() {
+  if ! command -v npm >/dev/null 2>&1; then
+    ensure_packages nodejs npm
+  fi
+  local dir="${JOBPACT_ROOT}/tests/http/browser"
+  if [ ! -f "$dir/node_modules/.package-lock.json" ] ||
+     [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+    log "npm ci in tests/http/browser (playwright-core, pinned; it downloads no browser)"
+    (cd "$dir" && npm ci --no-audit --no-fund)
+  fi
 }
 
 # configure_and_build BUILD_DIR [cmake args...]

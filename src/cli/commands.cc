@@ -84,24 +84,14 @@ std::string Refusal(std::size_t n, const char* verb) {
 }  // namespace
 
 Result<DlqFilter> ToDlqFilter(const DlqSelection& sel, TimePoint now) {
-  DlqFilter f;
-  JOBPACT_RETURN_IF_ERROR(CheckLimit(sel.limit, 100000));
-  f.limit = static_cast<std::size_t>(sel.limit);
-  if (!sel.type.empty()) f.job_type = sel.type;
-  if (!sel.reason.empty()) f.reason = sel.reason;
-  if (!sel.failure_class.empty()) {
-    JOBPACT_ASSIGN_OR_RETURN(FailureClass c, ParseClassArg("--class", sel.failure_class));
-    f.failure_class = c;
-  }
-  if (!sel.since.empty()) {
-    JOBPACT_ASSIGN_OR_RETURN(TimePoint t, ParseTime("--since", sel.since, now));
-    f.dead_lettered_after = t;
-  }
-  if (!sel.until.empty()) {
-    JOBPACT_ASSIGN_OR_RETURN(TimePoint t, ParseTime("--until", sel.until, now));
-    f.dead_lettered_before = t;
-  }
-  return f;
+  internal::DlqFilterText text;
+  text.type = sel.type;
+  text.reason = sel.reason;
+  text.failure_class = sel.failure_class;
+  text.since = sel.since;
+  text.until = sel.until;
+  text.limit = sel.limit;
+  return internal::ParseDlqFilter(text, now, "--");
 }
 
 int Fail(const Context& ctx, const std::string& what, const Status& status) {

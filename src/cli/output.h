@@ -9,17 +9,15 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "jobpact/lock_store.h"
-#include "jobpact/operations.h"
-#include "jobpact/queue_admin.h"
-#include "jobpact/queue_backend.h"
+#include "jobpact/clock.h"
+#include "src/internal/operator_json.h"
 
 namespace jobpact {
 namespace cli {
 
-using Json = nlohmann::ordered_json;
+// The JSON documents are the operator side's (src/internal/operator_json.h),
+// shared with the dashboard's API.
+using internal::Json;
 
 // Columns padded to their widest cell, two spaces apart; a header line.
 class Table {
@@ -38,19 +36,16 @@ class Table {
 std::string HumanTime(TimePoint t);
 // "42s", "3m12s", "2h05m", "3d04h"; sub-second as "0.25s".
 std::string HumanDuration(Duration d);
-// Exact RFC 3339, or null for the epoch (unset).
-Json TimeJson(TimePoint t);
-double SecondsOf(Duration d);
-
-Json StatsToJson(const QueueStats& s);
-Json JobToJson(const JobRecord& r);
-// Without the history (jobs list); JobToJson has it.
-Json JobSummaryToJson(const JobRecord& r);
-Json DlqToJson(const DlqEntry& e, bool with_history);
-Json LockToJson(const LockLease& l, TimePoint now);
-Json PolicyToJson(const PublishedPolicy& p);
-Json ControlToJson(const ControlState& s);
-Json FailureToJson(const std::optional<Failure>& f);
+using internal::ControlToJson;
+using internal::DlqToJson;
+using internal::FailureToJson;
+using internal::JobSummaryToJson;
+using internal::JobToJson;
+using internal::LockToJson;
+using internal::PolicyToJson;
+using internal::SecondsOf;
+using internal::StatsToJson;
+using internal::TimeJson;
 
 // One line: the message with newlines folded, for stderr.
 std::string OneLine(std::string text);

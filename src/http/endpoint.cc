@@ -9,7 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "src/http/dashboard_api.h"
 #include "src/internal/guarded.h"
+#include "src/internal/names.h"
 
 namespace jobpact {
 namespace {
@@ -47,6 +49,8 @@ class HttpEndpoint::Impl {
   explicit Impl(HttpEndpointOptions o) : options(std::move(o)) {}
 
   const HttpEndpointOptions options;
+  // The dashboard's CSRF token (src/http/dashboard_api.h), new each start.
+  const std::string csrf_token = internal::NewCsrfToken();
   httplib::Server server;
   int port = 0;
   std::thread thread;
@@ -61,6 +65,16 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(HttpEndpointOptions op
   if (options.port < 0 || options.port > 65535) {
     return Status::InvalidArgument("HttpEndpointOptions.port: " + std::to_string(options.port) +
                                    " is not a port (0 to 65535; 0 picks a free one)");
+  }
+  if (options.dashboard && options.operations == nullptr) {
+    return Status::InvalidArgument(
+        "HttpEndpointOptions.operations: the dashboard needs an Operations to read and act "
+        "through (Operations::Open over the service's backend)");
+  }
+  if (!internal::IsSafeName(options.operator_name)) {
+    return Status::InvalidArgument("HttpEndpointOptions.operator_name: '" +
+                                   internal::StorableText(options.operator_name) +
+                                   "' is not a name (letters, digits and . _ : -)");
   }
   auto impl = std::make_unique<Impl>(std::move(options));
   Impl* self = impl.get();
@@ -88,9 +102,16 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(HttpEndpointOptions op
     s.Delete(path, MethodNotAllowed);
     s.Patch(path, MethodNotAllowed);
   }
-  s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (res.status == 404) {
-      res.set_content("not found: the paths are /metrics, /healthz and /readyz\n", kText);
+  if (self->options.dashboard) {
+    internal::AddDashboardRoutes(s, self->options, self->csrf_token);
+  }
+  s.set_error_handler([self](const httplib::Request&, httplib::Response& res) {
+    if (res.status == 404 && res.body.empty()) {
+      res.set_content(self->options.dashboard
+                          ? "not found: the paths are /metrics, /healthz, /readyz, the "
+                            "dashboard at / and its API under /api\n"
+                          : "not found: the paths are /metrics, /healthz and /readyz\n",
+                      kText);
     }
   });
 

@@ -1,4 +1,6 @@
-#include "src/cli/args.h"
+// The operator side's input parsing (src/internal/operator_input.h), shared
+// by the jobpact command (src/cli) and the dashboard's API (src/http).
+#include "src/internal/operator_input.h"
 
 #include <chrono>
 #include <cmath>
@@ -8,7 +10,7 @@
 #include "jobpact/job.h"
 
 namespace jobpact {
-namespace cli {
+namespace internal {
 namespace {
 
 std::string Quoted(std::string_view flag, std::string_view text) {
@@ -124,5 +126,31 @@ Result<FailureClass> ParseClassArg(std::string_view flag, std::string_view text)
                                  " is not a failure class (one of transient, permanent, unknown)");
 }
 
-}  // namespace cli
+Result<DlqFilter> ParseDlqFilter(const DlqFilterText& text, TimePoint now,
+                                 std::string_view prefix) {
+  const std::string p(prefix);
+  DlqFilter f;
+  if (text.limit < 1 || text.limit > kMaxDlqFilterLimit) {
+    return Status::InvalidArgument(p + "limit: " + std::to_string(text.limit) +
+                                   " is not within 1.." + std::to_string(kMaxDlqFilterLimit));
+  }
+  f.limit = static_cast<std::size_t>(text.limit);
+  if (!text.type.empty()) f.job_type = text.type;
+  if (!text.reason.empty()) f.reason = text.reason;
+  if (!text.failure_class.empty()) {
+    JOBPACT_ASSIGN_OR_RETURN(FailureClass c, ParseClassArg(p + "class", text.failure_class));
+    f.failure_class = c;
+  }
+  if (!text.since.empty()) {
+    JOBPACT_ASSIGN_OR_RETURN(TimePoint t, ParseTime(p + "since", text.since, now));
+    f.dead_lettered_after = t;
+  }
+  if (!text.until.empty()) {
+    JOBPACT_ASSIGN_OR_RETURN(TimePoint t, ParseTime(p + "until", text.until, now));
+    f.dead_lettered_before = t;
+  }
+  return f;
+}
+
+}  // namespace internal
 }  // namespace jobpact
