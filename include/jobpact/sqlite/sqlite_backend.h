@@ -32,7 +32,9 @@
 // Writes use BEGIN IMMEDIATE; threads of one process serialize their writes
 // on an in-process mutex (a cheap hand-off) and processes serialize on
 // SQLite's file lock, waiting up to SqliteOptions::busy_timeout (then
-// kUnavailable, retryable). Reads run concurrently with writes (WAL).
+// kUnavailable, retryable). Reads run concurrently with writes (WAL). An
+// idle runner is woken by a commit of any process (an inotify watch on the
+// file's WAL; Linux), not by polling.
 //
 // Errors that any method may return, each naming the file (the full table
 // is in docs/backends.md): kInternal "database file is corrupt" for a
