@@ -2,7 +2,10 @@
 // producer's bounds and the stored ones the backends decode with.
 // Invariants: never a crash or a throw; a refusal is kInvalidArgument with
 // at least one problem listed; an accepted envelope validates, and
-// serializes to a document that parses back to the same serialization.
+// serializes to a document that parses back to the same serialization; the
+// hand-written JSON pre-scan says "certainly valid" only where nlohmann's
+// parser agrees (its one promise: a mistake may cost speed, never accept
+// bad input).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -11,6 +14,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "jobpact/job.h"
+#include "src/core/bounded_json.h"
 #include "src/internal/stored_validation.h"
 
 namespace {
@@ -39,6 +43,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view json(reinterpret_cast<const char*>(data), size);
   CheckOne(json, jobpact::ValidationOptions{});
   CheckOne(json, jobpact::internal::StoredEnvelopeValidation());
+  for (int levels : {1, 3, jobpact::internal::kMaxPayloadDepth + 1}) {
+    if (jobpact::internal::IsCertainlyValidJson(json, levels)) {
+      JOBPACT_FUZZ_CHECK(jobpact::internal::IsValidBoundedByParser(json, levels),
+                         "the pre-scan accepted what the parser refuses at depth " +
+                             std::to_string(levels));
+    }
+  }
   // The time parser on its own: what parses formats back to the same time.
   if (size <= 64) {
     jobpact::Result<jobpact::TimePoint> t = jobpact::ParseRfc3339(json);

@@ -20,7 +20,9 @@ JOBPACT_PACKAGES=(
 # rules), valgrind (the runner's instructions per job: scripts/instructions)
 # and chromium (the dashboard's browser test, tests/http/browser; large, and
 # driven by playwright-core from npm, which downloads no browser of its own).
-JOBPACT_TEST_PACKAGES=(prometheus libcpp-httplib-dev valgrind chromium)
+# libsimdjson-dev is a measuring tool: bench/json_check_bench sets the JSON
+# pre-scan beside it (never linked into the library).
+JOBPACT_TEST_PACKAGES=(prometheus libcpp-httplib-dev valgrind chromium libsimdjson-dev)
 # What scripts/fuzz needs: clang with libFuzzer and the sanitizer runtimes
 # (Debian 12 ships libFuzzer in libclang-rt-14-dev), and python3 for the
 # seed extraction.

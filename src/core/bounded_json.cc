@@ -433,7 +433,10 @@ bool IsCertainlyValidJson(std::string_view text, int max_levels) {
 // scan; callers that need the error messages fall back to ParseBounded and
 // FindDuplicateKeys when it returns false.
 bool IsValidBounded(std::string_view text, int max_levels) {
-  if (IsCertainlyValidJson(text, max_levels)) return true;
+  return IsCertainlyValidJson(text, max_levels) || IsValidBoundedByParser(text, max_levels);
+}
+
+bool IsValidBoundedByParser(std::string_view text, int max_levels) {
   ShapeCheckSax sax("", max_levels, /*stop_at_first=*/true);
   try {
     return Json::sax_parse(text.begin(), text.end(), &sax, nlohmann::detail::input_format_t::json,

@@ -60,8 +60,16 @@ std::vector<FieldError> FindDuplicateKeys(std::string_view text, const std::stri
                                           int max_levels);
 
 // ParseBounded would give syntax_ok and neither too_deep nor duplicate_keys;
-// checked without building a value.
+// checked without building a value: IsCertainlyValidJson first, then, when
+// it is not sure, IsValidBoundedByParser.
 bool IsValidBounded(std::string_view text, int max_levels);
+
+// The hand-written single pass over the common case: true only for input
+// it is sure IsValidBoundedByParser accepts, false ("not sure") otherwise.
+bool IsCertainlyValidJson(std::string_view text, int max_levels);
+
+// The same check by nlohmann's SAX parser alone (any valid JSON).
+bool IsValidBoundedByParser(std::string_view text, int max_levels);
 
 // value.dump() that never throws (invalid UTF-8 is replaced).
 std::string DumpCompact(const Json& value);
