@@ -1,15 +1,16 @@
 // The WAL watch of the SQLite backend (change_watch.h).
 #include "src/backends/sqlite/change_watch.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
 #if defined(__linux__)
 #include <poll.h>
 #include <sys/inotify.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 #endif
 
@@ -37,11 +38,21 @@ Result<std::unique_ptr<ChangeWatch>> ChangeWatch::Create(const std::filesystem::
     return Status::Unimplemented("SQLite change watch on " + dir.string() +
                                  ": inotify_add_watch: " + std::strerror(err));
   }
+  const int timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (timer_fd < 0) {
+    const int err = errno;
+    close(fd);
+    return Status::Unimplemented(std::string("SQLite change watch: timerfd_create: ") +
+                                 std::strerror(err));
+  }
   return std::unique_ptr<ChangeWatch>(
-      new ChangeWatch(fd, db_file.filename().string() + "-wal"));
+      new ChangeWatch(fd, timer_fd, db_file.filename().string() + "-wal"));
 }
 
-ChangeWatch::~ChangeWatch() { close(fd_); }
+ChangeWatch::~ChangeWatch() {
+  close(timer_fd_);
+  close(fd_);
+}
 
 Result<bool> ChangeWatch::Drain() {
   // Aligned as the kernel writes struct inotify_event.
@@ -71,22 +82,34 @@ Result<bool> ChangeWatch::Drain() {
 Result<bool> ChangeWatch::Wait(Duration timeout) {
   JOBPACT_ASSIGN_OR_RETURN(bool changed, Drain());
   if (changed) return true;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  if (timeout <= Duration::zero()) return false;
+  // The kernel keeps the deadline (a one-shot timer beside the watch), so
+  // writes to other files of the directory, which wake the poll too, do
+  // not restart the wait.
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
+  itimerspec deadline{};
+  deadline.it_value.tv_sec = static_cast<time_t>(ns / 1000000000);
+  deadline.it_value.tv_nsec = static_cast<long>(ns % 1000000000);
+  if (timerfd_settime(timer_fd_, 0, &deadline, nullptr) != 0) {
+    return Status::Unavailable(std::string("SQLite change watch: timerfd_settime: ") +
+                               std::strerror(errno));
+  }
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    pollfd p{fd_, POLLIN, 0};
-    const int ready = poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 60000)));
-    if (ready < 0 && errno != EINTR) {
+    pollfd p[2] = {{fd_, POLLIN, 0}, {timer_fd_, POLLIN, 0}};
+    const int ready = poll(p, 2, -1);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
       return Status::Unavailable(std::string("SQLite change watch: poll: ") +
                                  std::strerror(errno));
     }
-    if (ready > 0) {
-      // Writes to other files of the directory wake the poll too: keep
-      // waiting until one is to the WAL.
+    if ((p[0].revents & POLLIN) != 0) {
       JOBPACT_ASSIGN_OR_RETURN(changed, Drain());
       if (changed) return true;
+    }
+    if ((p[1].revents & POLLIN) != 0) {
+      std::uint64_t expirations = 0;
+      (void)read(timer_fd_, &expirations, sizeof expirations);
+      return false;
     }
   }
 }

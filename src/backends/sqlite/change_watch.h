@@ -42,12 +42,14 @@ class ChangeWatch {
   Result<bool> Wait(Duration timeout);
 
  private:
-  ChangeWatch(int fd, std::string wal_name) : fd_(fd), wal_name_(std::move(wal_name)) {}
+  ChangeWatch(int fd, int timer_fd, std::string wal_name)
+      : fd_(fd), timer_fd_(timer_fd), wal_name_(std::move(wal_name)) {}
   // Reads the pending events without blocking; true if one is a write to
   // the WAL (or stands for one).
   Result<bool> Drain();
 
-  const int fd_;
+  const int fd_;        // inotify, on the file's directory.
+  const int timer_fd_;  // A one-shot CLOCK_MONOTONIC timer: Wait's deadline.
   const std::string wal_name_;  // "<file name>-wal", without the directory.
 };
 
