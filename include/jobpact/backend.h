@@ -88,6 +88,7 @@
 #include <string>
 #include <string_view>
 
+#include "jobpact/cache_store.h"
 #include "jobpact/clock.h"
 #include "jobpact/export.h"
 #include "jobpact/idempotency_store.h"
@@ -107,6 +108,10 @@ struct BackendBundle {
   std::shared_ptr<QueueAdmin> admin;
   std::shared_ptr<LockStore> locks;
   std::shared_ptr<IdempotencyStore> idempotency;
+  // The backend's cache store for the cache guard (jobpact/cache.h), where
+  // it has one (in-memory, Redis); null otherwise. Not part of complete():
+  // a runner does not need it.
+  std::shared_ptr<CacheStore> cache;
   // For logs and status pages: the backend's name ("in_memory", "sqlite",
   // "redis") and where it is ("memory:", "sqlite:///var/lib/orders/jobs.db",
   // "redis://app@10.0.0.5:6379/0?namespace=orders"). A URL here never holds
