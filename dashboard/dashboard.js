@@ -81,7 +81,8 @@ function renderQueues(queues, now) {
     values[q.queue] = { enq, fin };
     const tr = el('tr', null, { 'data-queue': q.queue });
     cell(tr, q.queue);
-    cell(tr, q.depth, 'depth', true);
+    // A queue with a maximum depth (backpressure) shows it: "12 / 5000".
+    cell(tr, q.max_depth == null ? q.depth : q.depth + ' / ' + q.max_depth, 'depth', true);
     cell(tr, q.running, 'running', true);
     cell(tr, fmtSeconds(q.oldest_ready_age_seconds), 'oldest', true);
     cell(tr, fmtRate(rate(q.queue, { key: 'enq', now: enq }, now)), 'enqueue_rate', true);

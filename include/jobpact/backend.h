@@ -95,6 +95,7 @@
 #include "jobpact/lock_store.h"
 #include "jobpact/queue_admin.h"
 #include "jobpact/queue_backend.h"
+#include "jobpact/rate_limit_store.h"
 #include "jobpact/result.h"
 
 namespace jobpact {
@@ -112,6 +113,12 @@ struct BackendBundle {
   // it has one (in-memory, Redis); null otherwise. Not part of complete():
   // a runner does not need it.
   std::shared_ptr<CacheStore> cache;
+  // The rate limiters every process of this backend shares
+  // (jobpact/rate_limit_store.h); null for a backend without them. Not part
+  // of complete(): a runner needs it only for rate limits
+  // (HandlerOptions::rate_limit, JobRunnerOptions::dependency_rate_limits)
+  // and to spread a handler's RateLimited backoff to the other processes.
+  std::shared_ptr<RateLimitStore> rate_limits;
   // For logs and status pages: the backend's name ("in_memory", "sqlite",
   // "redis") and where it is ("memory:", "sqlite:///var/lib/orders/jobs.db",
   // "redis://app@10.0.0.5:6379/0?namespace=orders"). A URL here never holds

@@ -21,6 +21,7 @@
 #ifndef JOBPACT_FAILURE_H_
 #define JOBPACT_FAILURE_H_
 
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <map>
@@ -65,6 +66,20 @@ class JOBPACT_EXPORT PermanentError : public JobError {
  public:
   explicit PermanentError(const std::string& message, std::string code = "permanent")
       : JobError(FailureClass::kPermanent, std::move(code), message) {}
+};
+
+// "Rate limited, retry after": what JobContext::RateLimited says, thrown
+// from code deep in a handler (an HTTP client seeing a 429 with
+// Retry-After). Transient, code "rate_limited"; the runner schedules the
+// retry no earlier than retry_after() and backs off the limiter.
+class JOBPACT_EXPORT RateLimitedError : public TransientError {
+ public:
+  RateLimitedError(std::chrono::system_clock::duration retry_after, const std::string& message)
+      : TransientError(message, "rate_limited"), retry_after_(retry_after) {}
+  std::chrono::system_clock::duration retry_after() const { return retry_after_; }
+
+ private:
+  std::chrono::system_clock::duration retry_after_;
 };
 
 // A classified failure, as recorded in history, metrics and the DLQ.

@@ -21,5 +21,6 @@
 #include "jobpact/in_memory/lock_store.h"
 #include "jobpact/in_memory/metrics_sink.h"
 #include "jobpact/in_memory/queue_backend.h"
+#include "jobpact/rate_limit_store.h"
 
 #endif  // JOBPACT_IN_MEMORY_H_

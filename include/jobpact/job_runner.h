@@ -34,6 +34,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,6 +54,7 @@
 #include "jobpact/operations.h"
 #include "jobpact/queue_backend.h"
 #include "jobpact/random.h"
+#include "jobpact/rate_limit_store.h"
 #include "jobpact/result.h"
 #include "jobpact/retry_budget.h"
 #include "jobpact/retry_policy.h"
@@ -194,6 +196,12 @@ struct JobRunnerOptions {
   // A breakers object passed here keeps its own on_state_change (the runner
   // still refreshes the state gauge at every maintenance pass).
   std::shared_ptr<CircuitBreakers> circuit_breakers;
+  // Rate limits per dependency (HandlerOptions::dependency), counted across
+  // every process sharing the backend's RateLimitStore
+  // (BackendBundle::rate_limits). See HandlerOptions::rate_limit for what
+  // a limited delivery does. A dependency not listed has no rate, but a
+  // handler's RateLimited backoff still holds it in every process.
+  std::map<std::string, RateLimit, std::less<>> dependency_rate_limits;
 
   // --- Logs: one structured spdlog line per transition ---
   // The spdlog logger used (created with a stderr sink if not registered).
@@ -248,6 +256,17 @@ class JOBPACT_EXPORT JobContext {
   // for a negative delay (and nothing is requested).
   virtual Status Snooze(Duration delay) = 0;
   virtual Status Discard(std::string reason) = 0;
+  // The upstream said "rate limited, retry after `retry_after`" (an HTTP
+  // 429 with Retry-After): `return ctx.RateLimited(d, "429 from psp");`
+  // fails the attempt as transient (code "rate_limited"), schedules the
+  // retry no earlier than `retry_after` from now (later if the backoff
+  // says so), and backs the limiter off for everyone: with a
+  // HandlerOptions::dependency, that dependency's limiter in every process
+  // sharing the backend (every job that calls it waits); without one, the
+  // job type's in this process (and in every process if the type has a
+  // shared rate_limit). Returns the kResourceExhausted status to return.
+  // Throwing RateLimitedError (jobpact/failure.h) does the same.
+  virtual Status RateLimited(Duration retry_after, std::string message) = 0;
 
   // Logs through the runner's logger with the job's fields attached.
   virtual void Log(LogLevel level, std::string_view message) const = 0;
@@ -275,6 +294,17 @@ struct HandlerOptions {
   // errors as successes (the dependency answered); a snooze, a discard or a
   // shutdown give the permit back without an outcome.
   std::string dependency;
+  // At most this many starts of the type per second (with this burst)
+  // across every process sharing the backend's RateLimitStore
+  // (BackendBundle::rate_limits; Create's Handle refuses it on a backend
+  // without one). Checked after the lease, before the handler: a delivery
+  // over the rate is rescheduled to the time the limiter gives (refused
+  // ones come back one interval apart), with reason "rate_limited" and no
+  // attempt spent, counted in jobpact_rate_limited_total. An operator can
+  // override the rate at run time (`jobpact ratelimit`).
+  std::optional<RateLimit> rate_limit;
+  // The same, counted in this process only (no store call).
+  std::optional<RateLimit> local_rate_limit;
 };
 
 // Counters of what a runner has done, for status pages and tests.

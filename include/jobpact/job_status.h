@@ -101,6 +101,11 @@ inline constexpr std::string_view kPaused = "paused";
 // A delivery whose handler's dependency has an open circuit breaker,
 // rescheduled to the breaker's retry_after() without spending an attempt.
 inline constexpr std::string_view kCircuitOpen = "circuit_open";
+// A delivery a rate limiter refused (HandlerOptions::rate_limit,
+// local_rate_limit, JobRunnerOptions::dependency_rate_limits, or a
+// handler's RateLimited backoff), rescheduled to the limiter's time
+// without spending an attempt.
+inline constexpr std::string_view kRateLimited = "rate_limited";
 // The handler succeeded but its idempotency record could not be written
 // (SPEC 3 step 9): the job is not acked as succeeded; the attempt counts as
 // a transient failure with this code and is retried.
@@ -111,6 +116,9 @@ inline constexpr std::string_view kIdempotencyRecordFailed = "idempotency_record
 // attempt counts as a transient failure, and the retry finds the key done
 // (idempotent_skip) or still claimed (idempotency_in_progress).
 inline constexpr std::string_view kIdempotencyClaimLost = "idempotency_claim_lost";
+// An enqueue refused because the queue was at its maximum depth
+// (ControlKind::kMaxQueueDepth); the label of metric::kEnqueueRefused.
+inline constexpr std::string_view kMaxQueueDepth = "max_queue_depth";
 }  // namespace reason
 
 }  // namespace jobpact

@@ -54,6 +54,15 @@ inline constexpr std::string_view kReplayed = "jobpact_dlq_replayed_total";
 // deferred until the budget has room (retry_budget_deferred), or, for a type
 // that opted in, dead-lettered with reason "retry_budget_exhausted".
 inline constexpr std::string_view kRetryBudgetExhausted = "jobpact_retry_budget_exhausted_total";
+// Jobs an enqueue was refused for because their queue was at its maximum
+// depth (ControlKind::kMaxQueueDepth), by job type and queue, reason
+// "max_queue_depth": backpressure pushing back on producers.
+inline constexpr std::string_view kEnqueueRefused = "jobpact_enqueue_refused_total";
+// Deliveries rescheduled because a rate limiter refused them (by job type;
+// `reason` is the limiter's key, "type:<job type>" or "dependency:<name>"),
+// and attempts that failed because the upstream said "rate limited"
+// (JobContext::RateLimited; reason "upstream").
+inline constexpr std::string_view kRateLimited = "jobpact_rate_limited_total";
 // Deliveries rescheduled because their dependency's circuit was open (by
 // job type).
 inline constexpr std::string_view kCircuitRejected = "jobpact_circuit_rejected_total";

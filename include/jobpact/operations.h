@@ -177,6 +177,13 @@ class JOBPACT_EXPORT Operations {
                              std::string_view reason);
   Status ClearConcurrencyLimit(std::string_view job_type, std::string_view actor,
                                std::string_view reason);
+  // Backpressure: an enqueue that would take `queue` past `max_depth` (>=
+  // 0) waiting jobs is refused with kResourceExhausted, in every process
+  // (ControlKind::kMaxQueueDepth).
+  Status SetMaxQueueDepth(std::string_view queue, int max_depth, std::string_view actor,
+                          std::string_view reason);
+  Status ClearMaxQueueDepth(std::string_view queue, std::string_view actor,
+                            std::string_view reason);
   // Failures of `failure_class` of the type go straight to the DLQ
   // (reason "routed_to_dlq"), whatever the retry policy says.
   Status RouteToDlq(std::string_view job_type, FailureClass failure_class,
@@ -217,6 +224,20 @@ class JOBPACT_EXPORT Operations {
   // worker's.
   Result<LockReleaseReport> ReleaseLock(std::string_view key, std::string_view owner,
                                         std::string_view actor, std::string_view reason);
+  // --- Rate limiters (jobpact/rate_limit_store.h) ---
+  // kFailedPrecondition, naming the backend, if it has no RateLimitStore.
+  // The limiters the store keeps (key, backoff, override), by key.
+  Result<std::vector<RateLimiterState>> RateLimiters(std::size_t limit = 1000);
+  // Sets the rate of a limiter ("type:<job type>", "dependency:<name>") in
+  // every process, in place of the one in the code; nullopt goes back to
+  // the code's. The actor and reason are kept with the override.
+  Status OverrideRate(std::string_view key, std::optional<RateLimit> limit,
+                      std::string_view actor, std::string_view reason);
+  // Ends a limiter's backoff now (the upstream is known to be back): new
+  // deliveries pass at once; jobs it already rescheduled keep their time.
+  // kNotFound for a key with no state.
+  Status LiftBackoff(std::string_view key, std::string_view actor, std::string_view reason);
+
   // The retry policies the runners published, each override with its
   // reason, by job type ("*" = a runner's default).
   Result<std::vector<PublishedPolicy>> Policies();

@@ -11,10 +11,11 @@
 //   - the dead-letter queue: list, inspect, replay, discard, purge;
 //   - the control state every process sharing the store obeys: pause and
 //     resume per job type and per queue, a concurrency limit per job type
-//     counted across all processes, and rules that route a failure class of
-//     a type straight to the DLQ. The store's lease step skips paused types,
-//     paused queues and types at their limit, so a paused job is never
-//     leased and handed back;
+//     counted across all processes, a maximum depth per queue (backpressure
+//     at enqueue), and rules that route a failure class of a type straight
+//     to the DLQ. The store's lease step skips paused types, paused queues
+//     and types at their limit, so a paused job is never leased and handed
+//     back; its enqueue step refuses jobs past a queue's maximum depth;
 //   - the retry policies the runners use, each override with its written
 //     reason, published to the store so that a tool can show them.
 //
@@ -73,8 +74,17 @@ enum class ControlKind {
                       // at once, counted over every process of the store.
   kRouteToDlq,        // subject: a job type. A failure of `failure_class`
                       // dead-letters the job at once ("routed_to_dlq").
+  kMaxQueueDepth,     // subject: a queue. An enqueue that would take the
+                      // queue's depth (ready plus scheduled jobs, not
+                      // running ones) past `limit` is refused with
+                      // kResourceExhausted naming the queue, its depth and
+                      // the limit, and stores nothing (a batch: none of
+                      // it). Jobs an enqueue finds to be dedup duplicates
+                      // count too. Checked in the enqueue's atomic step,
+                      // so processes enqueueing at once cannot overshoot.
 };
-// "pause_type", "pause_queue", "concurrency_limit", "route_to_dlq".
+// "pause_type", "pause_queue", "concurrency_limit", "route_to_dlq",
+// "max_queue_depth".
 JOBPACT_EXPORT std::string_view ControlKindName(ControlKind k);
 JOBPACT_EXPORT Result<ControlKind> ParseControlKind(std::string_view name);
 
@@ -83,6 +93,8 @@ struct ControlRule {
   std::string subject;  // The job type or queue (a safe name).
   // kConcurrencyLimit: the most jobs of the type running at once, >= 0 (0
   // holds the type like a pause, but lets running jobs finish as usual).
+  // kMaxQueueDepth: the most jobs waiting in the queue, >= 0 (0 refuses
+  // every enqueue to it).
   int limit = 0;
   // kRouteToDlq: the failure class routed.
   FailureClass failure_class = FailureClass::kUnknown;
@@ -101,6 +113,8 @@ struct ControlState {
   bool QueuePaused(std::string_view queue) const;
   // The concurrency limit of `job_type`, if one is set.
   std::optional<int> ConcurrencyLimit(std::string_view job_type) const;
+  // The maximum depth of `queue`, if one is set.
+  std::optional<int> MaxQueueDepth(std::string_view queue) const;
   // True if failures of `c` of `job_type` go straight to the DLQ.
   bool RoutesToDlq(std::string_view job_type, FailureClass c) const;
 };

@@ -19,6 +19,7 @@ BackendBundle InMemoryBackend(std::shared_ptr<Clock> clock) {
   b.queue = queue;
   b.admin = queue;
   b.locks = std::make_shared<InMemoryLockStore>(clock);
+  b.rate_limits = MakeInMemoryRateLimitStore(clock);
   b.idempotency = std::make_shared<InMemoryIdempotencyStore>(std::move(clock));
   b.name = "in_memory";
   b.url = "memory:";

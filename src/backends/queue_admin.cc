@@ -19,6 +19,7 @@ constexpr std::pair<ControlKind, std::string_view> kControlKindNames[] = {
     {ControlKind::kPauseQueue, "pause_queue"},
     {ControlKind::kConcurrencyLimit, "concurrency_limit"},
     {ControlKind::kRouteToDlq, "route_to_dlq"},
+    {ControlKind::kMaxQueueDepth, "max_queue_depth"},
 };
 
 const ControlRule* Find(const ControlState& s, ControlKind kind, std::string_view subject) {
@@ -58,6 +59,12 @@ bool ControlState::QueuePaused(std::string_view queue) const {
 
 std::optional<int> ControlState::ConcurrencyLimit(std::string_view job_type) const {
   const ControlRule* r = Find(*this, ControlKind::kConcurrencyLimit, job_type);
+  if (r == nullptr) return std::nullopt;
+  return r->limit;
+}
+
+std::optional<int> ControlState::MaxQueueDepth(std::string_view queue) const {
+  const ControlRule* r = Find(*this, ControlKind::kMaxQueueDepth, queue);
   if (r == nullptr) return std::nullopt;
   return r->limit;
 }

@@ -20,6 +20,12 @@ namespace {
 constexpr std::size_t kMaxListLimit = 10000;
 // A concurrency limit above this is a typo, not a limit.
 constexpr int kMaxConcurrencyLimit = 1000000;
+constexpr int kMaxQueueDepthLimit = 1000000000;
+
+// True for the kinds whose rule carries a limit.
+bool HasLimit(ControlKind kind) {
+  return kind == ControlKind::kConcurrencyLimit || kind == ControlKind::kMaxQueueDepth;
+}
 
 // Who and why, as engine::AuditLine takes them.
 DlqAction Who(std::string_view actor, std::string_view reason) {
@@ -121,13 +127,19 @@ Status StoreBackend::SetControl(const ControlRule& rule) {
                                      std::to_string(kMaxConcurrencyLimit) + ", not " +
                                      std::to_string(rule.limit));
     }
+    if (rule.kind == ControlKind::kMaxQueueDepth &&
+        (rule.limit < 0 || rule.limit > kMaxQueueDepthLimit)) {
+      return Status::InvalidArgument("SetControl: a maximum queue depth must be 0.." +
+                                     std::to_string(kMaxQueueDepthLimit) + ", not " +
+                                     std::to_string(rule.limit));
+    }
     ControlWrite w;
     w.set = rule;
     w.set->set_at = clock_->Now();
     if (rule.kind != ControlKind::kRouteToDlq) w.set->failure_class = FailureClass::kUnknown;
-    if (rule.kind != ControlKind::kConcurrencyLimit) w.set->limit = 0;
+    if (!HasLimit(rule.kind)) w.set->limit = 0;
     std::optional<int> limit;
-    if (rule.kind == ControlKind::kConcurrencyLimit) limit = rule.limit;
+    if (HasLimit(rule.kind)) limit = rule.limit;
     w.audit_line = engine::AuditLine(
         "set " + Describe(rule.kind, rule.subject, rule.failure_class, limit), w.set->set_at,
         Who(rule.actor, rule.reason));

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "jobpact/job.h"
 #include "src/cli/args.h"
 #include "src/cli/output.h"
@@ -476,6 +478,21 @@ int Pause(const Context& ctx, bool pause, const std::string& type, const std::st
                   (pause ? " (every process sharing the store stops leasing it)" : ""));
 }
 
+namespace {
+
+// A limit given on the command line: a whole number in 0..max.
+Result<int> ParseLimit(const std::string& limit, long max, std::string_view zero_means) {
+  char* end = nullptr;
+  const long n = std::strtol(limit.c_str(), &end, 10);
+  if (limit.empty() || end != limit.c_str() + limit.size() || n < 0 || n > max) {
+    return Status::InvalidArgument("limit: '" + limit + "' is not a whole number in 0.." +
+                                   std::to_string(max) + " (0 " + std::string(zero_means) + ")");
+  }
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
 int Concurrency(const Context& ctx, const std::string& type, const std::string& limit, bool clear,
                 const Who& who) {
   if (clear == !limit.empty()) {
@@ -488,18 +505,34 @@ int Concurrency(const Context& ctx, const std::string& type, const std::string& 
     return Done(ctx, Json{{"job_type", type}, {"limit", nullptr}},
                 "cleared the concurrency limit of " + type);
   }
-  char* end = nullptr;
-  const long n = std::strtol(limit.c_str(), &end, 10);
-  if (end != limit.c_str() + limit.size() || n < 0 || n > 1000000) {
-    return Fail(ctx, "concurrency " + type,
-                Status::InvalidArgument("limit: '" + limit +
-                                        "' is not a whole number >= 0 (0 holds the type)"));
-  }
-  Status st = ctx.ops->SetConcurrencyLimit(type, static_cast<int>(n), who.actor, who.reason);
+  Result<int> n = ParseLimit(limit, 1000000, "holds the type");
+  if (!n.ok()) return Fail(ctx, "concurrency " + type, n.status());
+  Status st = ctx.ops->SetConcurrencyLimit(type, *n, who.actor, who.reason);
   if (!st.ok()) return Fail(ctx, "concurrency " + type, st);
-  return Done(ctx, Json{{"job_type", type}, {"limit", n}},
-              "at most " + std::to_string(n) + " jobs of " + type +
+  return Done(ctx, Json{{"job_type", type}, {"limit", *n}},
+              "at most " + std::to_string(*n) + " jobs of " + type +
                   " run at once, across every process");
+}
+
+int DepthLimit(const Context& ctx, const std::string& queue, const std::string& limit, bool clear,
+               const Who& who) {
+  const std::string what = "depth-limit " + queue;
+  if (clear == !limit.empty()) {
+    return Fail(ctx, what, Status::InvalidArgument("give a limit N or --clear (exactly one of them)"));
+  }
+  if (clear) {
+    Status st = ctx.ops->ClearMaxQueueDepth(queue, who.actor, who.reason);
+    if (!st.ok()) return Fail(ctx, what, st);
+    return Done(ctx, Json{{"queue", queue}, {"max_depth", nullptr}},
+                "cleared the maximum depth of queue " + queue);
+  }
+  Result<int> n = ParseLimit(limit, 1000000000, "refuses every enqueue");
+  if (!n.ok()) return Fail(ctx, what, n.status());
+  Status st = ctx.ops->SetMaxQueueDepth(queue, *n, who.actor, who.reason);
+  if (!st.ok()) return Fail(ctx, what, st);
+  return Done(ctx, Json{{"queue", queue}, {"max_depth", *n}},
+              "queue " + queue + " takes at most " + std::to_string(*n) +
+                  " waiting jobs; past that, enqueues fail with resource_exhausted");
 }
 
 int Route(const Context& ctx, const std::string& type, const std::string& failure_class,
@@ -551,6 +584,7 @@ int ControlShow(const Context& ctx, int audit_lines) {
     for (const ControlRule& r : s->rules) {
       std::string detail = "-";
       if (r.kind == ControlKind::kConcurrencyLimit) detail = "limit " + std::to_string(r.limit);
+      if (r.kind == ControlKind::kMaxQueueDepth) detail = "max depth " + std::to_string(r.limit);
       if (r.kind == ControlKind::kRouteToDlq) {
         detail = std::string(FailureClassName(r.failure_class)) + " -> dlq";
       }
@@ -590,6 +624,88 @@ int LocksList(const Context& ctx, int limit) {
   }
   t.Print(ctx.out);
   return kExitOk;
+}
+
+int RateLimitList(const Context& ctx, int limit) {
+  if (Status st = CheckLimit(limit, 100000); !st.ok()) return Fail(ctx, "ratelimit list", st);
+  Result<std::vector<RateLimiterState>> rates =
+      ctx.ops->RateLimiters(static_cast<std::size_t>(limit));
+  if (!rates.ok()) return Fail(ctx, "ratelimit list", rates.status());
+  const TimePoint now = Now();
+  if (ctx.json) {
+    Json a = Json::array();
+    for (const RateLimiterState& r : *rates) {
+      Json j{{"key", r.key},
+             {"backoff_until", r.backoff_until ? Json(FormatRfc3339(*r.backoff_until)) : Json()},
+             {"backoff_reason", r.backoff_reason},
+             {"updated_at", FormatRfc3339(r.updated_at)}};
+      if (r.override_limit) {
+        j["override"] = Json{{"per_second", r.override_limit->per_second},
+                             {"burst", r.override_limit->burst},
+                             {"actor", r.override_actor},
+                             {"reason", r.override_reason}};
+      } else {
+        j["override"] = nullptr;
+      }
+      a.push_back(std::move(j));
+    }
+    PrintJson(ctx, a);
+    return kExitOk;
+  }
+  if (rates->empty()) {
+    std::fprintf(ctx.out, "no rate limiters in use\n");
+    return kExitOk;
+  }
+  Table t({"KEY", "OVERRIDE", "BACKOFF", "WHY"});
+  for (const RateLimiterState& r : *rates) {
+    std::string over = "-";
+    if (r.override_limit) {
+      over = fmt::format("{}/s burst {} by {}: {}", r.override_limit->per_second,
+                         r.override_limit->burst, r.override_actor, r.override_reason);
+    }
+    t.Add({r.key, over,
+           r.backoff_until ? "until " + HumanTime(*r.backoff_until) + " (" +
+                                 HumanDuration(*r.backoff_until - now) + ")"
+                           : "-",
+           r.backoff_until ? r.backoff_reason : "-"});
+  }
+  t.Print(ctx.out);
+  return kExitOk;
+}
+
+int RateLimitSet(const Context& ctx, const std::string& key, const std::string& rate, int burst,
+                 bool unset, const Who& who) {
+  const std::string what = "ratelimit set " + key;
+  std::optional<RateLimit> limit;
+  if (unset == !rate.empty()) {
+    return Fail(ctx, what, Status::InvalidArgument("give a RATE or --unset (exactly one of them)"));
+  }
+  if (!unset) {
+    char* end = nullptr;
+    const double per_second = std::strtod(rate.c_str(), &end);
+    if (end != rate.c_str() + rate.size()) {
+      return Fail(ctx, what,
+                  Status::InvalidArgument("RATE: '" + rate + "' is not a number of starts per second"));
+    }
+    limit = RateLimit{per_second, burst};
+  }
+  Status st = ctx.ops->OverrideRate(key, limit, who.actor, who.reason);
+  if (!st.ok()) return Fail(ctx, what, st);
+  if (!limit) {
+    return Done(ctx, Json{{"key", key}, {"override", nullptr}},
+                key + " follows the rate in the code again");
+  }
+  return Done(ctx, Json{{"key", key}, {"override", {{"per_second", limit->per_second},
+                                                     {"burst", limit->burst}}}},
+              fmt::format("{} allows {}/s (burst {}) in every process", key, limit->per_second,
+                          limit->burst));
+}
+
+int RateLimitLift(const Context& ctx, const std::string& key, const Who& who) {
+  Status st = ctx.ops->LiftBackoff(key, who.actor, who.reason);
+  if (!st.ok()) return Fail(ctx, "ratelimit lift " + key, st);
+  return Done(ctx, Json{{"key", key}, {"backoff_until", nullptr}},
+              "lifted the backoff of " + key + ": new deliveries pass at once (jobs it already held keep their scheduled time)");
 }
 
 int LocksRelease(const Context& ctx, const std::string& key, const std::string& owner,

@@ -95,12 +95,24 @@ int Pause(const Context& ctx, bool pause, const std::string& type, const std::st
 // Sets the limit, or clears it (`clear`).
 int Concurrency(const Context& ctx, const std::string& type, const std::string& limit, bool clear,
                 const Who& who);
+// Sets (N) or clears (--clear) the maximum depth of QUEUE: backpressure at
+// enqueue in every process.
+int DepthLimit(const Context& ctx, const std::string& queue, const std::string& limit, bool clear,
+               const Who& who);
 // Routes the class to the DLQ (`to` must be "dlq"), or clears the route.
 int Route(const Context& ctx, const std::string& type, const std::string& failure_class,
           const std::string& to, bool clear, const Who& who);
 int ControlShow(const Context& ctx, int audit_lines);
 
 int LocksList(const Context& ctx, int limit);
+// `ratelimit list`: the shared rate limiters (key, override, backoff).
+int RateLimitList(const Context& ctx, int limit);
+// `ratelimit set KEY RATE [--burst B]` / `--unset`: an operator's rate for
+// a limiter in every process, or back to the code's.
+int RateLimitSet(const Context& ctx, const std::string& key, const std::string& rate, int burst,
+                 bool unset, const Who& who);
+// `ratelimit lift KEY`: ends a limiter's backoff now.
+int RateLimitLift(const Context& ctx, const std::string& key, const Who& who);
 int LocksRelease(const Context& ctx, const std::string& key, const std::string& owner,
                  const Who& who);
 

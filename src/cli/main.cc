@@ -192,6 +192,18 @@ int Main(int argc, char** argv) {
     needs_who = &who;
     run = [&](const Context& c) { return Concurrency(c, type, limit, clear, who); };
   });
+  std::string depth_queue;
+  CLI::App* depth = app.add_subcommand(
+      "depth-limit",
+      "At most N waiting jobs in QUEUE; enqueues past it are refused (--clear lifts it)");
+  depth->add_option("QUEUE", depth_queue, "Queue")->required();
+  depth->add_option("N", limit, "The maximum depth, >= 0 (0 refuses every enqueue)");
+  depth->add_flag("--clear", clear, "Lift the limit");
+  AddWho(depth, &who);
+  depth->callback([&] {
+    needs_who = &who;
+    run = [&](const Context& c) { return DepthLimit(c, depth_queue, limit, clear, who); };
+  });
   std::string route_class, route_to;
   CLI::App* route = app.add_subcommand(
       "route", "Send failures of a class of TYPE straight to the DLQ (--clear drops the route)");
@@ -230,6 +242,36 @@ int Main(int argc, char** argv) {
   locks_release->callback([&] {
     needs_who = &who;
     run = [&](const Context& c) { return LocksRelease(c, lock_key, owner, who); };
+  });
+  CLI::App* ratelimit = app.add_subcommand("ratelimit", "Rate limiters shared by every process");
+  ratelimit->require_subcommand(1);
+  int rate_limit_count = 1000;
+  CLI::App* rate_list =
+      ratelimit->add_subcommand("list", "Limiters: key, operator override, backoff and why");
+  rate_list->add_option("--limit", rate_limit_count, "At most this many (default 1000)");
+  rate_list->callback(
+      [&] { run = [&](const Context& c) { return RateLimitList(c, rate_limit_count); }; });
+  std::string rate_key, rate;
+  int burst = 1;
+  bool unset = false;
+  CLI::App* rate_set = ratelimit->add_subcommand(
+      "set", "Set KEY's rate in every process, in place of the code's (--unset: back to it)");
+  rate_set->add_option("KEY", rate_key, "type:<job type> or dependency:<name>")->required();
+  rate_set->add_option("RATE", rate, "Starts per second (0: none, only backoffs hold it)");
+  rate_set->add_option("--burst", burst, "Starts at once after a quiet spell (default 1)");
+  rate_set->add_flag("--unset", unset, "Drop the override");
+  AddWho(rate_set, &who);
+  rate_set->callback([&] {
+    needs_who = &who;
+    run = [&](const Context& c) { return RateLimitSet(c, rate_key, rate, burst, unset, who); };
+  });
+  CLI::App* rate_lift = ratelimit->add_subcommand(
+      "lift", "End KEY's backoff now (the upstream is back): new deliveries pass at once");
+  rate_lift->add_option("KEY", rate_key, "type:<job type> or dependency:<name>")->required();
+  AddWho(rate_lift, &who);
+  rate_lift->callback([&] {
+    needs_who = &who;
+    run = [&](const Context& c) { return RateLimitLift(c, rate_key, who); };
   });
   CLI::App* policy = app.add_subcommand("policy", "Retry policies");
   policy->require_subcommand(1);

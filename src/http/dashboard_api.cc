@@ -143,6 +143,8 @@ class Dashboard {
         q["oldest_ready_age_seconds"] = SecondsOf(it->second.oldest_ready_age);
       }
       q["paused"] = c.QueuePaused(name);
+      std::optional<int> max_depth = c.MaxQueueDepth(name);
+      q["max_depth"] = max_depth ? Json(*max_depth) : Json(nullptr);
       Json counters = Json::object();
       if (auto it = m.queues.find(name); it != m.queues.end()) {
         for (const auto& [k, v] : it->second.counters) counters[k] = v;

@@ -240,6 +240,16 @@ Status Operations::ClearConcurrencyLimit(std::string_view job_type, std::string_
   return Clear(ControlKind::kConcurrencyLimit, job_type, FailureClass::kUnknown, actor, reason);
 }
 
+Status Operations::SetMaxQueueDepth(std::string_view queue, int max_depth,
+                                    std::string_view actor, std::string_view reason) {
+  return Set(ControlKind::kMaxQueueDepth, queue, max_depth, FailureClass::kUnknown, actor, reason);
+}
+
+Status Operations::ClearMaxQueueDepth(std::string_view queue, std::string_view actor,
+                                      std::string_view reason) {
+  return Clear(ControlKind::kMaxQueueDepth, queue, FailureClass::kUnknown, actor, reason);
+}
+
 Status Operations::RouteToDlq(std::string_view job_type, FailureClass failure_class,
                               std::string_view actor, std::string_view reason) {
   return Set(ControlKind::kRouteToDlq, job_type, 0, failure_class, actor, reason);
@@ -254,6 +264,37 @@ Result<ControlState> Operations::Control() { return backend_.admin->ReadControl(
 
 Result<std::vector<std::string>> Operations::ControlAudit(std::size_t limit) {
   return backend_.admin->ControlAudit(limit);
+}
+
+namespace {
+
+Result<RateLimitStore*> RatesOf(const BackendBundle& b) {
+  if (b.rate_limits == nullptr) {
+    return Status::FailedPrecondition("the " + b.name + " backend has no rate limiters");
+  }
+  return b.rate_limits.get();
+}
+
+}  // namespace
+
+Result<std::vector<RateLimiterState>> Operations::RateLimiters(std::size_t limit) {
+  JOBPACT_ASSIGN_OR_RETURN(RateLimitStore * rates, RatesOf(backend_));
+  return rates->List(limit);
+}
+
+Status Operations::OverrideRate(std::string_view key, std::optional<RateLimit> limit,
+                                std::string_view actor, std::string_view reason) {
+  JOBPACT_ASSIGN_OR_RETURN(RateLimitStore * rates, RatesOf(backend_));
+  return rates->SetOverride(key, limit, actor, reason);
+}
+
+Status Operations::LiftBackoff(std::string_view key, std::string_view actor,
+                               std::string_view reason) {
+  JOBPACT_ASSIGN_OR_RETURN(RateLimitStore * rates, RatesOf(backend_));
+  if (actor.empty() || reason.empty()) {
+    return Status::InvalidArgument("LiftBackoff: an actor and a reason are required");
+  }
+  return rates->ClearBackoff(key);
 }
 
 Result<std::vector<LockLease>> Operations::ListLocks(std::size_t limit) {

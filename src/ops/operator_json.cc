@@ -146,7 +146,9 @@ Json ControlToJson(const ControlState& s) {
   Json rules = Json::array();
   for (const ControlRule& r : s.rules) {
     Json j{{"kind", std::string(ControlKindName(r.kind))}, {"subject", r.subject}};
-    if (r.kind == ControlKind::kConcurrencyLimit) j["limit"] = r.limit;
+    if (r.kind == ControlKind::kConcurrencyLimit || r.kind == ControlKind::kMaxQueueDepth) {
+      j["limit"] = r.limit;
+    }
     if (r.kind == ControlKind::kRouteToDlq) {
       j["failure_class"] = std::string(FailureClassName(r.failure_class));
     }

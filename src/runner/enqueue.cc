@@ -34,6 +34,17 @@ void RunnerCore::ReportEnqueued(const Envelope& env, const EnqueueResult& r) {
   Emit(e);
 }
 
+void RunnerCore::ReportRefused(const Envelope* envs, std::size_t n, const Status& s) {
+  // Only backpressure refuses with kResourceExhausted at enqueue.
+  if (s.code() != StatusCode::kResourceExhausted) return;
+  for (std::size_t i = 0; i < n; ++i) {
+    options_.metrics->Increment(metric::kEnqueueRefused,
+                                MetricLabels{envs[i].job_type, envs[i].queue,
+                                             reason::kMaxQueueDepth, {}},
+                                1);
+  }
+}
+
 Result<EnqueueResult> RunnerCore::Enqueue(Envelope&& env) {
   std::vector<FieldError> problems = PrepareEnvelope(env, clock().Now());
   if (!problems.empty()) {
@@ -43,6 +54,7 @@ Result<EnqueueResult> RunnerCore::Enqueue(Envelope&& env) {
   eo.dedup_window = options_.dedup_window;
   Result<EnqueueResult> r = options_.queue->Enqueue(env, eo);
   if (!r.ok()) {
+    ReportRefused(&env, 1, r.status());
     logger_.Log(LogLevel::kError, "enqueue_failed", &env, {{"error", r.status().ToString()}});
     return r;
   }
@@ -74,6 +86,7 @@ Result<std::vector<EnqueueResult>> RunnerCore::EnqueueBatch(std::vector<Envelope
   // One backend call: atomic where the backend's EnqueueBatch is.
   Result<std::vector<EnqueueResult>> r = options_.queue->EnqueueBatch(envs, eo);
   if (!r.ok()) {
+    ReportRefused(envs.data(), envs.size(), r.status());
     logger_.Log(
         LogLevel::kError, "enqueue_batch_failed", nullptr,
         {{"jobs", static_cast<std::int64_t>(envs.size())}, {"error", r.status().ToString()}});

@@ -1,6 +1,10 @@
 #include "src/runner/job_context.h"
 
+#include <algorithm>
+#include <string>
 #include <utility>
+
+#include <fmt/format.h>
 
 namespace jobpact {
 
@@ -37,6 +41,12 @@ Status ContextImpl::Discard(std::string reason) {
   return Status::Ok();
 }
 
+Status ContextImpl::RateLimited(Duration retry_after, std::string message) {
+  rate_limited_for_ = std::max(retry_after, Duration::zero());
+  return Status::ResourceExhausted(fmt::format("rate limited, retry after {:.3f} s: {}",
+                                               ToSeconds(*rate_limited_for_), message));
+}
+
 void ContextImpl::Log(LogLevel level, std::string_view message) const {
   core_.logger().Log(level, "handler", &d_.job.envelope, {{"message", message}});
 }
@@ -44,6 +54,9 @@ void ContextImpl::Log(LogLevel level, std::string_view message) const {
 void ContextImpl::TakeRequests(HandlerOutcome& out) {
   out.snooze = snooze_;
   out.discard = std::move(discard_);
+  // Only a failed attempt is rate limited: a handler that said so and then
+  // succeeded after all stands as a success.
+  if (!out.ok && rate_limited_for_) out.rate_limited_for = rate_limited_for_;
   out.result = std::move(result_);
   out.effect = std::move(effect_);
   out.last_checkpoint = std::move(last_checkpoint_);
@@ -72,8 +85,18 @@ HandlerOutcome InvokeHandler(const HandlerEntry& entry, ContextImpl& ctx) noexce
       out.failure =
           Failure{FailureClass::kUnknown, "unclassifiable", "exception could not be classified"};
     }
+    try {
+      std::rethrow_exception(out.exception);
+    } catch (const RateLimitedError& e) {
+      out.rate_limited_for = std::max(e.retry_after(), Duration::zero());
+    } catch (...) {
+    }
   }
   ctx.TakeRequests(out);
+  if (out.rate_limited_for) {
+    out.failure.failure_class = FailureClass::kTransient;
+    out.failure.code = "rate_limited";
+  }
   return out;
 }
 

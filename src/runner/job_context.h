@@ -35,6 +35,9 @@ struct HandlerOutcome {
   // The handler's requests (the last one made decides; see JobContext).
   std::optional<Duration> snooze;
   std::optional<std::string> discard;
+  // The attempt failed as rate limited (JobContext::RateLimited, or a
+  // RateLimitedError thrown): retry no earlier than this, and back off.
+  std::optional<Duration> rate_limited_for;
   std::string result;
   std::function<Status(void*)> effect;
   std::string last_checkpoint;  // Of the last Heartbeat with a checkpoint.
@@ -65,6 +68,7 @@ class ContextImpl final : public JobContext {
   }
   Status Snooze(Duration delay) override;
   Status Discard(std::string reason) override;
+  Status RateLimited(Duration retry_after, std::string message) override;
   void Log(LogLevel level, std::string_view message) const override;
 
   // --- For the runner ---
@@ -85,6 +89,7 @@ class ContextImpl final : public JobContext {
   std::function<Status(void*)> effect_;
   std::optional<Duration> snooze_;
   std::optional<std::string> discard_;
+  std::optional<Duration> rate_limited_for_;
   std::string last_checkpoint_;
 };
 

@@ -171,6 +171,10 @@ Result<std::unique_ptr<JobRunner>> JobRunner::Create(JobRunnerOptions o) {
     Status s = ValidateCircuitBreakerOptions(o.circuit_breaker);
     if (!s.ok()) guard_problems.push_back("circuit_breaker: " + s.message());
   }
+  for (const auto& [dependency, limit] : o.dependency_rate_limits) {
+    Status s = limit.Validate();
+    if (!s.ok()) guard_problems.push_back("dependency_rate_limits[" + dependency + "]: " + s.message());
+  }
   for (std::string& p : guard_problems) problems.push_back(std::move(p));
   if (!problems.empty()) {
     std::string msg = "JobRunnerOptions: ";
@@ -183,6 +187,10 @@ Result<std::unique_ptr<JobRunner>> JobRunner::Create(JobRunnerOptions o) {
   if (o.clock == nullptr) o.clock = SystemClock::Default();
   if (o.locks == nullptr) o.locks = std::make_shared<InMemoryLockStore>(o.clock);
   if (o.idempotency == nullptr) o.idempotency = std::make_shared<InMemoryIdempotencyStore>(o.clock);
+  // Likewise the rate limiters: the in-memory queue's process is all there is.
+  if (o.backend.rate_limits == nullptr && o.queue->Name() == "in_memory") {
+    o.backend.rate_limits = MakeInMemoryRateLimitStore(o.clock);
+  }
   o.backend.queue = o.queue;
   o.backend.locks = o.locks;
   o.backend.idempotency = o.idempotency;

@@ -263,6 +263,7 @@ std::optional<Completion> RunnerCore::RunHandler(DeliveryRun& run) {
                    Failure{FailureClass::kPermanent, std::string(reason::kNoHandler),
                            "no handler registered for job type '" + env.job_type + "'"});
   }
+  if (std::optional<Completion> refused = AcquireRatePermits(run)) return refused;
   if (std::optional<Completion> refused = AcquireCircuitPermit(run)) return refused;
   InvokeUnderDeadline(run);
   RecordCircuitOutcome(run);
@@ -388,6 +389,22 @@ Completion RunnerCore::ClassifyAndDecide(DeliveryRun& run) {
                   {{"error_code", failure.code}, {"error_message", failure.message}});
     }
     c = DecideFailure(run, std::move(failure), run.finished, timed_out);
+    if (outcome.rate_limited_for) {
+      // The upstream's Retry-After: no retry before it, and the limiter
+      // holds everyone (SPEC 10 "backoff on rate limits").
+      BackOffLimiter(run, *outcome.rate_limited_for);
+      const TimePoint not_before = run.finished + *outcome.rate_limited_for;
+      if (c.to == JobStatus::kRetryScheduled && c.ready_at && *c.ready_at < not_before) {
+        if (env.deadline.has_value() && not_before > *env.deadline) {
+          Failure f = std::move(*c.failure);
+          c = EndWith(JobStatus::kDeadLettered, reason::kTotalDeadlinePassed);
+          c.failure = std::move(f);
+        } else {
+          c.ready_at = not_before;
+          c.delay = *outcome.rate_limited_for;
+        }
+      }
+    }
   }
   if (c.to == JobStatus::kRetryScheduled && c.checkpoint.empty()) {
     c.checkpoint = outcome.last_checkpoint;

@@ -54,6 +54,7 @@ RunnerCore::RunnerCore(JobRunnerOptions options)
       handlers_(std::make_shared<const HandlerMap>()),
       control_(std::make_unique<ControlCache>(*options_.backend.admin, *options_.clock,
                                               options_.poll_interval)),
+      local_rates_(MakeInMemoryRateLimitStore(options_.clock)),
       store_checked_envelopes_(StoreChecksEnvelopes(*options_.queue)),
       completions_(EffectiveWrites(options_) == JobRunnerOptions::CompletionWrites::kGrouped
                        ? std::make_unique<CompletionQueue>(2 * kMaxCompletionGroup)
@@ -101,11 +102,26 @@ Status RunnerCore::Handle(std::string_view job_type, Handler handler, HandlerOpt
     JOBPACT_RETURN_IF_ERROR(
         options_.policies->Override(job_type, *options.policy, options.policy_reason));
   }
+  for (const std::optional<RateLimit>* r : {&options.rate_limit, &options.local_rate_limit}) {
+    if (!r->has_value()) continue;
+    Status s = (*r)->Validate();
+    if (!s.ok()) {
+      return Status::InvalidArgument("Handle: '" + std::string(job_type) + "': " + s.message());
+    }
+  }
+  if (options.rate_limit.has_value() && options_.backend.rate_limits == nullptr) {
+    return Status::InvalidArgument(
+        "Handle: '" + std::string(job_type) + "' has a shared rate_limit but the backend " +
+        options_.backend.name +
+        " has no RateLimitStore (BackendBundle::rate_limits); use local_rate_limit");
+  }
   auto entry = std::make_shared<HandlerEntry>();
   entry->job_type = std::string(job_type);
   entry->handler = std::move(handler);
   entry->classifier = std::move(options.classifier);
   entry->dependency = std::move(options.dependency);
+  entry->rate_limit = options.rate_limit;
+  entry->local_rate_limit = options.local_rate_limit;
   auto next = std::make_shared<HandlerMap>(*handlers_);
   next->emplace(entry->job_type, std::move(entry));
   handlers_ = std::move(next);

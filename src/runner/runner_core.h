@@ -83,6 +83,9 @@ struct HandlerEntry {
   Handler handler;
   Classifier classifier;
   std::string dependency;  // Empty: no circuit breaker.
+  // Rate limits (HandlerOptions): shared across processes, and local.
+  std::optional<RateLimit> rate_limit;
+  std::optional<RateLimit> local_rate_limit;
 };
 using HandlerMap = std::map<std::string, std::shared_ptr<const HandlerEntry>, std::less<>>;
 
@@ -199,6 +202,9 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   std::vector<FieldError> PrepareEnvelope(Envelope& env, TimePoint now) const;
   // The event of one stored job (or the dedup hit of a duplicate).
   void ReportEnqueued(const Envelope& env, const EnqueueResult& r);
+  // Counts the `n` envelopes of a refused enqueue in metric::kEnqueueRefused
+  // if `s` is backpressure's refusal (kResourceExhausted).
+  void ReportRefused(const Envelope* envs, std::size_t n, const Status& s);
 
   // --- The pipeline (pipeline.cc), SPEC 3 and docs/pipeline.md ---
   // Runs the steps below for one delivery; `slot` is null under RunUntilIdle.
@@ -231,6 +237,13 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // execution timeout, record the breaker's outcome.
   std::optional<Completion> RunHandler(DeliveryRun& run);
   std::optional<Completion> AcquireCircuitPermit(DeliveryRun& run);
+  // The rate limiters of the job (rate_limits.cc): its type's, local and
+  // shared, and its dependency's. Refused: rescheduled to the limiter's
+  // time with reason "rate_limited", no attempt spent.
+  std::optional<Completion> AcquireRatePermits(DeliveryRun& run);
+  // A handler's RateLimited: holds the job's limiter until now + `for_`,
+  // here and (for a dependency, or a type with a shared rate) everywhere.
+  void BackOffLimiter(const DeliveryRun& run, Duration for_);
   void InvokeUnderDeadline(DeliveryRun& run);
   void RecordCircuitOutcome(const DeliveryRun& run) const;
   // 8. Classify and decide: exactly one transition.
@@ -349,6 +362,12 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
 
   // The store's control state as last read (pause, routes to the DLQ).
   std::unique_ptr<ControlCache> control_;
+  // This process's rate limiters (HandlerOptions::local_rate_limit, and a
+  // handler's backoff of a type with no shared rate).
+  const std::shared_ptr<RateLimitStore> local_rates_;
+  // Set once a backoff was stored in local_rates_: from then on every job
+  // asks its local limiters too.
+  std::atomic<bool> local_backoffs_{false};
   // The queue is a store whose deliveries are the envelopes it checked at
   // enqueue (StoreBackend::DeliversStoredEnvelopes): step 1 then applies
   // only the checks that store could not make for this runner.

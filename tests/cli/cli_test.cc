@@ -329,14 +329,16 @@ TEST_P(CliTest, PauseConcurrencyAndRoutesAreTheControlStateWithItsAudit) {
   EXPECT_EQ(run({"pause", "pdf.render"}).rc, 0);
   EXPECT_EQ(run({"pause", "--queue", "bulk"}).rc, 0);
   EXPECT_EQ(run({"concurrency", "report.build", "2"}).rc, 0);
+  EXPECT_EQ(run({"depth-limit", "bulk", "5000"}).rc, 0);
   EXPECT_EQ(run({"route", "sms.send", "--class", "transient", "--to", "dlq"}).rc, 0);
   EXPECT_EQ(run({"resume", "mail.send"}).rc, 0);
   // Unordered: SQLite sorts the rules by kind name, Redis by kind.
   EXPECT_THAT(rules(), UnorderedElementsAre("pause_type pdf.render", "pause_queue bulk",
                                             "concurrency_limit report.build",
-                                            "route_to_dlq sms.send"));
+                                            "max_queue_depth bulk", "route_to_dlq sms.send"));
   Ran shown = Run({"control", "show"});
-  EXPECT_THAT(shown.out, AllOf(HasSubstr("limit 2"), HasSubstr("transient -> dlq"),
+  EXPECT_THAT(shown.out, AllOf(HasSubstr("limit 2"), HasSubstr("max depth 5000"),
+                               HasSubstr("transient -> dlq"),
                                HasSubstr("clear pause_type mail.send")));
   Ran json = RunJson({"control", "show", "--audit", "50"});
   const Json audit = json.json()["audit"];
@@ -347,12 +349,17 @@ TEST_P(CliTest, PauseConcurrencyAndRoutesAreTheControlStateWithItsAudit) {
   EXPECT_EQ(not_paused.rc, 1) << not_paused;
   EXPECT_TRUE(not_paused.one_line_error()) << not_paused;
   EXPECT_EQ(run({"concurrency", "report.build", "--clear"}).rc, 0);
+  EXPECT_EQ(run({"depth-limit", "bulk", "--clear"}).rc, 0);
   EXPECT_EQ(run({"route", "sms.send", "--class", "transient", "--clear"}).rc, 0);
   EXPECT_EQ(run({"resume", "--queue", "bulk"}).rc, 0);
   EXPECT_EQ(run({"resume", "pdf.render"}).rc, 0);
   EXPECT_THAT(rules(), SizeIs(0));
 
   EXPECT_EQ(run({"concurrency", "report.build", "-1"}).rc, 2);
+  Ran bad_depth = run({"depth-limit", "bulk", "lots"});
+  EXPECT_EQ(bad_depth.rc, 2) << bad_depth;
+  EXPECT_THAT(bad_depth.err, HasSubstr("'lots' is not a whole number"));
+  EXPECT_EQ(run({"depth-limit", "bulk"}).rc, 2) << "neither N nor --clear";
   EXPECT_EQ(run({"route", "sms.send", "--class", "sometimes", "--to", "dlq"}).rc, 2);
   EXPECT_EQ(run({"route", "sms.send", "--class", "transient", "--to", "trash"}).rc, 2);
   EXPECT_EQ(run({"pause"}).rc, 2);

@@ -8,8 +8,10 @@
 JOBPACT_INSTANTIATE_BACKEND_CONTRACT(
     InMemory, jobpact::testing::BackendFactory{
                   "in_memory", [](std::shared_ptr<jobpact::testing::ManualClock> clock) {
-                    return jobpact::testing::BackendSet{
+                    jobpact::testing::BackendSet set{
                         std::make_shared<jobpact::InMemoryQueueBackend>(clock),
                         std::make_shared<jobpact::InMemoryLockStore>(clock),
                         std::make_shared<jobpact::InMemoryIdempotencyStore>(clock)};
+                    set.rate_limits = jobpact::MakeInMemoryRateLimitStore(clock);
+                    return set;
                   }});

@@ -268,6 +268,9 @@ TEST_F(DashboardApiTest, OverviewNumbersAreThoseOfMetrics) {
   EXPECT_EQ(GetJson("/api/stats")["dead_letters"], 2);
   EXPECT_EQ(GetJson("/api/types").size(), o["types"].size());
   EXPECT_EQ(GetJson("/api/queues")[0]["queue"], "default");
+  EXPECT_TRUE(o["queues"][0]["max_depth"].is_null()) << "no backpressure rule";
+  ASSERT_THAT(ops_->SetMaxQueueDepth("default", 5000, "bob", "INC-9 backlog"), IsOk());
+  EXPECT_EQ(GetJson("/api/queues")[0]["max_depth"], 5000);
   EXPECT_EQ(GetJson("/api/workers")["busy"], 0);
   EXPECT_EQ(GetJson("/api/paused").size(), 0u);
 }

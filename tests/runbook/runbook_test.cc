@@ -42,6 +42,7 @@ using ::testing::HasSubstr;
 using ::testing::SizeIs;
 using testing::IsOk;
 using testing::Ran;
+using testing::StatusIs;
 using Json = nlohmann::json;
 using sqlite::SqliteBackend;
 
@@ -178,6 +179,75 @@ TEST_F(RunbookTest, BacklogGrowthPauseTheTypeThatCanWait) {
   ASSERT_THAT(Runner().RunMaintenance(), IsOk());
   EXPECT_EQ(metrics_->Gauge(metric::kQueueDepth, q), 0);
   EXPECT_EQ(Count(metric::kSucceeded), 45);
+}
+
+// Backlog growth past what the workers can drain: the runbook caps the
+// queue (`jobpact depth-limit`), producers are refused with a clear error
+// and nothing stored (JobpactEnqueueRefused reads the counter), and the
+// cap is lifted once the backlog drained.
+TEST_F(RunbookTest, BacklogGrowthCapTheQueueSoProducersBackOff) {
+  std::atomic<int> ran{0};
+  ASSERT_THAT(Runner().Handle("report.bulk", [&](JobContext&) { ++ran; return Status::Ok(); }),
+              IsOk());
+  for (int i = 0; i < 3; ++i) Enqueue(Job("report.bulk"));
+  Ran capped = Cli({"depth-limit", "default", "3", "--reason", "INC-1: producers back off"});
+  ASSERT_EQ(capped.rc, 0) << capped;
+
+  Result<EnqueueResult> refused = Runner().Enqueue(Job("report.bulk"));
+  EXPECT_THAT(refused.status(), StatusIs(StatusCode::kResourceExhausted,
+                                         HasSubstr("queue default is at depth 3 of its maximum 3")));
+  EXPECT_EQ(Count(metric::kEnqueueRefused, "report.bulk"), 1);
+  EXPECT_EQ(CliJson({"stats"})["queues"]["default"]["depth"], 3) << "nothing half-stored";
+  EXPECT_THAT(CliJson({"control", "show"}).dump(), HasSubstr("max_queue_depth"));
+
+  EXPECT_EQ(Run(), 3);  // The workers drain; producers get room again.
+  Enqueue(Job("report.bulk"));
+  Ran lifted = Cli({"depth-limit", "default", "--clear", "--reason", "INC-1: drained"});
+  ASSERT_EQ(lifted.rc, 0) << lifted;
+  for (int i = 0; i < 5; ++i) Enqueue(Job("report.bulk"));
+  EXPECT_EQ(Run(), 6);
+  EXPECT_EQ(ran.load(), 9);
+}
+
+// Retry storm from a rate-limiting upstream: one 429 with Retry-After holds
+// every job that calls the dependency (jobpact_rate_limited_total moves),
+// `jobpact ratelimit list` shows the backoff and why, and `ratelimit lift`
+// lets new deliveries through once the upstream is back.
+TEST_F(RunbookTest, RetryStormFromA429HoldsTheDependencyUntilLifted) {
+  std::atomic<int> limited{0}, charged{0};
+  HandlerOptions psp;
+  psp.dependency = "psp";
+  ASSERT_THAT(Runner().Handle("payment.charge",
+                              [&](JobContext& ctx) {
+                                if (limited++ == 0) {
+                                  return ctx.RateLimited(std::chrono::minutes(10),
+                                                         "http 429, Retry-After: 600");
+                                }
+                                ++charged;
+                                return Status::Ok();
+                              },
+                              psp),
+              IsOk());
+  Enqueue(Job("payment.charge"));
+  EXPECT_EQ(Run(), 1);
+  const std::string held = Enqueue(Job("payment.charge"));
+  EXPECT_EQ(Run(), 1);
+  EXPECT_EQ(charged.load(), 0) << "the second job was held, not run";
+  EXPECT_EQ(backend_->bundle().admin->Get(held)->history.back().reason, reason::kRateLimited);
+  EXPECT_EQ(Count(metric::kRateLimited, "payment.charge"), 2) << "the 429 and the held job";
+
+  Json limiters = CliJson({"ratelimit", "list"});
+  ASSERT_EQ(limiters.size(), 1u) << limiters.dump();
+  EXPECT_EQ(limiters[0]["key"], "dependency:psp");
+  EXPECT_FALSE(limiters[0]["backoff_until"].is_null());
+  EXPECT_THAT(limiters[0]["backoff_reason"].get<std::string>(), HasSubstr("payment.charge"));
+
+  Ran lifted = Cli({"ratelimit", "lift", "dependency:psp", "--reason", "INC-2: PSP is back"});
+  ASSERT_EQ(lifted.rc, 0) << lifted;
+  Enqueue(Job("payment.charge"));
+  EXPECT_EQ(Run(), 1);
+  EXPECT_EQ(charged.load(), 1) << "a new delivery passes once the backoff is lifted";
+  EXPECT_TRUE(CliJson({"ratelimit", "list"})[0]["backoff_until"].is_null());
 }
 
 // Retry storm: a dependency is down, retries outgrow first attempts

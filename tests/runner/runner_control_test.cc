@@ -216,5 +216,30 @@ TEST(RunnerControlTest, TheRunnerPublishesItsPoliciesWithTheirReasons) {
   EXPECT_EQ(got[1].publisher, h.runner().options().runner_id);
 }
 
+TEST(RunnerControlTest, BackpressureRefusesEnqueuesPastTheMaximumDepthAndCountsThem) {
+  Harness h;
+  ASSERT_THAT(h.Handle("report.build", [](JobContext&) { return Status::Ok(); }), IsOk());
+  Result<std::unique_ptr<Operations>> ops = Operations::Open(h.runner().options().backend);
+  ASSERT_THAT(ops.status(), IsOk());
+  ASSERT_THAT((*ops)->SetMaxQueueDepth("default", 2, "alice", "INC-9: backlog growth"), IsOk());
+  ASSERT_THAT(h.Enqueue("report.build").status(), IsOk());
+  ASSERT_THAT(h.Enqueue("report.build").status(), IsOk());
+
+  Result<EnqueueResult> refused = h.Enqueue("report.build");
+  EXPECT_THAT(refused.status(),
+              testing::StatusIs(StatusCode::kResourceExhausted,
+                                HasSubstr("queue default is at depth 2 of its maximum 2")));
+  Result<std::vector<EnqueueResult>> batch =
+      h.EnqueueBatch({MakeJob("report.build"), MakeJob("report.build")});
+  EXPECT_THAT(batch.status(), testing::StatusIs(StatusCode::kResourceExhausted));
+  EXPECT_EQ(h.metrics().CounterTotal(metric::kEnqueueRefused, "report.build"), 3);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats stats, (*ops)->Stats());
+  EXPECT_EQ(stats.queues["default"].depth, 2) << "nothing refused was stored";
+
+  // Once the backlog drains, the same enqueue goes through.
+  ASSERT_THAT(h.RunUntilIdle().status(), IsOk());
+  EXPECT_THAT(h.Enqueue("report.build").status(), IsOk());
+}
+
 }  // namespace
 }  // namespace jobpact

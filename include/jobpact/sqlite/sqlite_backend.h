@@ -179,7 +179,7 @@ class JOBPACT_EXPORT SqliteBackend {
  public:
   // The schema version this build writes; Open() migrates older files to
   // it and refuses newer ones.
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Opens (creating if missing) the database at `path` (a file name, or an
   // SQLite URI such as "file:/var/lib/app/jobs.db?mode=ro") and runs the
@@ -208,6 +208,8 @@ class JOBPACT_EXPORT SqliteBackend {
   std::shared_ptr<QueueAdmin> admin() const { return queue_; }
   std::shared_ptr<LockStore> locks() const { return locks_; }
   std::shared_ptr<IdempotencyStore> idempotency() const { return idempotency_; }
+  // The rate limiters every process using the file shares.
+  std::shared_ptr<RateLimitStore> rate_limits() const { return rate_limits_; }
   // All three, as JobRunnerOptions::backend takes them, with name "sqlite"
   // and url "sqlite:" plus the path (percent-encoded; sqlite:///... for an
   // absolute path; the path itself when it is an SQLite "file:" URI).
@@ -247,6 +249,7 @@ class JOBPACT_EXPORT SqliteBackend {
   std::shared_ptr<StoreBackend> queue_;
   std::shared_ptr<LockStore> locks_;
   std::shared_ptr<IdempotencyStore> idempotency_;
+  std::shared_ptr<RateLimitStore> rate_limits_;
 };
 
 }  // namespace sqlite

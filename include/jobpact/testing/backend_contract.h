@@ -80,6 +80,7 @@
 #include "jobpact/lock_store.h"
 #include "jobpact/queue_admin.h"
 #include "jobpact/queue_backend.h"
+#include "jobpact/rate_limit_store.h"
 #include "jobpact/testing/manual_clock.h"
 
 namespace jobpact {
@@ -93,6 +94,9 @@ struct BackendSet {
   // The queue's operator side; null: the queue itself if it is a QueueAdmin
   // (every StoreBackend is). A queue without one fails the suites.
   std::shared_ptr<QueueAdmin> admin = nullptr;
+  // The shared rate limiters (jobpact/rate_limit_store.h); null skips
+  // RateLimitStoreContract.
+  std::shared_ptr<RateLimitStore> rate_limits = nullptr;
 };
 
 struct BackendFactory {
@@ -145,6 +149,7 @@ class JOBPACT_EXPORT BackendContractTest : public ::testing::TestWithParam<Backe
   QueueAdmin* admin_ = nullptr;
   LockStore* locks_ = nullptr;
   IdempotencyStore* idem_ = nullptr;
+  RateLimitStore* rates_ = nullptr;
 };
 
 // One fixture class per suite so that each shows up (and can be filtered)
@@ -168,6 +173,10 @@ class JOBPACT_EXPORT LockStoreContract : public BackendContractTest {
   void SetUp() override;
 };
 class JOBPACT_EXPORT IdempotencyStoreContract : public BackendContractTest {
+ protected:
+  void SetUp() override;
+};
+class JOBPACT_EXPORT RateLimitStoreContract : public BackendContractTest {
  protected:
   void SetUp() override;
 };
@@ -197,6 +206,8 @@ JOBPACT_EXPORT int LinkAllSuites();
   INSTANTIATE_TEST_SUITE_P(Prefix, DeadLetterContract, ::testing::Values(__VA_ARGS__),       \
                            BackendFactoryName());                                            \
   INSTANTIATE_TEST_SUITE_P(Prefix, QueueAdminContract, ::testing::Values(__VA_ARGS__),       \
+                           BackendFactoryName());                                            \
+  INSTANTIATE_TEST_SUITE_P(Prefix, RateLimitStoreContract, ::testing::Values(__VA_ARGS__),   \
                            BackendFactoryName());                                            \
   INSTANTIATE_TEST_SUITE_P(Prefix, LockStoreContract, ::testing::Values(__VA_ARGS__),        \
                            BackendFactoryName());                                            \

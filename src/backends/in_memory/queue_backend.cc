@@ -29,12 +29,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
 
+#include "src/internal/backpressure.h"
 #include "src/internal/guarded.h"
 #include "src/internal/mutex.h"
 
@@ -155,6 +157,7 @@ class InMemoryQueueBackend::Impl {
         return IdInUse(c.record.envelope.job_id);
       }
     }
+    if (has_depth_limits_) JOBPACT_RETURN_IF_ERROR(CheckDepthLimits(jobs));
     std::vector<EnqueueResult> out;
     out.reserve(jobs.size());
     for (JobChange& c : jobs) {
@@ -245,6 +248,22 @@ class InMemoryQueueBackend::Impl {
     if (s.ok()) AppendHistory(e.record.history, std::move(rest_.append));
     Index(id, e, s.ok() ? rest_.placement : e.placed);
     return s;
+  }
+
+  // Backpressure (ControlKind::kMaxQueueDepth): OK if the jobs fit in
+  // their queues' maximum depths.
+  Status CheckDepthLimits(const std::vector<JobChange>& jobs) JOBPACT_REQUIRES(mu_) {
+    for (const auto& [queue, adding] : internal::JobsPerQueue(jobs)) {
+      std::optional<int> limit = control_.MaxQueueDepth(queue);
+      if (!limit) continue;
+      std::int64_t depth = 0;
+      for (auto it = queues_.lower_bound(std::pair<std::string_view, std::string_view>(queue, ""));
+           it != queues_.end() && it->first.first == queue; ++it) {
+        depth += static_cast<std::int64_t>(it->second.ready.size()) + it->second.scheduled;
+      }
+      JOBPACT_RETURN_IF_ERROR(internal::CheckQueueDepth(queue, depth, adding, *limit));
+    }
+    return Status::Ok();
   }
 
   Status LeaseJobs(const DequeueRequest& request, TimePoint now, std::vector<Delivery>& out) {
@@ -393,6 +412,9 @@ class InMemoryQueueBackend::Impl {
       if (it == rules.end()) return Status::NotFound("no such control rule");
       rules.erase(it);
     }
+    has_depth_limits_ = std::any_of(rules.begin(), rules.end(), [](const ControlRule& r) {
+      return r.kind == ControlKind::kMaxQueueDepth;
+    });
     control_audit_.push_back(w.audit_line);
     if (control_audit_.size() > kMaxControlAudit) control_audit_.pop_front();
     return Status::Ok();
@@ -767,6 +789,9 @@ class InMemoryQueueBackend::Impl {
   // The (queue, type) QueueOf found last, or null (see there).
   std::pair<const std::pair<std::string, std::string>, QueueState>* last_queue_ JOBPACT_GUARDED_BY(mu_) = nullptr;
   ControlState control_ JOBPACT_GUARDED_BY(mu_);
+  // True while control_ holds a kMaxQueueDepth rule (spares every enqueue
+  // a scan of the rules otherwise).
+  bool has_depth_limits_ JOBPACT_GUARDED_BY(mu_) = false;
   // CompleteInPlace's scratch: its history entry's buffer is reused.
   JobChange rest_ JOBPACT_GUARDED_BY(mu_);
   std::deque<std::string> control_audit_ JOBPACT_GUARDED_BY(mu_);  // Newest last.

@@ -16,6 +16,7 @@
 #include "jobpact/job.h"
 #include "jobpact/job_status.h"
 #include "jobpact/transitions.h"
+#include "src/internal/backpressure.h"
 #include "src/internal/guarded.h"
 #include "src/internal/job_row_codec.h"
 #include "src/internal/time_ns.h"
@@ -429,6 +430,42 @@ Result<JobRecord> ReadPgJobRow(const PgRow& row, bool with_history) {
   return rec;
 }
 
+Status PostgresQueueBackend::CheckDepthLimitsOn(Core& core, Connection& conn,
+                                                const std::vector<JobChange>& jobs) {
+  const auto per_queue = ::jobpact::internal::JobsPerQueue(jobs);
+  if (per_queue.empty()) return Status::Ok();
+  std::vector<std::string> queues;
+  for (const auto& [queue, adding] : per_queue) queues.emplace_back(queue);
+  // One round trip while none of the queues has a maximum depth. For each
+  // that has one, an advisory lock per queue held to the end of the
+  // transaction serializes its enqueues (READ COMMITTED would let two
+  // count the same depth and both insert), then its waiting jobs are
+  // counted (jobs_ready_by_queue, a range of a partial index) in a new
+  // statement, whose snapshot sees what the lock's last holder committed.
+  JOBPACT_ASSIGN_OR_RETURN(
+      PgResult limits,
+      conn.Exec(core.Sql("SELECT subject, limit_value, pg_advisory_xact_lock(hashtext($2), "
+                         "hashtext(subject)) FROM {t}control WHERE kind = 'max_queue_depth' AND "
+                         "subject = ANY ($1::text[]) ORDER BY subject"),
+                Params().Add(TextArray(queues)).Add(core.LockSpace("depth")), "Enqueue"));
+  for (int row = 0; row < limits.rows(); ++row) {
+    const std::string queue = limits.Text(row, 0);
+    const std::int64_t limit = limits.Int(row, 1);
+    JOBPACT_ASSIGN_OR_RETURN(
+        PgResult depth,
+        conn.Exec(core.Sql("SELECT count(*) FROM {t}jobs WHERE queue = $1 AND status IN "
+                           "('queued', 'retry_scheduled')"),
+                  Params().Add(queue), "Enqueue"));
+    std::int64_t adding = 0;
+    for (const auto& [q, n] : per_queue) {
+      if (q == queue) adding = n;
+    }
+    JOBPACT_RETURN_IF_ERROR(
+        ::jobpact::internal::CheckQueueDepth(queue, depth.Int(0, 0), adding, limit));
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<EnqueueResult>> PostgresQueueBackend::InsertOn(Core& core, Connection& conn,
                                                                   std::vector<JobChange>& jobs,
                                                                   const EnqueueOptions& options,
@@ -455,6 +492,7 @@ Result<std::vector<EnqueueResult>> PostgresQueueBackend::InsertOn(Core& core, Co
       return Status::AlreadyExists("EnqueueBatch: job id " + r.Text(0, 0) + " already exists");
     }
   }
+  JOBPACT_RETURN_IF_ERROR(CheckDepthLimitsOn(core, conn, jobs));
   // Jobs without a dedup check are inserted together, in one statement at
   // the end (one round trip for a batch, not one per job); a job with one
   // is checked and inserted at once, so a later job of the batch with the

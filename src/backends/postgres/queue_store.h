@@ -62,6 +62,10 @@ class PostgresQueueBackend final : public StoreBackend {
 
   // Inserts prepared jobs through `conn` (inside a transaction), and
   // notifies idle workers (delivered when that transaction commits).
+  // Backpressure (ControlKind::kMaxQueueDepth): OK if `jobs` fit in their
+  // queues' maximum depths, checked on `conn` in its transaction.
+  static Status CheckDepthLimitsOn(Core& core, internal::Connection& conn,
+                                   const std::vector<JobChange>& jobs);
   static Result<std::vector<EnqueueResult>> InsertOn(Core& core, internal::Connection& conn,
                                                      std::vector<JobChange>& jobs,
                                                      const EnqueueOptions& options,

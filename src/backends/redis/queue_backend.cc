@@ -42,6 +42,7 @@
 #include "src/backends/redis/queue_scripts.h"
 #include "src/backends/redis/queue_store.h"
 #include "src/backends/redis/stores.h"
+#include "src/internal/backpressure.h"
 #include "src/internal/guarded.h"
 #include "src/internal/time_ns.h"
 
@@ -254,6 +255,12 @@ Result<std::vector<EnqueueResult>> RedisQueueBackend::InsertJobs(std::vector<Job
   }
   if (r.elements[0].integer == static_cast<long long>(StatusCode::kAlreadyExists)) {
     return Status::AlreadyExists("Enqueue: job id " + r.elements[1].str + " already exists");
+  }
+  if (r.elements[0].integer == static_cast<long long>(StatusCode::kResourceExhausted) &&
+      r.elements.size() == 5) {
+    return ::jobpact::internal::CheckQueueDepth(r.elements[1].str, std::stoll(r.elements[2].str),
+                                                std::stoll(r.elements[3].str),
+                                                std::stoll(r.elements[4].str));
   }
   if (r.elements.size() != 1 + 3 * jobs.size()) {
     return Status::Internal("Enqueue: redis " + client_->server_name() + " answered " +

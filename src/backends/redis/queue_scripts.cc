@@ -38,7 +38,8 @@
 //                       an idle worker's BLPOP takes (WaitForWork); cleared
 //                       when a lease of every queue finds nothing ready.
 //   P control, P control-audit, P control-paused-types,
-//   P control-paused-queues, P control-limits, P policies: control state.
+//   P control-paused-queues, P control-limits, P control-max-depth,
+//   P policies: control state.
 //   P app:<key>         the application's keys a transactional effect writes
 //                       (jobpact/redis/redis_effect.h).
 //
@@ -250,7 +251,8 @@ local F = {'env', 'd', 'q', 't', 'st', 'att', 'ep', 'upd', 'cp', 'tok', 'lexp', 
 // job, and left absent (every reader takes absent as the default), as are
 // dk, enq and rsc where not needed (no dedup key; ready at once). Returns
 // {6, id} if an id is taken (nothing stored), else {0, then per job
-// dup(0/1), id, status}.
+// dup(0/1), id, status}, or {8, queue, depth, adding, limit} if a queue's
+// maximum depth refuses the call (nothing stored).
 const char* const kInsert = R"lua(
 local ws = ARGV[1]
 local n = tonumber(ARGV[2])
@@ -271,6 +273,32 @@ for c = 1, n, 256 do
     for i = c, math.min(n, c + 255) do
       local id = ARGV[at[i]]
       if redis.call('EXISTS', P .. 'job:' .. id) == 1 then return {6, id} end
+    end
+  end
+end
+-- Backpressure: a queue with a maximum depth (control-max-depth) refuses
+-- the whole call if its waiting jobs (queued and retry_scheduled, from
+-- queue-stats) plus this call's would pass it; nothing is stored then.
+if redis.call('EXISTS', P .. 'control-max-depth') == 1 then
+  local qs, adding = {}, {}
+  for i = 1, n do
+    local q = ARGV[at[i] + 3]
+    if q ~= '' then
+      if not adding[q] then
+        adding[q] = 0
+        qs[#qs + 1] = q
+      end
+      adding[q] = adding[q] + 1
+    end
+  end
+  for _, q in ipairs(qs) do
+    local max = redis.call('HGET', P .. 'control-max-depth', q)
+    if max then
+      local d = redis.call('HMGET', P .. 'queue-stats', 'queued|' .. q, 'retry_scheduled|' .. q)
+      local depth = (tonumber(d[1]) or 0) + (tonumber(d[2]) or 0)
+      if depth + adding[q] > tonumber(max) then
+        return {8, q, tostring(depth), tostring(adding[q]), max}
+      end
     end
   end
 end
@@ -788,12 +816,14 @@ if ARGV[1] == 'set' then
   if kind == 'pause_type' then redis.call('SADD', P .. 'control-paused-types', subject)
   elseif kind == 'pause_queue' then redis.call('SADD', P .. 'control-paused-queues', subject)
   elseif kind == 'concurrency_limit' then redis.call('HSET', P .. 'control-limits', subject, ARGV[6])
+  elseif kind == 'max_queue_depth' then redis.call('HSET', P .. 'control-max-depth', subject, ARGV[6])
   end
 else
   if redis.call('HDEL', C, ARGV[2]) == 0 then return {5} end
   if kind == 'pause_type' then redis.call('SREM', P .. 'control-paused-types', subject)
   elseif kind == 'pause_queue' then redis.call('SREM', P .. 'control-paused-queues', subject)
   elseif kind == 'concurrency_limit' then redis.call('HDEL', P .. 'control-limits', subject)
+  elseif kind == 'max_queue_depth' then redis.call('HDEL', P .. 'control-max-depth', subject)
   end
 end
 redis.call('RPUSH', P .. 'control-audit', ARGV[7])

@@ -89,6 +89,10 @@ class Stmt {
     return *this;
   }
   Stmt& Bind(int i, int v) { return Bind(i, static_cast<std::int64_t>(v)); }
+  Stmt& Bind(int i, double v) {
+    sqlite3_bind_double(stmt_, i, v);
+    return *this;
+  }
   Stmt& Bind(int i, std::string_view v) {
     sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
     return *this;
@@ -110,6 +114,7 @@ class Stmt {
 
   bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
   std::int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+  double Double(int col) const { return sqlite3_column_double(stmt_, col); }
   std::string Text(int col) const {
     const unsigned char* p = sqlite3_column_text(stmt_, col);
     if (p == nullptr) return std::string();

@@ -314,7 +314,8 @@ SqliteBackend::SqliteBackend(std::shared_ptr<Core> core)
     : core_(std::move(core)),
       queue_(Core::MakeQueue(core_)),
       locks_(Core::MakeLocks(core_)),
-      idempotency_(Core::MakeIdempotency(core_)) {}
+      idempotency_(Core::MakeIdempotency(core_)),
+      rate_limits_(Core::MakeRateLimits(core_)) {}
 
 SqliteBackend::~SqliteBackend() = default;
 
@@ -324,6 +325,7 @@ BackendBundle SqliteBackend::bundle() const {
   b.admin = queue_;
   b.locks = locks_;
   b.idempotency = idempotency_;
+  b.rate_limits = rate_limits_;
   b.name = "sqlite";
   const std::string& p = core_->path();
   if (p.compare(0, 5, "file:") == 0) {

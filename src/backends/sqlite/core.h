@@ -110,6 +110,7 @@ class SqliteBackend::Core {
   static std::shared_ptr<StoreBackend> MakeQueue(std::shared_ptr<Core> core);
   static std::shared_ptr<LockStore> MakeLocks(std::shared_ptr<Core> core);
   static std::shared_ptr<IdempotencyStore> MakeIdempotency(std::shared_ptr<Core> core);
+  static std::shared_ptr<RateLimitStore> MakeRateLimits(std::shared_ptr<Core> core);
 
   // Enqueue through any connection that is inside a write transaction (ours
   // or the caller's).

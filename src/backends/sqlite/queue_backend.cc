@@ -25,6 +25,7 @@
 #include "src/backends/sqlite/control_store.h"
 #include "src/backends/sqlite/core.h"
 #include "src/backends/sqlite/job_row.h"
+#include "src/internal/backpressure.h"
 #include "src/internal/guarded.h"
 
 namespace jobpact {
@@ -76,6 +77,9 @@ class SqliteQueueBackend final : public StoreBackend {
   std::string_view Name() const override { return "sqlite"; }
 
   // Inserts prepared jobs through `conn` (inside a write transaction).
+  // Backpressure (ControlKind::kMaxQueueDepth): OK if `jobs` fit in their
+  // queues' maximum depths, read and counted on `conn` (in its transaction).
+  static Status CheckDepthLimitsOn(Connection& conn, const std::vector<JobChange>& jobs);
   static Result<std::vector<EnqueueResult>> InsertOn(Connection& conn,
                                                      std::vector<JobChange>& jobs,
                                                      const EnqueueOptions& options,
@@ -226,6 +230,43 @@ Result<JobRecord> SqliteQueueBackend::DecodeOrQuarantine(Connection& conn, const
   return std::move(q.record);
 }
 
+Status SqliteQueueBackend::CheckDepthLimitsOn(Connection& conn, const std::vector<JobChange>& jobs) {
+  // One indexed lookup per enqueue while no queue has a maximum depth; a
+  // count of the queue's waiting jobs (jobpact_jobs_ready_by_type, a range
+  // of a covering index) for each queue that has one. Inside the enqueue's
+  // write transaction, so concurrent enqueues cannot overshoot.
+  JOBPACT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      conn.Prepare("SELECT subject, limit_value FROM jobpact_control WHERE kind = "
+                   "'max_queue_depth'"));
+  std::map<std::string, std::int64_t, std::less<>> limits;
+  {
+    Stmt st(raw);
+    while (true) {
+      int rc = st.Step();
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) return conn.Error(rc, "Enqueue: read the maximum queue depths");
+      limits.emplace(st.Text(0), st.Int(1));
+    }
+  }
+  if (limits.empty()) return Status::Ok();
+  for (const auto& [queue, adding] : ::jobpact::internal::JobsPerQueue(jobs)) {
+    auto limit = limits.find(queue);
+    if (limit == limits.end()) continue;
+    JOBPACT_ASSIGN_OR_RETURN(
+        sqlite3_stmt * count,
+        conn.Prepare("SELECT count(*) FROM jobpact_jobs WHERE queue = ?1 AND status IN "
+                     "('queued', 'retry_scheduled')"));
+    Stmt st(count);
+    st.Bind(1, queue);
+    int rc = st.Step();
+    if (rc != SQLITE_ROW) return conn.Error(rc, "Enqueue: count the queue's depth");
+    JOBPACT_RETURN_IF_ERROR(
+        ::jobpact::internal::CheckQueueDepth(queue, st.Int(0), adding, limit->second));
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<EnqueueResult>> SqliteQueueBackend::InsertOn(Connection& conn,
                                                                 std::vector<JobChange>& jobs,
                                                                 const EnqueueOptions& options,
@@ -253,6 +294,7 @@ Result<std::vector<EnqueueResult>> SqliteQueueBackend::InsertOn(Connection& conn
       if (rc != SQLITE_DONE) return conn.Error(rc, "EnqueueBatch");
     }
   }
+  JOBPACT_RETURN_IF_ERROR(CheckDepthLimitsOn(conn, jobs));
   for (const JobChange& c : jobs) {
     const JobRecord& r = c.record;
     const Envelope& env = r.envelope;

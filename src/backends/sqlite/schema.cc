@@ -136,6 +136,22 @@ CREATE TABLE jobpact_policies (
   published_at_ns INTEGER NOT NULL
 ) WITHOUT ROWID;
 )sql",
+    // Version 3: the rate limiters every process shares (RateLimitStore):
+    // a GCRA's timing state per key, its backoff, and an operator's rate.
+    R"sql(
+CREATE TABLE jobpact_rate_limits (
+  key                 TEXT PRIMARY KEY,
+  tat_ns              INTEGER NOT NULL DEFAULT 0,
+  backoff_until_ns    INTEGER NOT NULL DEFAULT 0,
+  hint_ns             INTEGER NOT NULL DEFAULT 0,
+  backoff_reason      TEXT NOT NULL DEFAULT '',
+  override_per_second REAL,
+  override_burst      INTEGER,
+  override_actor      TEXT NOT NULL DEFAULT '',
+  override_reason     TEXT NOT NULL DEFAULT '',
+  updated_at_ns       INTEGER NOT NULL
+) WITHOUT ROWID;
+)sql",
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == SqliteBackend::kSchemaVersion,

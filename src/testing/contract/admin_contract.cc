@@ -22,6 +22,7 @@ int contract_internal::AdminContractAnchor() { return 0; }
 
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -261,6 +262,76 @@ TEST_P(QueueAdminContract, AZeroLimitHoldsTheTypeAndAnExpiredLeaseFreesItsSlot) 
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<LeaseRecovery> rec, queue_->RecoverExpiredLeases(3));
   ASSERT_THAT(rec, SizeIs(1));
   EXPECT_THAT(Take(1), SizeIs(1));
+}
+
+// --- Backpressure at enqueue (kMaxQueueDepth) ---
+
+TEST_P(QueueAdminContract, AQueueAtItsMaximumDepthRefusesEnqueuesAndNamesIt) {
+  ASSERT_THAT(admin_->SetControl(Rule(ControlKind::kMaxQueueDepth, "bulk", 2)), IsOk());
+  Put(MakeJob("job_1", "t", 0, "bulk"));
+  Put(MakeJob("job_2", "t", 0, "bulk"));
+  Result<EnqueueResult> refused = queue_->Enqueue(MakeJob("job_3", "t", 0, "bulk"), {});
+  EXPECT_THAT(refused.status(), StatusIs(StatusCode::kResourceExhausted,
+                                         AllOf(HasSubstr("queue bulk"), HasSubstr("depth 2"),
+                                               HasSubstr("maximum 2"))));
+  EXPECT_THAT(admin_->Get("job_3").status(), StatusIs(StatusCode::kNotFound))
+      << "a refused job is not stored";
+  Put(MakeJob("job_d1", "t", 0, "default"));  // Other queues are not limited.
+
+  // Depth counts waiting jobs (ready and scheduled), not running ones.
+  Delivery running = TakeOne("job_1", "w1", {"bulk"});
+  Put(MakeJob("job_3", "t", 0, "bulk"));
+  Completion retry = Outcome(JobStatus::kRetryScheduled, std::string(reason::kTransientError));
+  retry.ready_at = Now() + Seconds(30);
+  retry.failure = Failure{FailureClass::kTransient, "http_503", "upstream unavailable"};
+  ASSERT_THAT(queue_->Complete(running, retry), IsOk());
+  EXPECT_THAT(queue_->Enqueue(MakeJob("job_4", "t", 0, "bulk"), {}).status(),
+              StatusIs(StatusCode::kResourceExhausted, HasSubstr("depth 3")))
+      << "a retry waiting for its time counts";
+
+  // A raised limit applies at once; a lifted one lets everything in.
+  ASSERT_THAT(admin_->SetControl(Rule(ControlKind::kMaxQueueDepth, "bulk", 4)), IsOk());
+  Put(MakeJob("job_4", "t", 0, "bulk"));
+  ASSERT_THAT(admin_->ClearControl({ControlKind::kMaxQueueDepth, "bulk"}, "alice", "drained"),
+              IsOk());
+  Put(MakeJob("job_5", "t", 0, "bulk"));
+}
+
+TEST_P(QueueAdminContract, ABatchPastAQueuesMaximumDepthIsRefusedWhole) {
+  ASSERT_THAT(admin_->SetControl(Rule(ControlKind::kMaxQueueDepth, "bulk", 3)), IsOk());
+  Put(MakeJob("job_1", "t", 0, "bulk"));
+  Result<std::vector<EnqueueResult>> refused = queue_->EnqueueBatch(
+      {MakeJob("job_d", "t", 0, "default"), MakeJob("job_2", "t", 0, "bulk"),
+       MakeJob("job_3", "t", 0, "bulk"), MakeJob("job_4", "u", 0, "bulk")},
+      {});
+  EXPECT_THAT(refused.status(),
+              StatusIs(StatusCode::kResourceExhausted, AllOf(HasSubstr("queue bulk"),
+                                                             HasSubstr("3 jobs are not"))));
+  for (const char* id : {"job_d", "job_2", "job_3", "job_4"}) {
+    EXPECT_THAT(admin_->Get(id).status(), StatusIs(StatusCode::kNotFound))
+        << id << ": nothing of a refused batch is stored";
+  }
+  JOBPACT_ASSERT_OK_AND_ASSIGN(
+      std::vector<EnqueueResult> fits,
+      queue_->EnqueueBatch({MakeJob("job_2", "t", 0, "bulk"), MakeJob("job_4", "u", 0, "bulk")},
+                           {}));
+  EXPECT_THAT(fits, SizeIs(2));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(QueueStats stats, admin_->Stats());
+  EXPECT_EQ(stats.queues["bulk"].depth, 3);
+}
+
+TEST_P(QueueAdminContract, AMaximumDepthOfZeroRefusesEveryEnqueueAndABadOneIsRefused) {
+  ASSERT_THAT(admin_->SetControl(Rule(ControlKind::kMaxQueueDepth, "bulk", 0)), IsOk());
+  EXPECT_THAT(queue_->Enqueue(MakeJob("job_1", "t", 0, "bulk"), {}).status(),
+              StatusIs(StatusCode::kResourceExhausted, HasSubstr("depth 0 of its maximum 0")));
+  EXPECT_THAT(admin_->SetControl(Rule(ControlKind::kMaxQueueDepth, "bulk", -1)),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("maximum queue depth")));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(ControlState s, admin_->ReadControl());
+  EXPECT_EQ(s.MaxQueueDepth("bulk"), 0);
+  EXPECT_EQ(s.MaxQueueDepth("default"), std::nullopt);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<std::string> audit, admin_->ControlAudit(10));
+  ASSERT_THAT(audit, SizeIs(1));
+  EXPECT_THAT(audit[0], HasSubstr("set max_queue_depth bulk 0 by alice"));
 }
 
 TEST_P(QueueAdminContract, ControlRulesAreStoredWithWhoAndWhenReplacedByKeyAndAudited) {

@@ -18,6 +18,7 @@ void BackendContractTest::SetUp() {
   admin_ = set_.admin ? set_.admin.get() : dynamic_cast<QueueAdmin*>(queue_);
   locks_ = set_.locks.get();
   idem_ = set_.idempotency.get();
+  rates_ = set_.rate_limits.get();
   if (!queue_ && !locks_ && !idem_) GTEST_SKIP() << GetParam().name << ": backend unavailable";
   ASSERT_TRUE(queue_ == nullptr || admin_ != nullptr)
       << GetParam().name << ": the queue has no operator side (QueueAdmin); derive it from "
@@ -39,6 +40,10 @@ void QueueAdminContract::SetUp() {
 void LockStoreContract::SetUp() {
   BackendContractTest::SetUp();
   if (!IsSkipped() && locks_ == nullptr) GTEST_SKIP() << "no LockStore";
+}
+void RateLimitStoreContract::SetUp() {
+  BackendContractTest::SetUp();
+  if (!IsSkipped() && rates_ == nullptr) GTEST_SKIP() << "no RateLimitStore";
 }
 void IdempotencyStoreContract::SetUp() {
   BackendContractTest::SetUp();
@@ -117,7 +122,7 @@ Completion BackendContractTest::Outcome(JobStatus to, std::string reason) {
 int contract_internal::LinkAllSuites() {
   return QueueContractAnchor() + DeadLetterContractAnchor() + LockStoreContractAnchor() +
          IdempotencyStoreContractAnchor() + ConcurrencyContractAnchor() + LeaseContractAnchor() +
-         AdminContractAnchor() + HostileInputContractAnchor();
+         AdminContractAnchor() + HostileInputContractAnchor() + RateLimitContractAnchor();
 }
 
 }  // namespace testing

@@ -21,6 +21,7 @@ int ConcurrencyContractAnchor();       // concurrency_contract.cc
 int LeaseContractAnchor();             // lease_contract.cc
 int AdminContractAnchor();             // admin_contract.cc
 int HostileInputContractAnchor();      // hostile_input_contract.cc
+int RateLimitContractAnchor();         // rate_limit_contract.cc
 
 }  // namespace contract_internal
 }  // namespace testing

@@ -168,6 +168,58 @@ TEST_F(SqliteAdminTest, AConcurrencyLimitIsCountedOverEveryHandleOfTheFile) {
   EXPECT_THAT(Take(*two, 5, "w2"), IsEmpty()) << "the other handle sees the running job";
 }
 
+// The runbook's "lower its concurrency" at run time: a lowered limit holds
+// in another process at its next lease (its next poll), while the jobs
+// already running finish as usual.
+TEST_F(SqliteAdminTest, ALimitLoweredAtRunTimeHoldsInAnotherProcessAtItsNextLease) {
+  std::unique_ptr<Process> a = StartProcess("runner-a");
+  std::unique_ptr<Process> b = StartProcess("runner-b");
+  ASSERT_TRUE(a->runner && b->runner);
+  auto ops = Operations::Open(Open()->bundle());
+  ASSERT_THAT(ops.status(), IsOk());
+  ASSERT_THAT((*ops)->SetConcurrencyLimit("report.build", 3, "alice", "normal load"), IsOk());
+  for (int i = 0; i < 4; ++i) Put(*a->db, "job_r" + std::to_string(i), "report.build");
+  int ran_in_b = 0;
+  ASSERT_THAT(b->runner->Handle("report.build", [&](JobContext&) { ++ran_in_b; return Status::Ok(); }),
+              IsOk());
+  bool lowered = false;
+  ASSERT_THAT(a->runner->Handle("report.build",
+                                [&](JobContext&) {
+                                  if (!lowered) {
+                                    // While this job runs, the operator lowers
+                                    // the limit to 1, and process b polls.
+                                    lowered = true;
+                                    EXPECT_THAT((*ops)->SetConcurrencyLimit(
+                                                    "report.build", 1, "alice", "INC-5: overloaded"),
+                                                IsOk());
+                                    EXPECT_THAT(b->runner->RunUntilIdle().status(), IsOk());
+                                  }
+                                  return Status::Ok();
+                                }),
+              IsOk());
+  ASSERT_THAT(a->runner->RunUntilIdle().status(), IsOk());
+  EXPECT_TRUE(lowered);
+  EXPECT_EQ(ran_in_b, 0) << "b's lease saw a's running job at the lowered limit of 1";
+  JobFilter done;
+  done.status = JobStatus::kSucceeded;
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<JobRecord> succeeded, (*ops)->ListJobs(done));
+  EXPECT_THAT(succeeded, SizeIs(4)) << "the jobs already leased finished as usual; a ran the rest";
+}
+
+// A shared rate limit counts over every process using the file.
+TEST_F(SqliteAdminTest, ASharedRateLimitIsCountedOverEveryProcessOfTheFile) {
+  std::shared_ptr<SqliteBackend> one = Open();
+  std::shared_ptr<SqliteBackend> two = Open();
+  const RateLimit one_per_second{1, 1};
+  JOBPACT_ASSERT_OK_AND_ASSIGN(RateDecision first,
+                               one->rate_limits()->Take("type:pdf.render", one_per_second));
+  EXPECT_TRUE(first.allowed);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(RateDecision second,
+                               two->rate_limits()->Take("type:pdf.render", one_per_second));
+  EXPECT_FALSE(second.allowed) << "the other handle took this second's start";
+  EXPECT_EQ(second.retry_at, clock_->Now() + Seconds(1));
+}
+
 TEST_F(SqliteAdminTest, ControlStateAndPoliciesSurviveAReopen) {
   {
     std::shared_ptr<SqliteBackend> db = Open();
@@ -201,7 +253,8 @@ TEST_F(SqliteAdminTest, AVersionOneFileIsMigratedInPlaceWithItsJobs) {
   {
     // Take the file back to schema version 1, as the previous release left it.
     RawDb raw(path_);
-    ASSERT_EQ(raw.Exec("DROP TABLE jobpact_control; DROP TABLE jobpact_control_audit; "
+    ASSERT_EQ(raw.Exec("DROP TABLE jobpact_rate_limits; "
+                       "DROP TABLE jobpact_control; DROP TABLE jobpact_control_audit; "
                        "DROP TABLE jobpact_policies; DROP INDEX jobpact_jobs_running_type; "
                        "DROP INDEX jobpact_jobs_ready_by_type; "
                        "CREATE INDEX jobpact_jobs_ready ON jobpact_jobs "
@@ -213,13 +266,16 @@ TEST_F(SqliteAdminTest, AVersionOneFileIsMigratedInPlaceWithItsJobs) {
   }
   std::shared_ptr<SqliteBackend> db = Open();
   ASSERT_TRUE(db);
-  EXPECT_EQ(db->schema_version(), 2);
+  EXPECT_EQ(db->schema_version(), SqliteBackend::kSchemaVersion);
   JOBPACT_ASSERT_OK_AND_ASSIGN(JobRecord r, db->admin()->Get("job_old"));
   EXPECT_EQ(r.status, JobStatus::kQueued);
   EXPECT_FALSE(r.cancel_requested);
   JOBPACT_ASSERT_OK_AND_ASSIGN(ControlState s, db->admin()->ReadControl());
   EXPECT_THAT(s.rules, IsEmpty());
   EXPECT_THAT(Take(*db, 1, "w1"), SizeIs(1));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(RateDecision d,
+                               db->rate_limits()->Take("type:mail.send", RateLimit{1, 1}));
+  EXPECT_TRUE(d.allowed) << "version 3's rate limiters are there too";
 }
 
 }  // namespace

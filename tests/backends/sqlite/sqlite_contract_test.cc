@@ -21,10 +21,12 @@ jobpact::testing::BackendSet MakeSqliteSet(std::shared_ptr<jobpact::testing::Man
     std::shared_ptr<jobpact::QueueBackend> queue;
     std::shared_ptr<jobpact::LockStore> locks;
     std::shared_ptr<jobpact::IdempotencyStore> idempotency;
+    std::shared_ptr<jobpact::RateLimitStore> rate_limits;
     ~Holder() {
       queue.reset();
       locks.reset();
       idempotency.reset();
+      rate_limits.reset();
       std::error_code ec;
       std::filesystem::remove_all(dir, ec);
     }
@@ -44,9 +46,13 @@ jobpact::testing::BackendSet MakeSqliteSet(std::shared_ptr<jobpact::testing::Man
   holder->queue = (*backend)->queue();
   holder->locks = (*backend)->locks();
   holder->idempotency = (*backend)->idempotency();
-  return {std::shared_ptr<jobpact::QueueBackend>(holder, holder->queue.get()),
-          std::shared_ptr<jobpact::LockStore>(holder, holder->locks.get()),
-          std::shared_ptr<jobpact::IdempotencyStore>(holder, holder->idempotency.get())};
+  holder->rate_limits = (*backend)->rate_limits();
+  jobpact::testing::BackendSet set{
+      std::shared_ptr<jobpact::QueueBackend>(holder, holder->queue.get()),
+      std::shared_ptr<jobpact::LockStore>(holder, holder->locks.get()),
+      std::shared_ptr<jobpact::IdempotencyStore>(holder, holder->idempotency.get())};
+  set.rate_limits = std::shared_ptr<jobpact::RateLimitStore>(holder, holder->rate_limits.get());
+  return set;
 }
 
 }  // namespace
