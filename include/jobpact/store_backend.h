@@ -196,7 +196,9 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
   static Delivery& ReuseDelivery(std::vector<Delivery>& out, std::size_t n);
 
   // Leases up to request.max_jobs ready jobs of request.queues (empty: all),
-  // highest priority first, then oldest ready_at, then job id, obeying the
+  // highest priority first, then oldest ready_at, then job id (a store may
+  // hand the jobs of one priority out to a queue's tenants in turn first:
+  // the in-memory and SQLite stores do, see docs/operations.md), obeying the
   // stored control state in the same atomic step: jobs of a paused type or
   // a paused queue are passed over, and a type with a concurrency limit gets
   // at most (limit - its running jobs, counted in the store) more; passed

@@ -7,7 +7,12 @@
 //     it is in). Every key and index holds a view of the stored record's
 //     envelope.job_id: a stored envelope never changes but for attempt and
 //     max_attempts (see JobChange), so the view lives as long as the entry.
-//   - per queue, ready: the leasable jobs by (priority desc, ready_at, id).
+//   - per (queue, job type, tenant), a QueueState: its leasable jobs by
+//     (priority desc, ready_at, id), and counts; active_ lists the states
+//     with ready jobs. A lease takes the best head across them: priority
+//     first, then the tenants of a queue in turn (the one after the queue's
+//     last served tenant, in name order), then ready_at and id -- so one
+//     tenant's burst cannot starve the others (tenant fairness, issue 11).
 //   - scheduled_: queued / retry_scheduled jobs not ready yet, by ready_at;
 //     moved to their queue's ready set as the clock passes them
 //     (PromoteDue, at the start of LeaseJobs and ReadStats).
@@ -77,24 +82,60 @@ void EraseKey(Set& set, const typename Set::value_type& key, typename Set::node_
   if (it != set.end()) spare = set.extract(it);  // Frees the previous spare, if any.
 }
 
-// The jobs of one job type in one queue: the unit the lease step passes over
-// when the control state holds the type or the queue.
+// Which tenant of a queue the lease step served last (tenant fairness).
+struct QueueTurn {
+  std::string last_tenant;
+};
+
+// The jobs of one job type of one tenant in one queue: the unit the lease
+// step passes over when the control state holds the type or the queue, and
+// the unit it rotates over for fairness between tenants.
 struct QueueState {
   std::set<ReadyKey> ready;
   std::int64_t scheduled = 0;
   std::int64_t running = 0;
-  std::string_view type;  // A view of the key in queues_.
+  // Views of the key in queues_.
+  std::string_view queue;
+  std::string_view type;
+  std::string_view tenant;
+  QueueTurn* turn = nullptr;  // The queue's, shared by its states.
+  // Where it is in the store's list of states with ready jobs, or kInactive.
+  std::size_t active = kInactive;
+  static constexpr std::size_t kInactive = ~std::size_t{0};
 };
 
-// Orders (queue, type) keys, stored as strings, looked up by views.
-struct PairLess {
+// (queue, job type, tenant), stored as strings, looked up by views.
+using QueueKey = std::tuple<std::string, std::string, std::string>;
+using QueueKeyView = std::tuple<std::string_view, std::string_view, std::string_view>;
+struct QueueKeyLess {
   using is_transparent = void;
   template <typename A, typename B>
   bool operator()(const A& a, const B& b) const {
-    return std::pair<std::string_view, std::string_view>(a.first, a.second) <
-           std::pair<std::string_view, std::string_view>(b.first, b.second);
+    return View(a) < View(b);
   }
+  static QueueKeyView View(const QueueKey& k) {
+    return QueueKeyView(std::get<0>(k), std::get<1>(k), std::get<2>(k));
+  }
+  static const QueueKeyView& View(const QueueKeyView& k) { return k; }
 };
+
+// Tenant fairness: among ready heads of the same priority, the tenant after
+// the queue's last served one (in name order, wrapping around) goes first;
+// within a tenant, ready_at then id. True if `a`'s head goes before `b`'s.
+// With one tenant (or none: ""), this is the plain ready order.
+bool GoesFirst(const QueueState& a, const QueueState& b) {
+  const ReadyKey& ha = *a.ready.begin();
+  const ReadyKey& hb = *b.ready.begin();
+  if (std::get<0>(ha) != std::get<0>(hb)) return std::get<0>(ha) < std::get<0>(hb);
+  if (a.tenant != b.tenant) {
+    // Tenants after the last served one first, each group in name order.
+    const bool a_wraps = a.tenant <= a.turn->last_tenant;
+    const bool b_wraps = b.tenant <= b.turn->last_tenant;
+    if (a.turn == b.turn && a_wraps != b_wraps) return !a_wraps;
+    if (a.turn == b.turn) return a.tenant < b.tenant;
+  }
+  return ha < hb;
+}
 
 // Control audit lines kept in memory.
 constexpr std::size_t kMaxControlAudit = 1000;
@@ -257,8 +298,8 @@ class InMemoryQueueBackend::Impl {
       std::optional<int> limit = control_.MaxQueueDepth(queue);
       if (!limit) continue;
       std::int64_t depth = 0;
-      for (auto it = queues_.lower_bound(std::pair<std::string_view, std::string_view>(queue, ""));
-           it != queues_.end() && it->first.first == queue; ++it) {
+      for (auto it = queues_.lower_bound(QueueKeyView(queue, "", ""));
+           it != queues_.end() && std::get<0>(it->first) == queue; ++it) {
         depth += static_cast<std::int64_t>(it->second.ready.size()) + it->second.scheduled;
       }
       JOBPACT_RETURN_IF_ERROR(internal::CheckQueueDepth(queue, depth, adding, *limit));
@@ -269,19 +310,26 @@ class InMemoryQueueBackend::Impl {
   Status LeaseJobs(const DequeueRequest& request, TimePoint now, std::vector<Delivery>& out) {
     internal::MutexLock lock(mu_);
     PromoteDue(now);
-    // The (queue, type) sets to lease from: those asked for, less what the
-    // control state holds; and how many more jobs each limited type may run.
+    // The (queue, type, tenant) sets to lease from: those asked for, less
+    // what the control state holds; and how many more jobs each limited
+    // type may run.
     std::map<std::string_view, int> room;
     for (const ControlRule& rule : control_.rules) {
       if (rule.kind == ControlKind::kConcurrencyLimit) room[rule.subject] = rule.limit;
     }
-    for (const auto& [key, q] : queues_) {
-      auto r = room.find(key.second);
-      if (r != room.end()) r->second -= static_cast<int>(q.running);
+    if (!room.empty()) {
+      for (const auto& [key, q] : queues_) {
+        auto r = room.find(q.type);
+        if (r != room.end()) r->second -= static_cast<int>(q.running);
+      }
     }
+    // Only the states with ready jobs (active_): a queue may have seen many
+    // tenants and types whose states are empty now.
     std::vector<QueueState*> from;
-    for (auto& [key, q] : queues_) {
-      const auto& [queue, type] = key;
+    for (QueueState* state : active_) {
+      QueueState& q = *state;
+      const std::string_view queue = q.queue;
+      const std::string_view type = q.type;
       if (!request.queues.empty() &&
           std::find(request.queues.begin(), request.queues.end(), queue) == request.queues.end()) {
         continue;
@@ -297,14 +345,14 @@ class InMemoryQueueBackend::Impl {
     JobChange rest;  // What DeliverInPlace computes besides the record.
     std::size_t n = 0;  // Deliveries made; out[n..] are spent ones not reused.
     while (static_cast<int>(n) < request.max_jobs) {
-      // The best head across the queues asked for.
+      // The best head across the queues asked for (GoesFirst: priority,
+      // then the tenants' turn, then ready_at and id).
       QueueState* best = nullptr;
       for (QueueState* q : from) {
-        if (!q->ready.empty() && (best == nullptr || *q->ready.begin() < *best->ready.begin())) {
-          best = q;
-        }
+        if (!q->ready.empty() && (best == nullptr || GoesFirst(*q, *best))) best = q;
       }
       if (best == nullptr) break;
+      if (best->tenant != best->turn->last_tenant) best->turn->last_tenant.assign(best->tenant);
       const Id id = std::get<2>(*best->ready.begin());
       Entry& e = *std::get<3>(*best->ready.begin());
       if (auto r = room.find(e.record.envelope.job_type); r != room.end() && --r->second <= 0) {
@@ -537,7 +585,7 @@ class InMemoryQueueBackend::Impl {
     internal::MutexLock lock(mu_);
     PromoteDue(now);
     for (const auto& [key, q] : queues_) {
-      QueueStats::PerQueue& pq = stats.queues[key.first];
+      QueueStats::PerQueue& pq = stats.queues[std::get<0>(key)];
       pq.depth += static_cast<std::int64_t>(q.ready.size()) + q.scheduled;
       pq.running += q.running;
       // ready_at >= enqueued_at always holds, so the oldest ready job has
@@ -647,15 +695,19 @@ class InMemoryQueueBackend::Impl {
     // Jobs mostly arrive in runs of one (queue, type): the last one found is
     // tried first, compared by content (a set is never erased, so the
     // pointer stays valid), before a search of the map.
-    if (last_queue_ != nullptr && last_queue_->first.first == r.envelope.queue &&
-        last_queue_->first.second == r.envelope.job_type) {
+    const Envelope& env = r.envelope;
+    if (last_queue_ != nullptr && last_queue_->second.queue == env.queue &&
+        last_queue_->second.type == env.job_type && last_queue_->second.tenant == env.tenant_id) {
       return &last_queue_->second;
     }
-    auto it = queues_.find(std::pair(std::string_view(r.envelope.queue),
-                                     std::string_view(r.envelope.job_type)));
+    auto it = queues_.find(QueueKeyView(env.queue, env.job_type, env.tenant_id));
     if (it == queues_.end()) {
-      it = queues_.emplace(std::pair(r.envelope.queue, r.envelope.job_type), QueueState()).first;
-      it->second.type = it->first.second;
+      it = queues_.emplace(QueueKey(env.queue, env.job_type, env.tenant_id), QueueState()).first;
+      QueueState& q = it->second;
+      q.queue = std::get<0>(it->first);
+      q.type = std::get<1>(it->first);
+      q.tenant = std::get<2>(it->first);
+      q.turn = &turns_[env.queue];
     }
     last_queue_ = &*it;
     return &it->second;
@@ -669,6 +721,10 @@ class InMemoryQueueBackend::Impl {
       case JobPlacement::kReady:
         if (q != nullptr) {
           InsertKey(q->ready, ReadyKey{-r.envelope.priority, r.ready_at, id, &e}, spare_ready_);
+          if (q->active == QueueState::kInactive) {
+            q->active = active_.size();
+            active_.push_back(q);
+          }
         }
         break;
       case JobPlacement::kScheduled:
@@ -698,6 +754,13 @@ class InMemoryQueueBackend::Impl {
       case JobPlacement::kReady:
         if (q != nullptr) {
           EraseKey(q->ready, ReadyKey{-r.envelope.priority, r.ready_at, id, &e}, spare_ready_);
+          if (q->ready.empty() && q->active != QueueState::kInactive) {
+            QueueState* last = active_.back();
+            active_[q->active] = last;
+            last->active = q->active;
+            active_.pop_back();
+            q->active = QueueState::kInactive;
+          }
         }
         break;
       case JobPlacement::kScheduled:
@@ -785,9 +848,15 @@ class InMemoryQueueBackend::Impl {
   // Keyed by views of Entry::id, as are the indexes.
   std::unordered_map<Id, std::unique_ptr<Entry>> jobs_ JOBPACT_GUARDED_BY(mu_);
   // By (queue, job type); a set is never erased, so Entry::queue stays valid.
-  std::map<std::pair<std::string, std::string>, QueueState, PairLess> queues_ JOBPACT_GUARDED_BY(mu_);
+  std::map<QueueKey, QueueState, QueueKeyLess> queues_ JOBPACT_GUARDED_BY(mu_);
+  // Per queue, whose turn it is (QueueState::turn points here; nodes of a
+  // std::map stay put).
+  std::map<std::string, QueueTurn, std::less<>> turns_ JOBPACT_GUARDED_BY(mu_);
+  // The states whose ready set is not empty (QueueState::active is each
+  // one's place here), so that a lease looks at those only.
+  std::vector<QueueState*> active_ JOBPACT_GUARDED_BY(mu_);
   // The (queue, type) QueueOf found last, or null (see there).
-  std::pair<const std::pair<std::string, std::string>, QueueState>* last_queue_ JOBPACT_GUARDED_BY(mu_) = nullptr;
+  std::pair<const QueueKey, QueueState>* last_queue_ JOBPACT_GUARDED_BY(mu_) = nullptr;
   ControlState control_ JOBPACT_GUARDED_BY(mu_);
   // True while control_ holds a kMaxQueueDepth rule (spares every enqueue
   // a scan of the rules otherwise).

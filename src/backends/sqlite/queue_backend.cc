@@ -232,7 +232,7 @@ Result<JobRecord> SqliteQueueBackend::DecodeOrQuarantine(Connection& conn, const
 
 Status SqliteQueueBackend::CheckDepthLimitsOn(Connection& conn, const std::vector<JobChange>& jobs) {
   // One indexed lookup per enqueue while no queue has a maximum depth; a
-  // count of the queue's waiting jobs (jobpact_jobs_ready_by_type, a range
+  // count of the queue's waiting jobs (jobpact_jobs_ready_by_tenant, a range
   // of a covering index) for each queue that has one. Inside the enqueue's
   // write transaction, so concurrent enqueues cannot overshoot.
   JOBPACT_ASSIGN_OR_RETURN(
@@ -458,40 +458,53 @@ Status SqliteQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint no
     out.clear();  // The write may be retried.
     const std::int64_t now_ns = ToNs(now);
     // The candidates in dequeue order, obeying the control state in the same
-    // transaction. Ready jobs are walked per (queue, job type) with the
-    // partial index jobpact_jobs_ready_by_type: the pairs are found by index
-    // seeks (one per pair, however many jobs it holds); a pair the control
-    // state holds (its type or queue paused, its type at its limit) is
-    // passed over whole; every other pair offers its first ?2 jobs in index
-    // order, and the best ?2 of those are the next jobs. So a paused type's
-    // backlog costs a lease nothing, and no held job is leased and handed
-    // back. A quarantined row takes no slot: ask again for what is missing.
-    static const std::string pairs =
-        "WITH RECURSIVE pairs(queue, job_type) AS (SELECT * FROM (SELECT queue, job_type FROM "
-        "jobpact_jobs WHERE status IN ('queued', 'retry_scheduled') ORDER BY queue, job_type "
-        "LIMIT 1) UNION ALL SELECT n.queue, n.job_type FROM pairs p JOIN jobpact_jobs n ON "
-        "n.rowid = coalesce((SELECT x.rowid FROM jobpact_jobs x WHERE x.status IN ('queued', "
-        "'retry_scheduled') AND x.queue = p.queue AND x.job_type > p.job_type ORDER BY x.queue, "
-        "x.job_type LIMIT 1), (SELECT x.rowid FROM jobpact_jobs x WHERE x.status IN ('queued', "
-        "'retry_scheduled') AND x.queue > p.queue ORDER BY x.queue, x.job_type LIMIT 1))) ";
-    static const std::string pick =
-        "SELECT j.rowid FROM pairs p JOIN jobpact_jobs j ON j.rowid IN (SELECT x.rowid FROM "
-        "jobpact_jobs x WHERE x.queue = p.queue AND x.job_type = p.job_type AND x.status IN "
-        "('queued', 'retry_scheduled') AND x.ready_at_ns <= ?1 ORDER BY x.priority DESC, "
-        "x.ready_at_ns, x.job_id LIMIT ?2) WHERE NOT EXISTS (SELECT 1 FROM jobpact_control c "
+    // transaction. Ready jobs are walked per (queue, job type, tenant) with
+    // the partial index jobpact_jobs_ready_by_tenant: the units are found
+    // by index seeks (one per unit, however many jobs it holds); a unit the
+    // control state holds (its type or queue paused, its type at its limit)
+    // is passed over whole; every other unit offers its first ?2 jobs in
+    // index order. Of those, the next ?2 jobs go by priority, then tenant
+    // fairness: each tenant's first job (rn 1) before anyone's second, and
+    // among tenants of a queue the one after its last served tenant
+    // (jobpact_tenant_turns) first, in name order, wrapping around -- so
+    // one tenant's burst cannot starve the others; then ready time and id.
+    // So a paused type's backlog costs a lease nothing, and no held job is
+    // leased and handed back. A quarantined row takes no slot: ask again
+    // for what is missing. Rows come back in that order (`ord`).
+    static const std::string kReady = "status IN ('queued', 'retry_scheduled')";
+    static const std::string kUnitOrder = " ORDER BY x.queue, x.job_type, x.tenant_id LIMIT 1)";
+    static const std::string units =
+        "WITH RECURSIVE units(queue, job_type, tenant_id) AS (SELECT * FROM (SELECT queue, "
+        "job_type, tenant_id FROM jobpact_jobs x WHERE " + kReady + kUnitOrder +
+        " UNION ALL SELECT n.queue, n.job_type, n.tenant_id FROM units p JOIN jobpact_jobs n ON "
+        "n.rowid = coalesce((SELECT x.rowid FROM jobpact_jobs x WHERE x." + kReady +
+        " AND x.queue = p.queue AND x.job_type = p.job_type AND x.tenant_id > p.tenant_id" +
+        kUnitOrder + ", (SELECT x.rowid FROM jobpact_jobs x WHERE x." + kReady +
+        " AND x.queue = p.queue AND x.job_type > p.job_type" + kUnitOrder +
+        ", (SELECT x.rowid FROM jobpact_jobs x WHERE x." + kReady + " AND x.queue > p.queue" +
+        kUnitOrder + ")), ";
+    static const std::string candidates =
+        "cand AS (SELECT j.rowid AS rid, j.queue AS cq, j.tenant_id AS ct, j.priority AS cp, "
+        "j.ready_at_ns AS cr, j.job_id AS cid, row_number() OVER (PARTITION BY j.queue, "
+        "j.tenant_id ORDER BY j.priority DESC, j.ready_at_ns, j.job_id) AS rn FROM units p JOIN "
+        "jobpact_jobs j ON j.rowid IN (SELECT x.rowid FROM jobpact_jobs x WHERE x.queue = "
+        "p.queue AND x.job_type = p.job_type AND x.tenant_id = p.tenant_id AND x." + kReady +
+        " AND x.ready_at_ns <= ?1 ORDER BY x.priority DESC, x.ready_at_ns, x.job_id LIMIT ?2) "
+        "WHERE NOT EXISTS (SELECT 1 FROM jobpact_control c "
         "WHERE (c.kind = 'pause_type' AND c.subject = p.job_type AND c.failure_class = '') OR "
         "(c.kind = 'pause_queue' AND c.subject = p.queue AND c.failure_class = '') OR (c.kind = "
         "'concurrency_limit' AND c.subject = p.job_type AND c.failure_class = '' AND "
         "c.limit_value <= (SELECT count(*) FROM jobpact_jobs r WHERE r.status = 'running' AND "
         "r.job_type = c.subject))) ";
-    static const std::string best =
-        "ORDER BY j.priority DESC, j.ready_at_ns, j.job_id LIMIT ?2) "
-        "ORDER BY priority DESC, ready_at_ns, job_id";
-    static const std::string select = pairs + "SELECT " + kJobColumns +
-                                      " FROM jobpact_jobs WHERE rowid IN (" + pick;
-    static const std::string any_queue = select + best;
+    static const std::string picked =
+        "), picked AS (SELECT cand.rid, row_number() OVER (ORDER BY cp DESC, rn, ct <= "
+        "coalesce(t.last_tenant, ''), ct, cr, cid) AS ord FROM cand LEFT JOIN "
+        "jobpact_tenant_turns t ON t.queue = cq ORDER BY ord LIMIT ?2) SELECT " +
+        std::string(kJobColumns) +
+        " FROM picked JOIN jobpact_jobs ON jobpact_jobs.rowid = picked.rid ORDER BY picked.ord";
+    static const std::string any_queue = units + candidates + picked;
     static const std::string some_queues =
-        select + "AND p.queue IN (SELECT value FROM json_each(?3)) " + best;
+        units + candidates + "AND p.queue IN (SELECT value FROM json_each(?3)) " + picked;
     // How many more jobs each limited type may start: the query above keeps
     // out types already at their limit; this keeps one batch from taking a
     // type past it.
@@ -572,6 +585,20 @@ Status SqliteQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint no
         out.push_back(std::move(d));
       }
       if (!ask_again) break;
+    }
+    // Whose turn it is next: the tenant each queue served last (rows come in
+    // turn order), written only where it changed.
+    std::map<std::string_view, std::string_view> last;
+    for (const Delivery& d : out) last[d.job.envelope.queue] = d.job.envelope.tenant_id;
+    for (const auto& [queue, tenant] : last) {
+      JOBPACT_ASSIGN_OR_RETURN(
+          sqlite3_stmt * raw,
+          conn.Prepare("INSERT INTO jobpact_tenant_turns (queue, last_tenant) VALUES (?1, ?2) ON "
+                       "CONFLICT (queue) DO UPDATE SET last_tenant = excluded.last_tenant WHERE "
+                       "last_tenant <> excluded.last_tenant"));
+      Stmt st(raw);
+      st.Bind(1, queue).Bind(2, tenant);
+      JOBPACT_RETURN_IF_ERROR(StepDone(conn, st, "Dequeue"));
     }
     return Status::Ok();
   });

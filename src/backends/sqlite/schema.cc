@@ -152,6 +152,25 @@ CREATE TABLE jobpact_rate_limits (
   updated_at_ns       INTEGER NOT NULL
 ) WITHOUT ROWID;
 )sql",
+    // Version 4: tenant fairness. The envelope's tenant as a virtual column
+    // (computed from the stored JSON, so no write path changes; '' for
+    // none and for a quarantined row's unparsable envelope), the ready
+    // index by (queue, job type, tenant) in place of version 2's by (queue,
+    // job type), so the lease step walks tenants by index seeks, and which
+    // tenant of each queue was served last.
+    R"sql(
+ALTER TABLE jobpact_jobs ADD COLUMN tenant_id TEXT GENERATED ALWAYS AS
+  (CASE WHEN json_valid(envelope) THEN coalesce(json_extract(envelope, '$.tenant_id'), '')
+   ELSE '' END) VIRTUAL;
+DROP INDEX jobpact_jobs_ready_by_type;
+CREATE INDEX jobpact_jobs_ready_by_tenant
+  ON jobpact_jobs (queue, job_type, tenant_id, priority DESC, ready_at_ns, job_id)
+  WHERE status IN ('queued', 'retry_scheduled');
+CREATE TABLE jobpact_tenant_turns (
+  queue       TEXT PRIMARY KEY,
+  last_tenant TEXT NOT NULL
+) WITHOUT ROWID;
+)sql",
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == SqliteBackend::kSchemaVersion,

@@ -15,6 +15,7 @@
 #include "jobpact/testing/manual_clock.h"
 #include "jobpact/testing/matchers.h"
 #include "tests/backends/sqlite/sqlite_test_files.h"
+#include "tests/backends/tenant_fairness.h"
 
 namespace jobpact {
 namespace sqlite {
@@ -220,6 +221,47 @@ TEST_F(SqliteAdminTest, ASharedRateLimitIsCountedOverEveryProcessOfTheFile) {
   EXPECT_EQ(second.retry_at, clock_->Now() + Seconds(1));
 }
 
+// Tenant fairness in the lease step (issue 11): tenant A enqueues 20,000
+// jobs, tenant B then 20; B's jobs all start before A's backlog is a tenth
+// done -- and, in turn, with about one of A's per one of B's.
+TEST_F(SqliteAdminTest, ASmallTenantIsNotStarvedByABigTenantsBurst) {
+  std::shared_ptr<SqliteBackend> db = Open();
+  const int a_started = test_support::AJobsStartedBeforeBsLast(*db->queue(), 20000);
+  EXPECT_LT(a_started, 2000) << "B's 20 jobs must all start before A's backlog is a tenth done";
+  EXPECT_LE(a_started, 32) << "in turn: each lease of 16 takes as many of B's as of A's";
+}
+
+// The turn is kept in the file: a lease of one job at a time still goes
+// round the tenants, in every process.
+TEST_F(SqliteAdminTest, TenantsTakeTurnsAcrossLeasesAndProcesses) {
+  std::shared_ptr<SqliteBackend> one = Open();
+  std::shared_ptr<SqliteBackend> two = Open();
+  for (int i = 0; i < 3; ++i) {
+    for (const char* tenant : {"acme", "bolt", "corp"}) {
+      ASSERT_THAT(one->queue()
+                      ->Enqueue(test_support::TenantJob(
+                                    std::string("job_") + tenant + std::to_string(i), tenant),
+                                {})
+                      .status(),
+                  IsOk());
+    }
+    clock_->Advance(Millis(1));
+  }
+  ASSERT_THAT(one->queue()
+                  ->Enqueue(test_support::TenantJob("job_urgent", "corp", "report.build", 7), {})
+                  .status(),
+              IsOk());
+  std::vector<std::string> order;
+  for (int i = 0; i < 10; ++i) {
+    std::vector<Delivery> got = Take(i % 2 == 0 ? *one : *two, 1, "w" + std::to_string(i));
+    ASSERT_THAT(got, SizeIs(1));
+    order.push_back(got[0].job.envelope.job_id);
+  }
+  EXPECT_THAT(order, ::testing::ElementsAre("job_urgent", "job_acme0", "job_bolt0", "job_corp0",
+                                            "job_acme1", "job_bolt1", "job_corp1", "job_acme2",
+                                            "job_bolt2", "job_corp2"));
+}
+
 TEST_F(SqliteAdminTest, ControlStateAndPoliciesSurviveAReopen) {
   {
     std::shared_ptr<SqliteBackend> db = Open();
@@ -253,10 +295,11 @@ TEST_F(SqliteAdminTest, AVersionOneFileIsMigratedInPlaceWithItsJobs) {
   {
     // Take the file back to schema version 1, as the previous release left it.
     RawDb raw(path_);
-    ASSERT_EQ(raw.Exec("DROP TABLE jobpact_rate_limits; "
+    ASSERT_EQ(raw.Exec("DROP TABLE jobpact_tenant_turns; DROP INDEX jobpact_jobs_ready_by_tenant; "
+                       "ALTER TABLE jobpact_jobs DROP COLUMN tenant_id; "
+                       "DROP TABLE jobpact_rate_limits; "
                        "DROP TABLE jobpact_control; DROP TABLE jobpact_control_audit; "
                        "DROP TABLE jobpact_policies; DROP INDEX jobpact_jobs_running_type; "
-                       "DROP INDEX jobpact_jobs_ready_by_type; "
                        "CREATE INDEX jobpact_jobs_ready ON jobpact_jobs "
                        "(priority DESC, ready_at_ns, job_id) "
                        "WHERE status IN ('queued', 'retry_scheduled'); "
