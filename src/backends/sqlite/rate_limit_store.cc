@@ -1,7 +1,8 @@
 // The SQLite RateLimitStore: one row of jobpact_rate_limits per limiter,
 // each step one write transaction that reads the row, applies the shared
-// GCRA step (src/internal/gcra.h) and writes it back, so every process
-// using the file takes from the same limiter.
+// change (src/internal/rate_limiter_row.h: the GCRA step of
+// src/internal/gcra.h) and writes it back, so every process using the file
+// takes from the same limiter.
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,13 +15,13 @@
 #include "src/backends/sqlite/core.h"
 #include "src/internal/gcra.h"
 #include "src/internal/guarded.h"
+#include "src/internal/rate_limiter_row.h"
 
 namespace jobpact {
 namespace sqlite {
 
 using internal::Connection;
 using internal::Stmt;
-using internal::TimeFromNs;
 using internal::ToNs;
 using Core = SqliteBackend::Core;
 
@@ -30,16 +31,7 @@ constexpr const char* kColumns =
     "key, tat_ns, backoff_until_ns, hint_ns, backoff_reason, override_per_second, "
     "override_burst, override_actor, override_reason, updated_at_ns";
 
-// One row of jobpact_rate_limits.
-struct Row {
-  std::string key;
-  ::jobpact::internal::GcraState gcra;
-  std::string backoff_reason;
-  std::optional<RateLimit> override_limit;
-  std::string override_actor;
-  std::string override_reason;
-  std::int64_t updated_ns = 0;
-};
+using Row = ::jobpact::internal::RateLimiterRow;
 
 Row ReadRow(const Stmt& st) {
   Row r;
@@ -95,47 +87,9 @@ Status Store(Connection& conn, const Row& r, std::string_view what) {
   return Status::Ok();
 }
 
-class SqliteRateLimitStore final : public RateLimitStore {
+class SqliteRateLimitStore final : public ::jobpact::internal::RowRateLimitStore {
  public:
   explicit SqliteRateLimitStore(std::shared_ptr<Core> core) : core_(std::move(core)) {}
-
-  Result<RateDecision> Take(std::string_view key, const RateLimit& limit) override {
-    return Change<RateDecision>("RateLimitStore::Take", key, [&](Row& r, std::int64_t now_ns) {
-      return Result<RateDecision>(::jobpact::internal::GcraTake(
-          r.gcra, r.override_limit ? *r.override_limit : limit, now_ns));
-    }, &limit);
-  }
-
-  Status Backoff(std::string_view key, TimePoint until, std::string_view reason) override {
-    return Change<bool>("RateLimitStore::Backoff", key, [&](Row& r, std::int64_t) {
-             if (ToNs(until) > r.gcra.backoff_until_ns) r.backoff_reason = std::string(reason);
-             ::jobpact::internal::GcraBackoff(r.gcra, ToNs(until));
-             return Result<bool>(true);
-           }).status();
-  }
-
-  Status SetOverride(std::string_view key, std::optional<RateLimit> limit, std::string_view actor,
-                     std::string_view reason) override {
-    JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckRateOverride(limit, actor, reason));
-    return Change<bool>("RateLimitStore::SetOverride", key, [&](Row& r, std::int64_t) {
-             r.override_limit = limit;
-             r.override_actor = std::string(actor);
-             r.override_reason = std::string(reason);
-             return Result<bool>(true);
-           }).status();
-  }
-
-  Status ClearBackoff(std::string_view key) override {
-    return Change<bool>(
-               "RateLimitStore::ClearBackoff", key,
-               [&](Row& r, std::int64_t now_ns) {
-                 ::jobpact::internal::GcraClearBackoff(r.gcra, now_ns);
-                 r.backoff_reason.clear();
-                 return Result<bool>(true);
-               },
-               nullptr, /*must_exist=*/true)
-        .status();
-  }
 
   Result<std::vector<RateLimiterState>> List(std::size_t limit) override {
     using Out = std::vector<RateLimiterState>;
@@ -155,19 +109,7 @@ class SqliteRateLimitStore final : public RateLimitStore {
               int rc = st.Step();
               if (rc == SQLITE_DONE) break;
               if (rc != SQLITE_ROW) return conn.Error(rc, "RateLimitStore::List");
-              Row r = ReadRow(st);
-              RateLimiterState s;
-              s.key = std::move(r.key);
-              s.tat = TimeFromNs(r.gcra.tat_ns);
-              if (r.gcra.backoff_until_ns > now_ns) {
-                s.backoff_until = TimeFromNs(r.gcra.backoff_until_ns);
-                s.backoff_reason = std::move(r.backoff_reason);
-              }
-              s.override_limit = r.override_limit;
-              s.override_actor = std::move(r.override_actor);
-              s.override_reason = std::move(r.override_reason);
-              s.updated_at = TimeFromNs(r.updated_ns);
-              out.push_back(std::move(s));
+              out.push_back(::jobpact::internal::RowToState(ReadRow(st), now_ns));
             }
             return Status::Ok();
           }));
@@ -176,28 +118,16 @@ class SqliteRateLimitStore final : public RateLimitStore {
   }
 
  private:
-  // One step on `key`'s row: checks the key (and `limit` if given), then in
-  // one write transaction loads the row, applies `fn` and stores it back.
-  // With `must_exist`, a key without a row is kNotFound.
-  template <typename T, typename Fn>
-  Result<T> Change(std::string_view what, std::string_view key, Fn fn,
-                   const RateLimit* limit = nullptr, bool must_exist = false) {
-    return ::jobpact::internal::Guarded(std::string(what), [&]() -> Result<T> {
-      JOBPACT_RETURN_IF_ERROR(ValidateRateLimitKey(key));
-      if (limit != nullptr) JOBPACT_RETURN_IF_ERROR(limit->Validate());
-      std::optional<T> out;
-      JOBPACT_SQLITE_RETURN_IF_ERROR(core_->Write(what, [&](Connection& conn) -> Status {
-        const std::int64_t now_ns = ToNs(core_->Now());
-        bool found = false;
-        JOBPACT_ASSIGN_OR_RETURN(Row r, Load(conn, key, what, &found));
-        if (must_exist && !found) return ::jobpact::internal::NoRateLimiter(key);
-        JOBPACT_ASSIGN_OR_RETURN(T v, fn(r, now_ns));
-        r.updated_ns = now_ns;
-        JOBPACT_RETURN_IF_ERROR(Store(conn, r, what));
-        out = std::move(v);
-        return Status::Ok();
-      }));
-      return std::move(*out);
+  // One write transaction: load the row, change it, store it back.
+  Status ChangeRow(std::string_view what, std::string_view key, bool must_exist,
+                   const RowChange& change) override {
+    return core_->Write(what, [&](Connection& conn) -> Status {
+      const std::int64_t now_ns = ToNs(core_->Now());
+      bool found = false;
+      JOBPACT_ASSIGN_OR_RETURN(Row r, Load(conn, key, what, &found));
+      if (must_exist && !found) return ::jobpact::internal::NoRateLimiter(key);
+      change(r, now_ns);
+      return Store(conn, r, what);
     });
   }
 
