@@ -4,10 +4,12 @@
 #ifndef JOBPACT_SRC_INTERNAL_GCRA_H_
 #define JOBPACT_SRC_INTERNAL_GCRA_H_
 
+#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 #include "jobpact/rate_limit_store.h"
 
@@ -51,6 +53,15 @@ inline Status CheckRateOverride(const std::optional<RateLimit>& limit, std::stri
     return Status::InvalidArgument("SetOverride: an actor and a reason are required");
   }
   return Status::Ok();
+}
+
+// `per_second` as the shortest text that parses back to the same double
+// (std::to_chars), for the stores that keep a rate as text (Redis hashes)
+// or send it as a text parameter (PostgreSQL).
+inline std::string RateText(double per_second) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, per_second);
+  return ec == std::errc() ? std::string(buf, end) : std::string("0");
 }
 
 // ClearBackoff of a key no store has state for.

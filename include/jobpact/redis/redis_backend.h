@@ -1,8 +1,8 @@
 // File: jobpact/redis/redis_backend.h
 //
 // The shared backend for many processes on many hosts (SPEC 9): the queue
-// (and its operator side), the lock store and the idempotency store kept in
-// ONE Redis server (or one Redis Cluster slot), under one key namespace.
+// (and its operator side), the lock store, the idempotency store and the
+// rate limiters kept in ONE Redis server (or one Redis Cluster slot), under one key namespace.
 // Every state change is one Lua script run by the server, so it is atomic
 // with respect to every other client of that namespace.
 //
@@ -31,9 +31,9 @@
 // sidecar) and point jobpact at the proxy's plain port.
 //
 // Contract: methods never throw; errors are Status values. Time comes only
-// from the injected Clock: lease, lock and claim expiry are computed from
-// it and compared inside the scripts with a `now` the client passes, never
-// with the server's clock (so a ManualClock drives them in tests; Redis
+// from the injected Clock: lease, lock and claim expiry and the rate
+// limiters' times are computed from it and compared inside the scripts with
+// a `now` the client passes (in microseconds), never with the server's clock (so a ManualClock drives them in tests; Redis
 // key TTLs are set only as generous garbage collection). The connect and
 // command timeouts and the reconnect backoff are real time.
 //
@@ -64,6 +64,7 @@
 #include "jobpact/lock_store.h"
 #include "jobpact/queue_admin.h"
 #include "jobpact/queue_backend.h"
+#include "jobpact/rate_limit_store.h"
 #include "jobpact/result.h"
 #include "jobpact/status.h"
 
@@ -162,6 +163,8 @@ class JOBPACT_EXPORT RedisBackend {
   std::shared_ptr<QueueAdmin> admin() const;
   std::shared_ptr<LockStore> locks() const;
   std::shared_ptr<IdempotencyStore> idempotency() const;
+  // The rate limiters every process on this namespace shares.
+  std::shared_ptr<RateLimitStore> rate_limits() const;
 
   // All of them, as JobRunnerOptions::backend takes them, with name
   // "redis" and url() as the url.

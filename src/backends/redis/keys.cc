@@ -137,6 +137,9 @@ Result<std::string> RedisKeys::Idempotency(std::string_view key) const {
 Result<std::string> RedisKeys::Dedup(std::string_view dedup_key) const {
   return Keyed("dedup", "dedup key", dedup_key);
 }
+Result<std::string> RedisKeys::RateLimit(std::string_view rate_key) const {
+  return Named("rate", "rate limit key", rate_key);
+}
 
 }  // namespace redis_internal
 }  // namespace jobpact

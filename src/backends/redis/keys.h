@@ -15,10 +15,11 @@
 //   - a <kind> is a fixed word of [a-z_-] (never a ':'), so the first ':'
 //     after the prefix ends it and a name can never make a key of another
 //     kind ("lock:" + name is always a lock), nor equal a fixed key;
-//   - names are checked before they go into a key: job ids, queues and job
-//     types with the safe-name set of src/internal/names.h; lock,
-//     idempotency and dedup keys with its key set (printable ASCII without
-//     space: braces and colons are allowed there and harmless, see above);
+//   - names are checked before they go into a key: job ids, queues, job
+//     types and rate limit keys with the safe-name set of
+//     src/internal/names.h; lock, idempotency and dedup keys with its key
+//     set (printable ASCII without space: braces and colons are allowed
+//     there and harmless, see above);
 //     at most kMaxNameLength bytes of either. Names travel to scripts as
 //     KEYS/ARGV, never inside script text.
 #ifndef JOBPACT_SRC_BACKENDS_REDIS_KEYS_H_
@@ -73,6 +74,11 @@ class RedisKeys {
   std::string IdempotencyIndex() const { return Fixed("idem-index"); }
   // The start of every idempotency record's key ("jobpact:{<namespace>}:idem:").
   std::string IdempotencyKeyPrefix() const { return Fixed("idem") + ":"; }
+  // Sorted set of rate limit keys (the names, every score 0, so ZRANGE is
+  // key order): RateLimitStore::List().
+  std::string RateLimitIndex() const { return Fixed("rate-keys"); }
+  // The start of every rate limiter's key ("jobpact:{<namespace>}:rate:").
+  std::string RateLimitKeyPrefix() const { return Fixed("rate") + ":"; }
   // Control state (pause, concurrency) and its audit list, published
   // policies.
   std::string Control() const { return Fixed("control"); }
@@ -85,6 +91,8 @@ class RedisKeys {
   Result<std::string> Lock(std::string_view lock_key) const;
   Result<std::string> Idempotency(std::string_view key) const;
   Result<std::string> Dedup(std::string_view dedup_key) const;
+  // A rate limiter ("type:<name>" or "dependency:<name>": a safe name).
+  Result<std::string> RateLimit(std::string_view rate_key) const;
 
   // For keys not listed above. REQUIRES: `kind` is a non-empty word of
   // [a-z_-], distinct from every other kind used in the namespace.

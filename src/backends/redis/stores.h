@@ -1,4 +1,4 @@
-// Private: the lock and idempotency stores of the Redis backend, built by
+// Private: the lock, idempotency and rate limit stores of the Redis backend, built by
 // RedisBackend::Open on the backend's client and namespace, and what they
 // share: how times of the store's Clock travel to the scripts.
 //
@@ -21,6 +21,7 @@
 #include "jobpact/clock.h"
 #include "jobpact/idempotency_store.h"
 #include "jobpact/lock_store.h"
+#include "jobpact/rate_limit_store.h"
 #include "jobpact/status.h"
 #include "src/backends/redis/client.h"
 #include "src/backends/redis/keys.h"
@@ -33,6 +34,9 @@ std::shared_ptr<LockStore> MakeRedisLockStore(std::shared_ptr<RedisClient> clien
 std::shared_ptr<IdempotencyStore> MakeRedisIdempotencyStore(std::shared_ptr<RedisClient> client,
                                                             const RedisKeys& keys,
                                                             std::shared_ptr<Clock> clock);
+std::shared_ptr<RateLimitStore> MakeRedisRateLimitStore(std::shared_ptr<RedisClient> client,
+                                                        const RedisKeys& keys,
+                                                        std::shared_ptr<Clock> clock);
 
 // How long past its clock expiry a key is kept before Redis may drop it.
 inline constexpr Duration kGcSlack = std::chrono::hours(1);

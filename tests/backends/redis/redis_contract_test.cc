@@ -3,7 +3,8 @@
 // every factory call opens a RedisBackend on a fresh namespace, so tests
 // share one server without seeing each other's keys, and deletes that
 // namespace's keys when the test lets go of the stores.
-// Every suite runs: queue, admin side, DLQ, locks, idempotency, concurrency.
+// Every suite runs: queue, admin side, DLQ, locks, idempotency, rate limits,
+// concurrency.
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +68,9 @@ jobpact::testing::BackendSet MakeRedisSet(std::shared_ptr<jobpact::testing::Manu
   }
   if (auto i = holder->backend->idempotency()) {
     set.idempotency = std::shared_ptr<jobpact::IdempotencyStore>(holder, i.get());
+  }
+  if (auto r = holder->backend->rate_limits()) {
+    set.rate_limits = std::shared_ptr<jobpact::RateLimitStore>(holder, r.get());
   }
   return set;
 }

@@ -39,19 +39,24 @@ TEST(RedisKeysTest, EveryKeyOfANamespaceCarriesItsOneHashTag) {
   const std::vector<Result<std::string>> named = {
       keys.Job("job_01HXYZ"),       keys.Queue("default"),
       keys.Lock("order:{ord_987}"), keys.Idempotency("invoice.generate:}{x"),
-      keys.Dedup("a{b}c:d"),        keys.Named("type", "job type", "invoice.generate")};
+      keys.Dedup("a{b}c:d"),        keys.Named("type", "job type", "invoice.generate"),
+      keys.RateLimit("dependency:payments-api")};
   for (const auto& k : named) {
     ASSERT_THAT(k, IsOk());
     EXPECT_EQ(HashTag(*k), "orders-v2.prod:eu") << *k;
   }
   for (const std::string& k : {keys.LockFence(), keys.LockIndex(), keys.IdempotencyIndex(),
-                               keys.Control(), keys.ControlAudit(), keys.Policies()}) {
+                               keys.Control(), keys.ControlAudit(), keys.Policies(),
+                               keys.RateLimitIndex()}) {
     EXPECT_EQ(HashTag(k), "orders-v2.prod:eu") << k;
   }
   EXPECT_EQ(*keys.Job("j1"), "jobpact:{orders-v2.prod:eu}:job:j1");
   EXPECT_EQ(*keys.Lock("order:1"), "jobpact:{orders-v2.prod:eu}:lock:order:1");
   EXPECT_EQ(*keys.Idempotency("k"), "jobpact:{orders-v2.prod:eu}:idem:k");
   EXPECT_EQ(keys.LockFence(), "jobpact:{orders-v2.prod:eu}:lock-fence");
+  EXPECT_EQ(*keys.RateLimit("type:mail.send"), "jobpact:{orders-v2.prod:eu}:rate:type:mail.send");
+  EXPECT_EQ(keys.RateLimitKeyPrefix() + "type:mail.send", *keys.RateLimit("type:mail.send"));
+  EXPECT_EQ(keys.RateLimitIndex(), "jobpact:{orders-v2.prod:eu}:rate-keys");
 }
 
 TEST(RedisKeysTest, NamesCannotReachAnotherNamespaceOrKind) {
@@ -112,6 +117,9 @@ TEST(RedisKeysTest, NamesAndKeysAreChecked) {
   // Keys may hold braces and colons (harmless after the tag); names may not hold braces.
   EXPECT_THAT(k.Lock("order:{1}"), IsOk());
   EXPECT_THAT(k.Job("job:1.a-b_c"), IsOk());
+  // Rate limit keys are safe names: no braces.
+  EXPECT_THAT(k.RateLimit("type:a{b}"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("rate limit key")));
 }
 
 }  // namespace
