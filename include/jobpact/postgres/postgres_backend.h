@@ -1,8 +1,8 @@
 // File: jobpact/postgres/postgres_backend.h
 //
 // The shared SQL backend for many processes on many hosts (SPEC 9): the
-// queue (and its operator side), the lock store and the idempotency store
-// kept in ONE PostgreSQL database, in one schema (PostgresOptions::schema).
+// queue (and its operator side), the lock store, the idempotency store and
+// the rate limiters kept in ONE PostgreSQL database, in one schema (PostgresOptions::schema).
 // Every state change is one transaction; jobs are leased with
 // SELECT ... FOR UPDATE SKIP LOCKED, so workers of any number of processes
 // never wait for each other's rows, and every completion is fenced by
@@ -80,6 +80,7 @@
 #include "jobpact/lock_store.h"
 #include "jobpact/queue_admin.h"
 #include "jobpact/queue_backend.h"
+#include "jobpact/rate_limit_store.h"
 #include "jobpact/result.h"
 #include "jobpact/store_backend.h"
 #include "jobpact/status.h"
@@ -163,7 +164,9 @@ class JOBPACT_EXPORT PostgresBackend {
   // The schema version this build writes, and the oldest schema version
   // whose library can still use a schema of this version (written as
   // min_compatible_version when this build migrates).
-  static constexpr int kSchemaVersion = 1;
+  // Version 2 added the rate_limits table (a version-1 library works on
+  // it, so the minimum stays 1).
+  static constexpr int kSchemaVersion = 2;
   static constexpr int kMinCompatibleVersion = 1;
 
   // Connects (one connection, to check the server and the schema), creates
@@ -185,6 +188,8 @@ class JOBPACT_EXPORT PostgresBackend {
   std::shared_ptr<QueueAdmin> admin() const;
   std::shared_ptr<LockStore> locks() const;
   std::shared_ptr<IdempotencyStore> idempotency() const;
+  // The rate limiters every process using the schema shares.
+  std::shared_ptr<RateLimitStore> rate_limits() const;
   // All of them, as JobRunnerOptions::backend takes them, with name
   // "postgres" and url() as the url.
   BackendBundle bundle() const;
@@ -222,6 +227,7 @@ class JOBPACT_EXPORT PostgresBackend {
   std::shared_ptr<StoreBackend> queue_;
   std::shared_ptr<LockStore> locks_;
   std::shared_ptr<IdempotencyStore> idempotency_;
+  std::shared_ptr<RateLimitStore> rate_limits_;
 };
 
 }  // namespace postgres

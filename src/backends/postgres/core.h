@@ -20,6 +20,7 @@
 #include "jobpact/idempotency_store.h"
 #include "jobpact/lock_store.h"
 #include "jobpact/postgres/postgres_backend.h"
+#include "jobpact/rate_limit_store.h"
 #include "jobpact/result.h"
 #include "jobpact/status.h"
 #include "jobpact/store_backend.h"
@@ -110,6 +111,7 @@ class PostgresBackend::Core {
   static std::shared_ptr<StoreBackend> MakeQueue(std::shared_ptr<Core> core);
   static std::shared_ptr<LockStore> MakeLocks(std::shared_ptr<Core> core);
   static std::shared_ptr<IdempotencyStore> MakeIdempotency(std::shared_ptr<Core> core);
+  static std::shared_ptr<RateLimitStore> MakeRateLimits(std::shared_ptr<Core> core);
 
   // Enqueue through any connection inside a transaction (ours or the
   // caller's), with NOTIFY.

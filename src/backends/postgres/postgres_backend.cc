@@ -29,7 +29,8 @@ PostgresBackend::PostgresBackend(std::shared_ptr<Core> core)
     : core_(std::move(core)),
       queue_(Core::MakeQueue(core_)),
       locks_(Core::MakeLocks(core_)),
-      idempotency_(Core::MakeIdempotency(core_)) {}
+      idempotency_(Core::MakeIdempotency(core_)),
+      rate_limits_(Core::MakeRateLimits(core_)) {}
 
 PostgresBackend::~PostgresBackend() = default;
 
@@ -37,6 +38,7 @@ std::shared_ptr<QueueBackend> PostgresBackend::queue() const { return queue_; }
 std::shared_ptr<QueueAdmin> PostgresBackend::admin() const { return queue_; }
 std::shared_ptr<LockStore> PostgresBackend::locks() const { return locks_; }
 std::shared_ptr<IdempotencyStore> PostgresBackend::idempotency() const { return idempotency_; }
+std::shared_ptr<RateLimitStore> PostgresBackend::rate_limits() const { return rate_limits_; }
 const PostgresOptions& PostgresBackend::options() const { return core_->options(); }
 int PostgresBackend::schema_version() const { return core_->schema_version(); }
 
@@ -46,6 +48,7 @@ BackendBundle PostgresBackend::bundle() const {
   b.admin = queue_;
   b.locks = locks_;
   b.idempotency = idempotency_;
+  b.rate_limits = rate_limits_;
   b.name = "postgres";
   b.url = url();
   return b;

@@ -120,6 +120,23 @@ CREATE TABLE {t}policies (
   published_at_ns bigint NOT NULL
 );
 )sql",
+    // Version 2: the rate limiters (jobpact/rate_limit_store.h), the SQLite
+    // store's columns. A new table only: a version-1 library ignores it,
+    // so kMinCompatibleVersion stays 1.
+    R"sql(
+CREATE TABLE {t}rate_limits (
+  key                 text COLLATE "C" PRIMARY KEY,
+  tat_ns              bigint NOT NULL DEFAULT 0,
+  backoff_until_ns    bigint NOT NULL DEFAULT 0,
+  hint_ns             bigint NOT NULL DEFAULT 0,
+  backoff_reason      text NOT NULL DEFAULT '',
+  override_per_second double precision,
+  override_burst      integer,
+  override_actor      text NOT NULL DEFAULT '',
+  override_reason     text NOT NULL DEFAULT '',
+  updated_at_ns       bigint NOT NULL
+);
+)sql",
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == PostgresBackend::kSchemaVersion,

@@ -304,6 +304,26 @@ TEST_F(PostgresBackendTest, ANewerIncompatibleSchemaIsRefusedNamingBothVersions)
   EXPECT_EQ(Sql("SELECT version FROM {s}.schema_version"), std::to_string(newer));
 }
 
+TEST_F(PostgresBackendTest, AVersion1SchemaGainsTheRateLimitsTableAndKeepsItsJobs) {
+  OpenBackend();
+  ASSERT_THAT(backend_->queue()->Enqueue(Job("job_1"), {}).status(), IsOk());
+  backend_.reset();
+  // What a version-1 library leaves: everything but the rate limiters.
+  ASSERT_EQ(Sql("DROP TABLE {s}.rate_limits"), "");
+  ASSERT_EQ(Sql("UPDATE {s}.schema_version SET version = 1, min_compatible_version = 1"), "");
+  OpenBackend();
+  EXPECT_EQ(backend_->schema_version(), PostgresBackend::kSchemaVersion);
+  EXPECT_EQ(Sql("SELECT version || '/' || min_compatible_version FROM {s}.schema_version"),
+            std::to_string(PostgresBackend::kSchemaVersion) + "/" +
+                std::to_string(PostgresBackend::kMinCompatibleVersion));
+  EXPECT_EQ(backend_->admin()->Get("job_1")->status, JobStatus::kQueued);
+  const RateLimit one_per_second{1, 1};
+  EXPECT_TRUE(backend_->rate_limits()->Take("type:test.job", one_per_second)->allowed);
+  EXPECT_FALSE(backend_->rate_limits()->Take("type:test.job", one_per_second)->allowed);
+  EXPECT_EQ(Sql("SELECT key FROM {s}.rate_limits"), "type:test.job");
+  EXPECT_EQ(backend_->bundle().rate_limits, backend_->rate_limits());
+}
+
 TEST_F(PostgresBackendTest, NoNameOrPayloadCanInjectSql) {
   OpenBackend();
   QueueBackend& q = *backend_->queue();

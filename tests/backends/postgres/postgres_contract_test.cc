@@ -3,7 +3,8 @@
 // (postgres_test_server.h): every factory call opens a PostgresBackend on a
 // fresh schema, so tests share one server without seeing each other's rows,
 // and drops that schema when the test lets go of the stores.
-// Every suite runs: queue, admin side, DLQ, locks, idempotency, concurrency.
+// Every suite runs: queue, admin side, DLQ, locks, idempotency, rate limits,
+// concurrency.
 #include <memory>
 #include <string>
 
@@ -43,6 +44,8 @@ jobpact::testing::BackendSet MakePostgresSet(std::shared_ptr<jobpact::testing::M
   set.locks = std::shared_ptr<jobpact::LockStore>(holder, holder->backend->locks().get());
   set.idempotency =
       std::shared_ptr<jobpact::IdempotencyStore>(holder, holder->backend->idempotency().get());
+  set.rate_limits =
+      std::shared_ptr<jobpact::RateLimitStore>(holder, holder->backend->rate_limits().get());
   return set;
 }
 
