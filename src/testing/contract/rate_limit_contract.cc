@@ -77,22 +77,35 @@ TEST_P(RateLimitStoreContract, ABackoffHoldsEveryCallerUntilItEndsWithOrWithoutA
   const RateLimit none{};  // No rate: only backoffs hold the key.
   EXPECT_TRUE(rates_->Take("dependency:psp", none)->allowed);
   EXPECT_TRUE(rates_->Take("dependency:psp", none)->allowed) << "no rate: no limit";
-  ASSERT_THAT(rates_->Backoff("dependency:psp", Now() + Seconds(30), "http 429 from psp"), IsOk());
+  const TimePoint until = Now() + Seconds(30);
+  ASSERT_THAT(rates_->Backoff("dependency:psp", until, "http 429 from psp"), IsOk());
   JOBPACT_ASSERT_OK_AND_ASSIGN(RateDecision held, rates_->Take("dependency:psp", none));
   EXPECT_FALSE(held.allowed);
-  EXPECT_EQ(held.retry_at, Now() + Seconds(30));
+  EXPECT_EQ(held.retry_at, until);
   EXPECT_FALSE(rates_->Take("dependency:psp", kTenPerSecondBurstThree)->allowed)
       << "a backoff holds whatever rate a caller brings";
-  // An earlier backoff does not shorten it (nor replace its reason).
+  // An earlier backoff does not shorten it (nor replace its reason). (Not
+  // checked through retry_at: the refused 10/s start above moved the next
+  // refused one an interval on, as refused starts are spread.)
   ASSERT_THAT(rates_->Backoff("dependency:psp", Now() + Seconds(5), "shorter"), IsOk());
+  Advance(Seconds(10));
+  EXPECT_FALSE(rates_->Take("dependency:psp", none)->allowed) << "past the shorter end: still held";
   JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<RateLimiterState> listed, rates_->List(10));
   ASSERT_THAT(listed, SizeIs(1));
   EXPECT_EQ(listed[0].key, "dependency:psp");
   ASSERT_TRUE(listed[0].backoff_until.has_value());
-  EXPECT_EQ(*listed[0].backoff_until, Now() + Seconds(30));
+  EXPECT_EQ(*listed[0].backoff_until, until);
   EXPECT_EQ(listed[0].backoff_reason, "http 429 from psp");
+  // A later one extends it, with its reason.
+  ASSERT_THAT(rates_->Backoff("dependency:psp", until + Seconds(10), "still 429"), IsOk());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(listed, rates_->List(10));
+  ASSERT_TRUE(listed[0].backoff_until.has_value());
+  EXPECT_EQ(*listed[0].backoff_until, until + Seconds(10));
+  EXPECT_EQ(listed[0].backoff_reason, "still 429");
+  clock_->SetTime(until);
+  EXPECT_FALSE(rates_->Take("dependency:psp", none)->allowed) << "the first end no longer frees it";
 
-  Advance(Seconds(30));
+  clock_->SetTime(until + Seconds(10));
   EXPECT_TRUE(rates_->Take("dependency:psp", none)->allowed);
   JOBPACT_ASSERT_OK_AND_ASSIGN(listed, rates_->List(10));
   EXPECT_FALSE(listed[0].backoff_until.has_value()) << "an ended backoff is not shown";
