@@ -324,6 +324,22 @@ TEST_F(PostgresBackendTest, AVersion1SchemaGainsTheRateLimitsTableAndKeepsItsJob
   EXPECT_EQ(backend_->bundle().rate_limits, backend_->rate_limits());
 }
 
+TEST_F(PostgresBackendTest, TwoBackendsOnOneSchemaShareARateLimiterAndItsBackoff) {
+  OpenBackend();
+  std::shared_ptr<PostgresBackend> second = MustOpen(options_);  // Another process, say.
+  ASSERT_NE(second, nullptr);
+  const RateLimit two_per_second_burst_two{2, 2};
+  EXPECT_TRUE(backend_->rate_limits()->Take("type:mail.send", two_per_second_burst_two)->allowed);
+  EXPECT_TRUE(second->rate_limits()->Take("type:mail.send", two_per_second_burst_two)->allowed);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(
+      RateDecision refused, backend_->rate_limits()->Take("type:mail.send", two_per_second_burst_two));
+  EXPECT_FALSE(refused.allowed) << "the burst was shared by both backends";
+  EXPECT_EQ(refused.retry_at, clock_->Now() + Millis(500));
+  ASSERT_THAT(second->rate_limits()->Backoff("dependency:psp", clock_->Now() + Seconds(60), "429"),
+              IsOk());
+  EXPECT_FALSE(backend_->rate_limits()->Take("dependency:psp", RateLimit{})->allowed);
+}
+
 TEST_F(PostgresBackendTest, NoNameOrPayloadCanInjectSql) {
   OpenBackend();
   QueueBackend& q = *backend_->queue();
@@ -361,10 +377,19 @@ TEST_F(PostgresBackendTest, NoNameOrPayloadCanInjectSql) {
   JOBPACT_ASSERT_OK_AND_ASSIGN(auto lock, backend_->locks()->Inspect(key));
   ASSERT_TRUE(lock.has_value());
   EXPECT_EQ(lock->owner, text);
-  // Everything is still there.
+  RateLimitStore& rates = *backend_->rate_limits();
+  ASSERT_THAT(rates.Backoff("dependency:psp", clock_->Now() + Seconds(5), text), IsOk());
+  ASSERT_THAT(rates.SetOverride("dependency:psp", RateLimit{2, 1}, text, text), IsOk());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<RateLimiterState> limiters, rates.List(10));
+  ASSERT_EQ(limiters.size(), 1u);
+  EXPECT_EQ(limiters[0].backoff_reason, text);
+  EXPECT_EQ(limiters[0].override_actor, text);
+  EXPECT_EQ(limiters[0].override_reason, text);
+  // Everything is still there: schema_version, jobs, locks, idempotency,
+  // control, control_audit, policies, rate_limits.
   EXPECT_EQ(Sql("SELECT count(*) FROM {s}.jobs"), "1");
   EXPECT_EQ(Sql("SELECT count(*) FROM pg_tables WHERE schemaname = '" + options_.schema + "'"),
-            "7");
+            "8");
 }
 
 TEST_F(PostgresBackendTest, ABatchOfCompletionsRollsBackOnlyTheRefusedOnes) {
