@@ -1,12 +1,13 @@
 // RedisBackend and its stores, beyond the conformance suites: namespaces
-// isolate, two handles (processes) on one namespace share locks and the
-// fencing counter, keys carry a garbage-collection TTL, bad names are
+// isolate, two handles (processes) on one namespace share locks, the
+// fencing counter and rate limiters, rate limiters count in microseconds, keys carry a garbage-collection TTL, bad names are
 // refused, and a server that goes away gives kUnavailable.
 #include "jobpact/redis/redis_backend.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -205,6 +206,63 @@ TEST_F(RedisBackendTest, BadLockKeysAreRefusedBeforeReachingRedis) {
 TEST_F(RedisBackendTest, KeysChangedBehindTheStoresBackAreInternalErrors) {
   ASSERT_THAT(raw_->Command({"SET", Prefix() + "lock:k", "not a hash"}), IsOk());
   EXPECT_THAT(backend_->locks()->Acquire("k", "w", Seconds(5)),
+              StatusIs(StatusCode::kInternal, HasSubstr("WRONGTYPE")));
+}
+
+TEST_F(RedisBackendTest, TwoHandlesShareARateLimiterAndItsBackoff) {
+  std::shared_ptr<RedisBackend> second = MustOpen(options_);  // Another process, say.
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(backend_->bundle().rate_limits, backend_->rate_limits());
+  const RateLimit two_per_second_burst_two{2, 2};
+  EXPECT_TRUE(backend_->rate_limits()->Take("type:mail.send", two_per_second_burst_two)->allowed);
+  EXPECT_TRUE(second->rate_limits()->Take("type:mail.send", two_per_second_burst_two)->allowed);
+  Result<RateDecision> refused =
+      backend_->rate_limits()->Take("type:mail.send", two_per_second_burst_two);
+  ASSERT_THAT(refused, IsOk());
+  EXPECT_FALSE(refused->allowed) << "the burst was shared by both handles";
+  EXPECT_EQ(refused->retry_at, clock_->Now() + Millis(500));
+  // One process's backoff holds the other.
+  ASSERT_THAT(second->rate_limits()->Backoff("dependency:psp", clock_->Now() + Seconds(60), "429"),
+              IsOk());
+  EXPECT_FALSE(backend_->rate_limits()->Take("dependency:psp", RateLimit{})->allowed);
+  Result<std::vector<RateLimiterState>> listed = backend_->rate_limits()->List(10);
+  ASSERT_THAT(listed, IsOk());
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].key, "dependency:psp");
+  EXPECT_EQ((*listed)[1].key, "type:mail.send");
+}
+
+TEST_F(RedisBackendTest, RateLimitersCountInMicrosecondsAndABackoffNeverEndsEarly) {
+  using std::chrono::microseconds;
+  using std::chrono::nanoseconds;
+  const TimePoint t0 = clock_->Now();
+  ASSERT_EQ(t0.time_since_epoch() % microseconds(1), Duration::zero());
+  // A backoff ending 1.5 us on is kept as 2 us on: rounded up, never early.
+  ASSERT_THAT(backend_->rate_limits()->Backoff("dependency:x", t0 + nanoseconds(1500), "429"),
+              IsOk());
+  Result<Reply> bu = raw_->Command({"HGET", Prefix() + "rate:dependency:x", "bu"});
+  ASSERT_THAT(bu, IsOk());
+  EXPECT_EQ(bu->str,
+            std::to_string(std::chrono::duration_cast<microseconds>(t0.time_since_epoch()).count() +
+                           2));
+  clock_->SetTime(t0 + nanoseconds(1999));  // Counts as t0 + 1 us.
+  Result<RateDecision> held = backend_->rate_limits()->Take("dependency:x", RateLimit{});
+  ASSERT_THAT(held, IsOk());
+  EXPECT_FALSE(held->allowed);
+  EXPECT_EQ(held->retry_at, t0 + microseconds(2));
+  clock_->SetTime(t0 + microseconds(2));
+  EXPECT_TRUE(backend_->rate_limits()->Take("dependency:x", RateLimit{})->allowed);
+  // 3 per second: an interval of round(1e6 / 3) = 333333 us.
+  EXPECT_TRUE(backend_->rate_limits()->Take("type:t", RateLimit{3, 1})->allowed);
+  Result<RateDecision> next = backend_->rate_limits()->Take("type:t", RateLimit{3, 1});
+  ASSERT_THAT(next, IsOk());
+  EXPECT_FALSE(next->allowed);
+  EXPECT_EQ(next->retry_at, t0 + microseconds(2) + microseconds(333333));
+}
+
+TEST_F(RedisBackendTest, RateLimiterKeysChangedBehindTheStoresBackAreInternalErrors) {
+  ASSERT_THAT(raw_->Command({"SET", Prefix() + "rate:type:t", "not a hash"}), IsOk());
+  EXPECT_THAT(backend_->rate_limits()->Take("type:t", RateLimit{1, 1}).status(),
               StatusIs(StatusCode::kInternal, HasSubstr("WRONGTYPE")));
 }
 
