@@ -2,7 +2,8 @@
 //
 // The shared SQL backend for many processes on many hosts (SPEC 9): the
 // queue (and its operator side), the lock store, the idempotency store and
-// the rate limiters kept in ONE PostgreSQL database, in one schema (PostgresOptions::schema).
+// the rate limiters kept in ONE PostgreSQL database, in one schema
+// (PostgresOptions::schema).
 // Every state change is one transaction; jobs are leased with
 // SELECT ... FOR UPDATE SKIP LOCKED, so workers of any number of processes
 // never wait for each other's rows, and every completion is fenced by

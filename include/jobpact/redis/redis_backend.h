@@ -2,7 +2,8 @@
 //
 // The shared backend for many processes on many hosts (SPEC 9): the queue
 // (and its operator side), the lock store, the idempotency store and the
-// rate limiters kept in ONE Redis server (or one Redis Cluster slot), under one key namespace.
+// rate limiters kept in ONE Redis server (or one Redis Cluster slot), under
+// one key namespace.
 // Every state change is one Lua script run by the server, so it is atomic
 // with respect to every other client of that namespace.
 //
@@ -33,8 +34,9 @@
 // Contract: methods never throw; errors are Status values. Time comes only
 // from the injected Clock: lease, lock and claim expiry and the rate
 // limiters' times are computed from it and compared inside the scripts with
-// a `now` the client passes (in microseconds), never with the server's clock (so a ManualClock drives them in tests; Redis
-// key TTLs are set only as generous garbage collection). The connect and
+// a `now` the client passes (in microseconds), never with the server's
+// clock (so a ManualClock drives them in tests; Redis key TTLs are set only
+// as generous garbage collection). The connect and
 // command timeouts and the reconnect backoff are real time.
 //
 // The same stores, without this object, come from a URL too:

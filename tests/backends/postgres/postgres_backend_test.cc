@@ -332,7 +332,8 @@ TEST_F(PostgresBackendTest, TwoBackendsOnOneSchemaShareARateLimiterAndItsBackoff
   EXPECT_TRUE(backend_->rate_limits()->Take("type:mail.send", two_per_second_burst_two)->allowed);
   EXPECT_TRUE(second->rate_limits()->Take("type:mail.send", two_per_second_burst_two)->allowed);
   JOBPACT_ASSERT_OK_AND_ASSIGN(
-      RateDecision refused, backend_->rate_limits()->Take("type:mail.send", two_per_second_burst_two));
+      RateDecision refused,
+      backend_->rate_limits()->Take("type:mail.send", two_per_second_burst_two));
   EXPECT_FALSE(refused.allowed) << "the burst was shared by both backends";
   EXPECT_EQ(refused.retry_at, clock_->Now() + Millis(500));
   ASSERT_THAT(second->rate_limits()->Backoff("dependency:psp", clock_->Now() + Seconds(60), "429"),

@@ -1,7 +1,8 @@
 // RedisBackend and its stores, beyond the conformance suites: namespaces
 // isolate, two handles (processes) on one namespace share locks, the
-// fencing counter and rate limiters, rate limiters count in microseconds, keys carry a garbage-collection TTL, bad names are
-// refused, and a server that goes away gives kUnavailable.
+// fencing counter and rate limiters, rate limiters count in microseconds,
+// keys carry a garbage-collection TTL, bad names are refused, and a server
+// that goes away gives kUnavailable.
 #include "jobpact/redis/redis_backend.h"
 
 #include <gmock/gmock.h>
