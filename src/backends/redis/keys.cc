@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "src/internal/cache_checks.h"
 #include "src/internal/names.h"
 
 namespace jobpact {
@@ -136,6 +137,10 @@ Result<std::string> RedisKeys::Idempotency(std::string_view key) const {
 }
 Result<std::string> RedisKeys::Dedup(std::string_view dedup_key) const {
   return Keyed("dedup", "dedup key", dedup_key);
+}
+Result<std::string> RedisKeys::Cache(std::string_view op, std::string_view cache_key) const {
+  JOBPACT_RETURN_IF_ERROR(internal::CheckCacheKey(op, cache_key));
+  return CacheKeyPrefix().append(cache_key);
 }
 
 }  // namespace redis_internal
