@@ -23,8 +23,13 @@
 // in the scripts (Get compares it in the client); an entry's PEXPIRE is
 // garbage collection only (kGcSlack past x). Entries Redis drops that way,
 // and entries that expired on the clock, leave their index members behind;
-// every Put removes up to kGcBatch members whose x is past, with their
-// hashes, so the indexes do not grow with keys never touched again.
+// every Put removes up to kGcBatch entries whose x is more than kGcSlack
+// past, hashes and index members, so the indexes do not grow with keys
+// never touched again. The slack is there because processes' clocks differ:
+// one running ahead must not delete what the others still serve (the same
+// slack Redis's own PEXPIRE gives). CountByPrefix deletes nothing but index
+// members whose hash is gone, so a count from an operator's laptop with a
+// wrong clock cannot remove live entries.
 //
 // Atomicity: Put, Erase and each batch of EraseByPrefix and CountByPrefix
 // are one Lua script each, so an entry and its index members change
@@ -58,8 +63,9 @@ constexpr int kBatch = 500;
 // Expired index members a Put collects at most.
 constexpr int kGcBatch = 64;
 
-// KEYS: entry, index, expiry index. ARGV: now, x, gc ms, cache key, entry
-// key prefix, v, nf, fu, su, eu, ao, sa, ld, gc batch. -> 1.
+// KEYS: entry, index, expiry index. ARGV: collect entries whose x is at or
+// before this, x, gc ms, cache key, entry key prefix, v, nf, fu, su, eu, ao,
+// sa, ld, gc batch. -> 1.
 const Script kPut(R"lua(
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'v', ARGV[6], 'nf', ARGV[7], 'fu', ARGV[8], 'su', ARGV[9],
@@ -88,7 +94,8 @@ return 0
 )lua");
 
 // One batch of a prefix walk. KEYS: index, expiry index. ARGV: now, min,
-// max (ZRANGEBYLEX bounds), limit, entry key prefix, "1" to remove.
+// max (ZRANGEBYLEX bounds), limit, entry key prefix, "1" to remove the
+// entries (else only index members whose entry Redis dropped).
 // -> {live entries in the batch, keys in the batch, the last key}.
 // The entries are addressed from the prefix (same hash tag, so the same
 // cluster slot as the declared keys).
@@ -100,7 +107,7 @@ for _, name in ipairs(names) do
   local k = ARGV[5] .. name
   local x = redis.call('HGET', k, 'x')
   if x and tonumber(x) > now then live = live + 1 end
-  if ARGV[6] == '1' or not x or tonumber(x) <= now then
+  if ARGV[6] == '1' or not x then
     redis.call('DEL', k)
     redis.call('ZREM', KEYS[1], name)
     redis.call('ZREM', KEYS[2], name)
@@ -173,13 +180,13 @@ class RedisCacheStore final : public CacheStore {
       const TimePoint expires = entry.expires_at();
       if (ToMicros(expires) <= ToMicros(now)) return Status::Ok();  // Stores nothing.
       JOBPACT_ASSIGN_OR_RETURN(
-          Reply r,
-          client_->Eval(kPut, {entry_key, keys_.CacheIndex(), keys_.CacheExpiryIndex()},
-                        {Micros(now), Micros(expires), GcMillis(expires - now), std::string(key),
-                         keys_.CacheKeyPrefix(), entry.value, entry.not_found ? "1" : "0",
-                         Micros(entry.fresh_until), Micros(entry.stale_until),
-                         Micros(entry.error_until), Micros(entry.as_of), Micros(entry.stored_at),
-                         Micros(entry.load_duration), std::to_string(kGcBatch)}));
+          Reply r, client_->Eval(kPut, {entry_key, keys_.CacheIndex(), keys_.CacheExpiryIndex()},
+                                 {Micros(now - kGcSlack), Micros(expires), GcMillis(expires - now),
+                                  std::string(key), keys_.CacheKeyPrefix(), entry.value,
+                                  entry.not_found ? "1" : "0", Micros(entry.fresh_until),
+                                  Micros(entry.stale_until), Micros(entry.error_until),
+                                  Micros(entry.as_of), Micros(entry.stored_at),
+                                  Micros(entry.load_duration), std::to_string(kGcBatch)}));
       if (r.type != Reply::Type::kInteger || r.integer != 1) {
         return UnexpectedReply(*client_, "CacheStore::Put", r);
       }
@@ -215,8 +222,8 @@ class RedisCacheStore final : public CacheStore {
 
  private:
   // Walks the keys starting with `prefix` in batches of kBatch, counting
-  // the live entries and, with `erase`, removing every entry met. Expired
-  // entries met are removed either way. One `now` for the whole walk.
+  // the live entries and, with `erase`, removing every entry met. One `now`
+  // for the whole walk.
   Result<std::size_t> WalkPrefix(std::string_view op, std::string_view prefix, bool erase) {
     const std::string now = Micros(clock_->Now());
     auto [min, max] = PrefixRange(prefix);
