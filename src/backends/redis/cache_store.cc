@@ -60,7 +60,7 @@ namespace {
 
 // Keys per batch of EraseByPrefix and CountByPrefix.
 constexpr int kBatch = 500;
-// Expired index members a Put collects at most.
+// Entries past the GC slack (and their index members) a Put collects at most.
 constexpr int kGcBatch = 64;
 
 // KEYS: entry, index, expiry index. ARGV: collect entries whose x is at or
