@@ -1,10 +1,8 @@
 // Out-of-line pieces of the backend interfaces: their virtual destructors
 // (one home for each vtable) and the defaults of non-pure methods.
-#include <algorithm>
 #include <utility>
 #include <vector>
 
-#include "jobpact/cache_store.h"
 #include "jobpact/idempotency_store.h"
 #include "jobpact/lock_store.h"
 #include "jobpact/metrics_sink.h"
@@ -17,11 +15,6 @@ QueueBackend::~QueueBackend() = default;
 LockStore::~LockStore() = default;
 IdempotencyStore::~IdempotencyStore() = default;
 MetricsSink::~MetricsSink() = default;
-CacheStore::~CacheStore() = default;
-
-TimePoint CacheEntry::expires_at() const {
-  return std::max({fresh_until, stale_until, error_until});
-}
 
 Result<std::vector<EnqueueResult>> QueueBackend::EnqueueBatch(const std::vector<Envelope>& envs,
                                                               const EnqueueOptions& options) {

@@ -51,7 +51,7 @@
 #include "src/backends/redis/client.h"
 #include "src/backends/redis/keys.h"
 #include "src/backends/redis/stores.h"
-#include "src/internal/cache_checks.h"
+#include "src/internal/checks.h"
 #include "src/internal/guarded.h"
 
 namespace jobpact {
@@ -175,7 +175,7 @@ class RedisCacheStore final : public CacheStore {
   Status Put(std::string_view key, const CacheEntry& entry) override {
     return internal::Guarded("CacheStore::Put", [&]() -> Status {
       JOBPACT_ASSIGN_OR_RETURN(std::string entry_key, keys_.Cache("CacheStore::Put", key));
-      JOBPACT_RETURN_IF_ERROR(internal::CheckCacheWindows("CacheStore::Put", entry));
+      JOBPACT_RETURN_IF_ERROR(internal::CheckCacheEntry("CacheStore::Put", entry));
       const TimePoint now = clock_->Now();
       const TimePoint expires = entry.expires_at();
       if (ToMicros(expires) <= ToMicros(now)) return Status::Ok();  // Stores nothing.
@@ -209,7 +209,11 @@ class RedisCacheStore final : public CacheStore {
 
   Result<std::size_t> EraseByPrefix(std::string_view prefix) override {
     return internal::Guarded("CacheStore::EraseByPrefix", [&]() -> Result<std::size_t> {
-      JOBPACT_RETURN_IF_ERROR(internal::CheckErasePrefix("CacheStore::EraseByPrefix", prefix));
+      if (prefix.empty()) {
+        return Status::InvalidArgument(
+            "CacheStore::EraseByPrefix: prefix is empty (a whole flush is not a prefix "
+            "invalidation)");
+      }
       return WalkPrefix("CacheStore::EraseByPrefix", prefix, /*erase=*/true);
     });
   }

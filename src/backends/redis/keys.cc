@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "src/internal/cache_checks.h"
+#include "src/internal/checks.h"
 #include "src/internal/names.h"
 
 namespace jobpact {

@@ -95,8 +95,9 @@ class RedisKeys {
   Result<std::string> Idempotency(std::string_view key) const;
   Result<std::string> Dedup(std::string_view dedup_key) const;
   // A cache entry. Cache keys are any bytes but NUL (jobpact/cache_store.h),
-  // checked with internal::CheckCacheKey, not CheckKey: whatever follows
-  // "cache:" cannot change the hash tag or the kind (see above).
+  // checked with internal::CheckCacheKey (src/internal/checks.h), not
+  // CheckKey: whatever follows "cache:" cannot change the hash tag or the
+  // kind (see above). `op` names the operation in the error.
   Result<std::string> Cache(std::string_view op, std::string_view cache_key) const;
 
   // For keys not listed above. REQUIRES: `kind` is a non-empty word of
