@@ -213,14 +213,19 @@ TEST_F(OperationsTest, CancelListLocksAndPolicies) {
   EXPECT_THAT(none, IsEmpty());
 }
 
-// A listener that keeps what ReleaseLock told it.
-class LockListener : public OperationsListener {
+// A listener that hears nothing of the DLQ, for tests of the other events.
+class NonDlqListener : public OperationsListener {
  public:
   void OnReplayed(const DlqEntry&, const ReplayRequest&, TimePoint) override {}
   void OnReplayFailed(const DlqEntry&, const ReplayRequest&, const Status&) override {}
   void OnDryRun(const ReplayRequest&, const ReplayReport&) override {}
   void OnDiscarded(const DlqEntry&, std::string_view, std::string_view,
                    std::string_view) override {}
+};
+
+// A listener that keeps what ReleaseLock told it.
+class LockListener : public NonDlqListener {
+ public:
   void OnLockReleased(const LockReleaseReport& report, std::string_view actor,
                       std::string_view reason) override {
     released.push_back(report.lock.key + " by " + std::string(actor) + ": " + std::string(reason));
@@ -354,13 +359,9 @@ class ScriptedCacheStore final : public CacheStore {
   std::vector<std::string> calls;
 };
 
-class CacheListener : public OperationsListener {
+// A listener that keeps what the cache invalidations told it.
+class CacheListener : public NonDlqListener {
  public:
-  void OnReplayed(const DlqEntry&, const ReplayRequest&, TimePoint) override {}
-  void OnReplayFailed(const DlqEntry&, const ReplayRequest&, const Status&) override {}
-  void OnDryRun(const ReplayRequest&, const ReplayReport&) override {}
-  void OnDiscarded(const DlqEntry&, std::string_view, std::string_view,
-                   std::string_view) override {}
   void OnCacheInvalidated(const CacheInvalidation& done, std::string_view actor,
                           std::string_view reason) override {
     told.push_back((done.by_prefix ? "prefix " : "key ") + done.what + " -" +
