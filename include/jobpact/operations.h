@@ -3,8 +3,9 @@
 // Operations is what an on-call engineer needs from a backend, with no
 // JobRunner and no worker (SPEC 7, 10): the command-line tool, a dashboard
 // or an admin endpoint is built on it. It sits on one BackendBundle -- the
-// queue's operator side (QueueAdmin) and the lock store -- so it works the
-// same against memory:, sqlite:, and every later backend, from any process.
+// queue's operator side (QueueAdmin) and the lock store, and the cache
+// store where the backend has one -- so it works the same against memory:,
+// sqlite:, and every later backend, from any process.
 //
 // Every change names who made it and why; the store keeps the audit (the
 // job's audit trail for job and DLQ actions, the control audit for pause,
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "jobpact/backend.h"
+#include "jobpact/cache_store.h"
 #include "jobpact/clock.h"
 #include "jobpact/export.h"
 #include "jobpact/job_status.h"
@@ -95,6 +97,15 @@ struct LockReleaseReport {
   std::string verdict;
 };
 
+// What Operations::InvalidateCacheKey / InvalidateCachePrefix removed.
+struct CacheInvalidation {
+  // The key, or the prefix (by_prefix).
+  std::string what;
+  bool by_prefix = false;
+  // Live entries removed (0 or 1 for a key).
+  std::size_t removed = 0;
+};
+
 // How many job records ReleaseLock reads, at most, looking for the job of a
 // lock's key when no running job holds the owner's token. Beyond it the
 // release is refused as unverifiable.
@@ -119,6 +130,11 @@ class JOBPACT_EXPORT OperationsListener {
   // `reason`. Default: nothing.
   virtual void OnLockReleased(const LockReleaseReport& report, std::string_view actor,
                               std::string_view reason);
+  // Cache entries were invalidated by hand (Operations::InvalidateCacheKey
+  // or InvalidateCachePrefix): `removed` entries of the key or prefix
+  // `what`, by `actor` for `reason`. Default: nothing.
+  virtual void OnCacheInvalidated(const CacheInvalidation& invalidation, std::string_view actor,
+                                  std::string_view reason);
 };
 
 struct OperationsOptions {
@@ -242,6 +258,26 @@ class JOBPACT_EXPORT Operations {
   // reason, by job type ("*" = a runner's default).
   Result<std::vector<PublishedPolicy>> Policies();
 
+  // --- The cache guard's shared store (BackendBundle::cache) ---
+  // Each is kFailedPrecondition, naming the backend, when the bundle has no
+  // cache store (SQLite, PostgreSQL: a cache in each process's memory
+  // cannot be reached from here), and the store's error otherwise.
+  // How many live entries start with `prefix` (empty: all): the dry run
+  // of InvalidateCachePrefix.
+  Result<std::size_t> CountCacheEntries(std::string_view prefix);
+  // Removes the entry of `key`; the next read of it is a miss, loaded from
+  // the origin. kNotFound if no live entry has that key (nothing changed);
+  // kInvalidArgument for a blank actor or reason, or a bad key.
+  Result<CacheInvalidation> InvalidateCacheKey(std::string_view key, std::string_view actor,
+                                               std::string_view reason);
+  // Removes every entry whose key starts with `prefix` (a partial rebuild:
+  // each becomes a miss, so the origin takes the reloads). kInvalidArgument
+  // for an empty prefix (a whole flush is escalate-only) or a blank actor
+  // or reason. Who and why go to the listener (OnCacheInvalidated); the
+  // cache store keeps no audit of its own.
+  Result<CacheInvalidation> InvalidateCachePrefix(std::string_view prefix, std::string_view actor,
+                                                  std::string_view reason);
+
  private:
   Operations(BackendBundle backend, OperationsOptions options);
 
@@ -249,6 +285,8 @@ class JOBPACT_EXPORT Operations {
              std::string_view actor, std::string_view reason);
   Status Clear(ControlKind kind, std::string_view subject, FailureClass c,
                std::string_view actor, std::string_view reason);
+  // The bundle's cache store, or kFailedPrecondition naming the backend.
+  Result<CacheStore*> Cache(std::string_view op) const;
 
   const BackendBundle backend_;
   const OperationsOptions options_;

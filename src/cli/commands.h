@@ -118,6 +118,24 @@ int LocksRelease(const Context& ctx, const std::string& key, const std::string& 
 
 int PolicyShow(const Context& ctx);
 
+// The cache guard's shared store (Operations' cache methods). `count`
+// counts the live entries starting with `prefix` (empty: all).
+int CacheCount(const Context& ctx, const std::string& prefix);
+// `invalidate`: exactly one of --key and --prefix (has_key / has_prefix
+// say which was given, an empty value included). A key is removed at once;
+// a prefix only with `yes`: without it the command shows how many entries
+// it would remove and refuses (kExitRefused), changing nothing. An empty
+// prefix is a usage error (a whole flush is escalate-only).
+struct CacheInvalidateArgs {
+  std::string key;
+  std::string prefix;
+  bool has_key = false;
+  bool has_prefix = false;
+  bool yes = false;
+  Who who;
+};
+int CacheInvalidate(const Context& ctx, const CacheInvalidateArgs& args);
+
 }  // namespace cli
 }  // namespace jobpact
 

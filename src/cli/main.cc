@@ -28,10 +28,12 @@ redis+unix:///path.sock, postgres://... (where this build has it), memory: (empt
 
 Who and why: every command that changes something takes --actor (default: $USER) and --reason
 (required); both are kept in the job's audit trail or the control audit (for `locks release`
-they are printed only: the lock store keeps no audit).
+and `cache invalidate` they are printed only: those stores keep no audit).
 
 Guard rails: `dlq replay` and `dlq discard` over more than 100 entries need --yes (check with
---dry-run first); `locks release` refuses unless the owner's job is final or its lease expired.
+--dry-run first); `locks release` refuses unless the owner's job is final or its lease expired;
+`cache invalidate --prefix` only shows how many entries it would remove unless given --yes, and
+refuses an empty prefix (a whole flush).
 
 Times: RFC 3339 in UTC (2026-12-03T10:00:00Z) or an age (2h = two hours ago).
 Durations: 90s, 15m, 2h, 7d, 1h30m. Rates: 5/s, 300/m.
@@ -278,6 +280,32 @@ int Main(int argc, char** argv) {
   CLI::App* policy_show = policy->add_subcommand(
       "show", "The effective retry policy per type, with each override's written reason");
   policy_show->callback([&] { run = [](const Context& c) { return PolicyShow(c); }; });
+
+  // The cache guard's shared store.
+  CLI::App* cache = app.add_subcommand("cache", "The cache guard's shared entries (Redis)");
+  cache->require_subcommand(1);
+  std::string cache_prefix;
+  CLI::App* cache_count =
+      cache->add_subcommand("count", "Live cache entries whose key starts with a prefix");
+  cache_count->add_option("--prefix", cache_prefix, "Key prefix (default: every entry)");
+  cache_count->callback(
+      [&] { run = [&](const Context& c) { return CacheCount(c, cache_prefix); }; });
+  CacheInvalidateArgs inval;
+  CLI::App* cache_inval = cache->add_subcommand(
+      "invalidate", "Remove one entry (--key) or every entry of a prefix (--prefix, needs --yes)");
+  CLI::Option* inval_key = cache_inval->add_option("--key", inval.key, "Exactly this key");
+  CLI::Option* inval_prefix = cache_inval->add_option(
+      "--prefix", inval.prefix, "Every key starting with this (not empty; literal bytes)");
+  cache_inval->add_flag("--yes", inval.yes,
+                        "Confirm a prefix invalidation (without it: show the count, change "
+                        "nothing, exit 3)");
+  AddWho(cache_inval, &inval.who);
+  cache_inval->callback([&] {
+    inval.has_key = inval_key->count() > 0;
+    inval.has_prefix = inval_prefix->count() > 0;
+    needs_who = &inval.who;
+    run = [&](const Context& c) { return CacheInvalidate(c, inval); };
+  });
 
   try {
     app.parse(argc, argv);

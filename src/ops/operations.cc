@@ -58,6 +58,8 @@ Status CheckRequest(const ReplayRequest& req) {
 OperationsListener::~OperationsListener() = default;
 void OperationsListener::OnLockReleased(const LockReleaseReport&, std::string_view,
                                         std::string_view) {}
+void OperationsListener::OnCacheInvalidated(const CacheInvalidation&, std::string_view,
+                                            std::string_view) {}
 
 Operations::Operations(BackendBundle backend, OperationsOptions options)
     : backend_(std::move(backend)), options_(std::move(options)) {}
@@ -408,6 +410,61 @@ Result<LockReleaseReport> Operations::ReleaseLock(std::string_view key, std::str
 
 Result<std::vector<PublishedPolicy>> Operations::Policies() {
   return backend_.admin->ReadPolicies();
+}
+
+// --- The cache store ---
+
+Result<CacheStore*> Operations::Cache(std::string_view op) const {
+  if (backend_.cache == nullptr) {
+    const std::string name = backend_.name.empty() ? "this" : "the " + backend_.name;
+    return Status::FailedPrecondition(
+        std::string(op) + ": " + name +
+        " backend has no cache store (the cache guard shares its entries through Redis; a "
+        "process's in-memory cache cannot be reached from here)");
+  }
+  return backend_.cache.get();
+}
+
+Result<std::size_t> Operations::CountCacheEntries(std::string_view prefix) {
+  JOBPACT_ASSIGN_OR_RETURN(CacheStore * cache, Cache("CountCacheEntries"));
+  return cache->CountByPrefix(prefix);
+}
+
+Result<CacheInvalidation> Operations::InvalidateCacheKey(std::string_view key,
+                                                         std::string_view actor,
+                                                         std::string_view why) {
+  if (IsBlank(actor) || IsBlank(why)) {
+    return Status::InvalidArgument(
+        "InvalidateCacheKey: actor and reason are required (who invalidates, and why)");
+  }
+  JOBPACT_ASSIGN_OR_RETURN(CacheStore * cache, Cache("InvalidateCacheKey"));
+  JOBPACT_ASSIGN_OR_RETURN(bool removed, cache->Erase(key));
+  if (!removed) {
+    return Status::NotFound("no live cache entry has the key '" + std::string(key) +
+                            "' (expired, removed already, or never cached): nothing removed");
+  }
+  CacheInvalidation done{std::string(key), false, 1};
+  if (options_.listener != nullptr) options_.listener->OnCacheInvalidated(done, actor, why);
+  return done;
+}
+
+Result<CacheInvalidation> Operations::InvalidateCachePrefix(std::string_view prefix,
+                                                            std::string_view actor,
+                                                            std::string_view why) {
+  if (prefix.empty()) {
+    return Status::InvalidArgument(
+        "InvalidateCachePrefix: the prefix is empty; a whole flush is not a prefix "
+        "invalidation (escalate it)");
+  }
+  if (IsBlank(actor) || IsBlank(why)) {
+    return Status::InvalidArgument(
+        "InvalidateCachePrefix: actor and reason are required (who invalidates, and why)");
+  }
+  JOBPACT_ASSIGN_OR_RETURN(CacheStore * cache, Cache("InvalidateCachePrefix"));
+  JOBPACT_ASSIGN_OR_RETURN(std::size_t removed, cache->EraseByPrefix(prefix));
+  CacheInvalidation done{std::string(prefix), true, removed};
+  if (options_.listener != nullptr) options_.listener->OnCacheInvalidated(done, actor, why);
+  return done;
 }
 
 }  // namespace jobpact

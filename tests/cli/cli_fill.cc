@@ -13,7 +13,11 @@
 //       order:live     its job is running with a live lease (1 h),
 //       order:final    its job succeeded and the release was lost,
 //       order:expired  its job is running but the lease expired an hour ago
-//                      (delivered through a store clock set an hour back).
+//                      (delivered through a store clock set an hour back);
+//   - where the backend has a cache store (Redis): cache entries live for an
+//     hour, 3 under "user:", 120 under "product:" (more than a screenful),
+//     and keys that merely contain or resemble "user:" ("users:9",
+//     "account:user:1", "user"); "cache" in the output gives their count.
 // Usage: cli_fill URL
 #include <chrono>
 #include <cstdio>
@@ -160,6 +164,21 @@ int main(int argc, char** argv) {
                   {"final", lock(final_d, "order:final")},
                   {"expired", lock(expired, "order:expired")}};
   out["succeeded"].push_back(final_d.lease.job_id);
+
+  if (backend->cache != nullptr) {
+    const auto now = std::chrono::system_clock::now();
+    auto put = [&](const std::string& key) {
+      jobpact::CacheEntry e;
+      e.value = R"({"cached":")" + key + R"("})";
+      e.fresh_until = e.stale_until = e.error_until = now + jobpact::Seconds(3600);
+      e.as_of = e.stored_at = now;
+      Check("cache put " + key, backend->cache->Put(key, e));
+    };
+    for (int i = 1; i <= 3; ++i) put("user:" + std::to_string(i));
+    for (int i = 0; i < 120; ++i) put("product:" + std::to_string(i));
+    for (const char* k : {"users:9", "account:user:1", "user"}) put(k);
+    out["cache"] = {{"user:", 3}, {"product:", 120}, {"all", 126}};
+  }
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }

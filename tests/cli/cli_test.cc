@@ -402,6 +402,116 @@ TEST_P(CliTest, LocksReleaseOnlyOnceTheOwnerIsGone) {
   EXPECT_THAT(gone.err, HasSubstr("not held"));
 }
 
+// The cache guard's shared store: Redis has one; SQLite and PostgreSQL do
+// not, and every cache command there fails naming the backend.
+bool HasCacheStore(const std::string& backend) { return backend == "redis"; }
+
+TEST_P(CliTest, CacheCommandsNameABackendWithoutACacheStore) {
+  if (HasCacheStore(GetParam())) GTEST_SKIP() << GetParam() << " has a cache store";
+  const std::vector<std::vector<std::string>> commands = {
+      {"cache", "count", "--prefix", "user:"},
+      {"cache", "invalidate", "--key", "user:1", "--actor", "gina", "--reason", "INC-7"},
+      {"cache", "invalidate", "--prefix", "user:", "--yes", "--actor", "gina", "--reason", "INC-7"},
+  };
+  for (const auto& args : commands) {
+    Ran r = Run(args);
+    EXPECT_EQ(r.rc, 1) << r;
+    EXPECT_TRUE(r.one_line_error()) << r;
+    EXPECT_THAT(r.err, HasSubstr("the " + GetParam() + " backend has no cache store")) << r;
+  }
+}
+
+TEST_P(CliTest, CacheCountAndInvalidateOneKey) {
+  if (!HasCacheStore(GetParam())) GTEST_SKIP() << GetParam() << " has no cache store";
+  const Json& made = made_.at("cache");
+  Ran all = RunJson({"cache", "count"});
+  ASSERT_EQ(all.rc, 0) << all;
+  EXPECT_EQ(all.json()["entries"], made["all"]);
+  Ran users = RunJson({"cache", "count", "--prefix", "user:"});
+  ASSERT_EQ(users.rc, 0) << users;
+  EXPECT_EQ(users.json()["entries"], made["user:"]);
+  EXPECT_EQ(users.json()["prefix"], "user:");
+  Ran table = Run({"cache", "count", "--prefix", "product:"});
+  ASSERT_EQ(table.rc, 0) << table;
+  EXPECT_THAT(table.out, HasSubstr("120 live cache entries start with 'product:'"));
+
+  Ran one = RunJson({"cache", "invalidate", "--key", "user:2", "--actor", "gina", "--reason",
+                     "INC-7: user 2 renamed"});
+  ASSERT_EQ(one.rc, 0) << one;
+  EXPECT_EQ(one.json()["key"], "user:2");
+  EXPECT_EQ(one.json()["removed"], 1);
+  EXPECT_EQ(one.json()["actor"], "gina");
+  EXPECT_EQ(one.json()["reason"], "INC-7: user 2 renamed");
+  EXPECT_EQ(RunJson({"cache", "count", "--prefix", "user:"}).json()["entries"], 2);
+  EXPECT_EQ(RunJson({"cache", "count"}).json()["entries"], 125);
+
+  Ran again =
+      Run({"cache", "invalidate", "--key", "user:2", "--actor", "gina", "--reason", "INC-7"});
+  EXPECT_EQ(again.rc, 1) << again;
+  EXPECT_TRUE(again.one_line_error()) << again;
+  EXPECT_THAT(again.err, HasSubstr("no live cache entry")) << again;
+}
+
+TEST_P(CliTest, CacheInvalidatePrefixShowsTheCountAndNeedsYes) {
+  if (!HasCacheStore(GetParam())) GTEST_SKIP() << GetParam() << " has no cache store";
+  Ran refused = Run({"cache", "invalidate", "--prefix", "user:", "--actor", "gina", "--reason",
+                     "INC-8: schema change"});
+  EXPECT_EQ(refused.rc, 3) << refused;
+  EXPECT_TRUE(refused.one_line_error()) << refused;
+  EXPECT_THAT(refused.err, AllOf(HasSubstr("would remove 3 cache entries"),
+                                 HasSubstr("nothing removed"), HasSubstr("--yes")));
+  Ran refused_json =
+      RunJson({"cache", "invalidate", "--prefix", "user:", "--actor", "gina", "--reason", "INC-8"});
+  EXPECT_EQ(refused_json.rc, 3) << refused_json;
+  EXPECT_EQ(refused_json.json()["dry_run"], true);
+  EXPECT_EQ(refused_json.json()["would_remove"], 3);
+  EXPECT_EQ(RunJson({"cache", "count"}).json()["entries"], 126) << "a refusal changes nothing";
+
+  Ran done = RunJson({"cache", "invalidate", "--prefix", "user:", "--yes", "--actor", "gina",
+                      "--reason", "INC-8: schema change"});
+  ASSERT_EQ(done.rc, 0) << done;
+  EXPECT_EQ(done.json()["removed"], 3);
+  EXPECT_EQ(done.json()["actor"], "gina");
+  // Only keys STARTING with the prefix: users:9, account:user:1 and user
+  // stay, and so do the products.
+  EXPECT_EQ(RunJson({"cache", "count", "--prefix", "user:"}).json()["entries"], 0);
+  EXPECT_EQ(RunJson({"cache", "count", "--prefix", "user"}).json()["entries"], 2);
+  EXPECT_EQ(RunJson({"cache", "count", "--prefix", "account:"}).json()["entries"], 1);
+  EXPECT_EQ(RunJson({"cache", "count"}).json()["entries"], 123);
+  // A prefix is literal: '*' matches no key here.
+  Ran star = RunJson(
+      {"cache", "invalidate", "--prefix", "*", "--yes", "--actor", "gina", "--reason", "INC-8"});
+  ASSERT_EQ(star.rc, 0) << star;
+  EXPECT_EQ(star.json()["removed"], 0);
+  EXPECT_EQ(RunJson({"cache", "count"}).json()["entries"], 123);
+}
+
+TEST_P(CliTest, CacheInvalidateRefusesAFlushAndBadArguments) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* names;
+  };
+  const std::vector<Case> cases = {
+      {{"cache", "invalidate", "--prefix", "", "--yes", "--actor", "gina", "--reason", "x"},
+       "--prefix is empty"},
+      {{"cache", "invalidate", "--actor", "gina", "--reason", "x"}, "exactly one"},
+      {{"cache", "invalidate", "--key", "a", "--prefix", "b", "--actor", "gina", "--reason", "x"},
+       "exactly one"},
+      {{"cache", "invalidate", "--key", "user:1"}, "--reason"},
+      {{"cache", "invalidate", "--key", "user:1", "--actor", "gina", "--reason", "  "}, "blank"},
+  };
+  for (const Case& c : cases) {
+    Ran r = Run(c.args);
+    EXPECT_EQ(r.rc, 2) << testing::PrintToString(c.args) << "\n" << r;
+    EXPECT_TRUE(r.one_line_error()) << r;
+    EXPECT_THAT(r.err, HasSubstr(c.names)) << r;
+  }
+  if (HasCacheStore(GetParam())) {
+    EXPECT_EQ(RunJson({"cache", "count"}).json()["entries"], made_.at("cache")["all"])
+        << "nothing was removed";
+  }
+}
+
 TEST_P(CliTest, PolicyShowGivesEachOverridesReason) {
   Ran r = RunJson({"policy", "show"});
   ASSERT_EQ(r.rc, 0) << r;

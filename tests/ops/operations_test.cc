@@ -1,12 +1,16 @@
 // The operations facade (jobpact/operations.h): every operator action on a
 // backend bundle with no JobRunner -- the control state a runner then obeys,
 // the controlled DLQ replay and discard with their audit and metrics, cancel,
-// lock listing, published policies. ManualClock, no threads.
+// lock listing, published policies, cache invalidation. ManualClock, no
+// threads.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "jobpact/backend.h"
@@ -209,14 +213,19 @@ TEST_F(OperationsTest, CancelListLocksAndPolicies) {
   EXPECT_THAT(none, IsEmpty());
 }
 
-// A listener that keeps what ReleaseLock told it.
-class LockListener : public OperationsListener {
+// A listener that hears nothing of the DLQ, for tests of the other events.
+class NonDlqListener : public OperationsListener {
  public:
   void OnReplayed(const DlqEntry&, const ReplayRequest&, TimePoint) override {}
   void OnReplayFailed(const DlqEntry&, const ReplayRequest&, const Status&) override {}
   void OnDryRun(const ReplayRequest&, const ReplayReport&) override {}
   void OnDiscarded(const DlqEntry&, std::string_view, std::string_view,
                    std::string_view) override {}
+};
+
+// A listener that keeps what ReleaseLock told it.
+class LockListener : public NonDlqListener {
+ public:
   void OnLockReleased(const LockReleaseReport& report, std::string_view actor,
                       std::string_view reason) override {
     released.push_back(report.lock.key + " by " + std::string(actor) + ": " + std::string(reason));
@@ -310,6 +319,135 @@ TEST_F(ReleaseLockTest, RefusesWhatItCannotVerify) {
   EXPECT_THAT(ops_->ReleaseLock("cache:refill", "app-7", "gina", "x"),
               StatusIs(StatusCode::kFailedPrecondition, HasSubstr("cannot be verified gone")));
   EXPECT_TRUE(Held("cache:refill"));
+}
+
+}  // namespace
+}  // namespace jobpact
+
+namespace jobpact {
+namespace {
+
+// A cache store that records what Operations asked of it and answers what
+// the test set: the facade's checks and plumbing, without a store's own
+// behaviour (that is the cache store contract's).
+class ScriptedCacheStore final : public CacheStore {
+ public:
+  std::string_view Name() const override { return "scripted"; }
+  Result<std::optional<CacheEntry>> Get(std::string_view key) override {
+    calls.push_back("Get " + std::string(key));
+    return std::optional<CacheEntry>();
+  }
+  Status Put(std::string_view key, const CacheEntry&) override {
+    calls.push_back("Put " + std::string(key));
+    return Status::Ok();
+  }
+  Result<bool> Erase(std::string_view key) override {
+    calls.push_back("Erase " + std::string(key));
+    return erase_result;
+  }
+  Result<std::size_t> EraseByPrefix(std::string_view prefix) override {
+    calls.push_back("EraseByPrefix " + std::string(prefix));
+    return prefix_result;
+  }
+  Result<std::size_t> CountByPrefix(std::string_view prefix) override {
+    calls.push_back("CountByPrefix " + std::string(prefix));
+    return prefix_result;
+  }
+
+  Result<bool> erase_result = true;
+  Result<std::size_t> prefix_result = std::size_t{0};
+  std::vector<std::string> calls;
+};
+
+// A listener that keeps what the cache invalidations told it.
+class CacheListener : public NonDlqListener {
+ public:
+  void OnCacheInvalidated(const CacheInvalidation& done, std::string_view actor,
+                          std::string_view reason) override {
+    told.push_back((done.by_prefix ? "prefix " : "key ") + done.what + " -" +
+                   std::to_string(done.removed) + " by " + std::string(actor) + ": " +
+                   std::string(reason));
+  }
+  std::vector<std::string> told;
+};
+
+class OperationsCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    BackendBundle b = InMemoryBackend(clock_);
+    b.cache = store_;
+    OperationsOptions o;
+    o.clock = clock_;
+    o.listener = listener_;
+    auto ops = Operations::Open(b, o);
+    ASSERT_THAT(ops.status(), IsOk());
+    ops_ = std::move(*ops);
+  }
+
+  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
+  std::shared_ptr<ScriptedCacheStore> store_ = std::make_shared<ScriptedCacheStore>();
+  std::shared_ptr<CacheListener> listener_ = std::make_shared<CacheListener>();
+  std::unique_ptr<Operations> ops_;
+};
+
+TEST_F(OperationsCacheTest, ABackendWithoutACacheStoreIsNamed) {
+  BackendBundle b = InMemoryBackend(clock_);
+  b.cache = nullptr;
+  b.name = "sqlite";
+  auto ops = Operations::Open(b);
+  ASSERT_THAT(ops.status(), IsOk());
+  const auto no_cache =
+      StatusIs(StatusCode::kFailedPrecondition, HasSubstr("the sqlite backend has no cache store"));
+  EXPECT_THAT((*ops)->CountCacheEntries("user:").status(), no_cache);
+  EXPECT_THAT((*ops)->InvalidateCacheKey("user:1", "ann", "INC-1").status(), no_cache);
+  EXPECT_THAT((*ops)->InvalidateCachePrefix("user:", "ann", "INC-1").status(), no_cache);
+}
+
+TEST_F(OperationsCacheTest, InvalidateKeyNeedsWhoAndWhyAndSaysWhetherItRemovedOne) {
+  EXPECT_THAT(ops_->InvalidateCacheKey("user:1", " ", "INC-1").status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("actor and reason")));
+  EXPECT_THAT(ops_->InvalidateCacheKey("user:1", "ann", "").status(),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(store_->calls, IsEmpty()) << "refused before reaching the store";
+
+  JOBPACT_ASSERT_OK_AND_ASSIGN(CacheInvalidation done,
+                               ops_->InvalidateCacheKey("user:1", "ann", "INC-1: renamed"));
+  EXPECT_EQ(done.what, "user:1");
+  EXPECT_FALSE(done.by_prefix);
+  EXPECT_EQ(done.removed, 1u);
+  store_->erase_result = false;
+  EXPECT_THAT(ops_->InvalidateCacheKey("user:2", "ann", "INC-1").status(),
+              StatusIs(StatusCode::kNotFound, HasSubstr("user:2")));
+  store_->erase_result = Status::Unavailable("redis down");
+  EXPECT_THAT(ops_->InvalidateCacheKey("user:3", "ann", "INC-1").status(),
+              StatusIs(StatusCode::kUnavailable));
+  EXPECT_THAT(store_->calls, ElementsAre("Erase user:1", "Erase user:2", "Erase user:3"));
+  EXPECT_THAT(listener_->told, ElementsAre("key user:1 -1 by ann: INC-1: renamed"))
+      << "only what was removed is told";
+}
+
+TEST_F(OperationsCacheTest, InvalidatePrefixRefusesAFlushAndPassesTheCountThrough) {
+  EXPECT_THAT(ops_->InvalidateCachePrefix("", "ann", "INC-2").status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("prefix is empty")));
+  EXPECT_THAT(ops_->InvalidateCachePrefix("user:", "ann", "\t").status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("actor and reason")));
+  EXPECT_THAT(store_->calls, IsEmpty()) << "refused before reaching the store";
+
+  store_->prefix_result = std::size_t{42};
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::size_t count, ops_->CountCacheEntries("user:"));
+  EXPECT_EQ(count, 42u);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::size_t all, ops_->CountCacheEntries(""));
+  EXPECT_EQ(all, 42u);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(CacheInvalidation done,
+                               ops_->InvalidateCachePrefix("user:", "ann", "INC-2: schema"));
+  EXPECT_TRUE(done.by_prefix);
+  EXPECT_EQ(done.removed, 42u);
+  store_->prefix_result = Status::Unavailable("redis down");
+  EXPECT_THAT(ops_->InvalidateCachePrefix("user:", "ann", "INC-2").status(),
+              StatusIs(StatusCode::kUnavailable));
+  EXPECT_THAT(store_->calls, ElementsAre("CountByPrefix user:", "CountByPrefix ",
+                                         "EraseByPrefix user:", "EraseByPrefix user:"));
+  EXPECT_THAT(listener_->told, ElementsAre("prefix user: -42 by ann: INC-2: schema"));
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 // The runner's time is a ManualClock that starts at the real "now", so that
 // the command (which reads the real clock) and the runner agree on what is
 // live; the runner's time only moves forward from there. The two cache
-// incidents (stampede, stale cache) wait for the cache guard (issue 11).
+// incidents (stampede, stale cache) act on a store with a cache, Redis's
+// (skipped without a Redis server, like the other Redis tests); the cache
+// guard that moves their metrics is jobpact/cache.h.
 #include <sqlite3.h>
 
 #include <gmock/gmock.h>
@@ -19,6 +21,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +33,11 @@
 #include "jobpact/testing/matchers.h"
 #include "tests/support/run_program.h"
 #include "tests/support/wait_for.h"
+
+#ifdef JOBPACT_RUNBOOK_TEST_WITH_REDIS
+#include "jobpact/redis/redis_backend.h"
+#include "tests/backends/redis/redis_test_server.h"
+#endif
 
 namespace jobpact {
 namespace {
@@ -494,6 +502,123 @@ TEST_F(RunbookTest, HungWorkersAreReplacedAndThePauseKeepsTheOthersRunning) {
   ASSERT_TRUE(WaitFor([&] { return StatusOf(held) == JobStatus::kSucceeded; },
                       [&] { clock_->Advance(Millis(100)); }));
 }
+
+#ifdef JOBPACT_RUNBOOK_TEST_WITH_REDIS
+// The cache incidents on a Redis namespace of their own, whose cache store
+// the service's cache guard fills (here: Put, as the guard stores a load),
+// on the same manual clock at the real "now" as the runner above.
+class RunbookCacheTest : public RunbookTest {
+ protected:
+  void SetUp() override {
+    RunbookTest::SetUp();
+    JOBPACT_REDIS_URL_OR_SKIP(server);
+    redis::RedisOptions options = redis_testing::TestOptions();
+    redis_url_ = server + (server.find('?') == std::string::npos ? "?" : "&") +
+                 "namespace=" + options.key_namespace;
+    auto opened = redis::RedisBackend::Open(options, clock_);
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    redis_ = *opened;
+    cache_ = redis_->cache();
+    ASSERT_NE(cache_, nullptr);
+  }
+  void TearDown() override {
+    if (cache_ != nullptr) {
+      for (const char* p : {"user:", "product:", "account:"}) (void)cache_->EraseByPrefix(p);
+    }
+    RunbookTest::TearDown();
+  }
+
+  // What the guard stores after a load: fresh for a minute, servable stale
+  // for five more (and on errors for an hour), data `age` old.
+  void Cached(const std::string& key, Duration age = Seconds(0)) {
+    CacheEntry e;
+    e.value = R"({"key":")" + key + R"("})";
+    e.fresh_until = clock_->Now() + Seconds(60);
+    e.stale_until = e.fresh_until + Seconds(300);
+    e.error_until = e.fresh_until + Seconds(3600);
+    e.as_of = clock_->Now() - age;
+    e.stored_at = clock_->Now();
+    e.load_duration = Millis(40);
+    ASSERT_THAT(cache_->Put(key, e), IsOk());
+  }
+  std::optional<CacheEntry> Lookup(const std::string& key) {
+    auto r = cache_->Get(key);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : std::nullopt;
+  }
+  std::size_t Live(const std::string& prefix) {
+    auto r = cache_->CountByPrefix(prefix);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : 0;
+  }
+  // The jobpact command on the Redis namespace, as the runbook writes it.
+  Ran CacheCli(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--backend", redis_url_});
+    return testing::RunProgram(JOBPACT_CLI_BUILT, args, {{"USER", "oncall"}});
+  }
+
+  std::string redis_url_;
+  std::shared_ptr<redis::RedisBackend> redis_;
+  std::shared_ptr<CacheStore> cache_;
+};
+
+// Cache stampede: the safe read shows what the cache still holds; a prefix
+// invalidation (after the origin recovered, to drop entries loaded wrong)
+// is guard-railed: without --yes it shows the count and removes nothing;
+// with it, it removes exactly the keys starting with the prefix -- not
+// "users:" or "account:user:", which merely contain it.
+TEST_F(RunbookCacheTest, CacheStampedePrefixInvalidationIsGuardRailed) {
+  for (int i = 0; i < 150; ++i) Cached("user:" + std::to_string(i));
+  for (const char* k : {"users:1", "account:user:1", "product:1"}) Cached(k);
+
+  Ran count = CacheCli({"--json", "cache", "count", "--prefix", "user:"});
+  ASSERT_EQ(count.rc, 0) << count;
+  EXPECT_EQ(count.json()["entries"], 150);
+
+  Ran refused = CacheCli({"cache", "invalidate", "--prefix", "user:", "--reason",
+                          "INC-11: bad rows loaded during the outage"});
+  EXPECT_EQ(refused.rc, 3) << refused;
+  EXPECT_THAT(refused.err, HasSubstr("would remove 150 cache entries"));
+  EXPECT_EQ(Live(""), 153u) << "a refusal removes nothing";
+
+  Ran done = CacheCli({"cache", "invalidate", "--prefix", "user:", "--yes", "--reason",
+                       "INC-11: bad rows loaded during the outage"});
+  ASSERT_EQ(done.rc, 0) << done;
+  EXPECT_THAT(done.out, HasSubstr("removed 150 cache entries"));
+  EXPECT_EQ(Live("user:"), 0u);
+  EXPECT_FALSE(Lookup("user:7").has_value()) << "the next read is a miss, loaded again";
+  for (const char* k : {"users:1", "account:user:1", "product:1"}) {
+    EXPECT_TRUE(Lookup(k).has_value()) << k;
+  }
+  // A whole flush is escalate-only: the tool refuses an empty prefix.
+  Ran flush = CacheCli({"cache", "invalidate", "--prefix", "", "--yes", "--reason", "INC-11"});
+  EXPECT_EQ(flush.rc, 2) << flush;
+  EXPECT_EQ(Live(""), 3u);
+}
+
+// Stale data in a cache: one entry holds data an hour old (its as_of);
+// removing that one key makes its next read a miss, loaded from the origin,
+// and leaves every other entry served from the cache.
+TEST_F(RunbookCacheTest, StaleCacheEntryInvalidatedByKey) {
+  Cached("user:42", Seconds(3600));
+  Cached("user:43");
+  auto old = Lookup("user:42");
+  ASSERT_TRUE(old.has_value());
+  // The data age a service shows (a store keeps times to the microsecond).
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::microseconds>(clock_->Now() - old->as_of),
+            std::chrono::seconds(3600));
+
+  Ran r = CacheCli({"cache", "invalidate", "--key", "user:42", "--reason",
+                    "INC-12: user 42 sees the old address"});
+  ASSERT_EQ(r.rc, 0) << r;
+  EXPECT_FALSE(Lookup("user:42").has_value());
+  EXPECT_TRUE(Lookup("user:43").has_value());
+  // Again: nothing left to remove, said so (exit 1), nothing else touched.
+  Ran again = CacheCli({"cache", "invalidate", "--key", "user:42", "--reason", "INC-12"});
+  EXPECT_EQ(again.rc, 1) << again;
+  EXPECT_EQ(Live("user:"), 1u);
+}
+#endif  // JOBPACT_RUNBOOK_TEST_WITH_REDIS
 
 // Every command the runbook gives is one the tool accepts: each `jobpact`
 // line of its ```sh blocks, run on an empty store, is never a usage error

@@ -2,10 +2,10 @@
 //
 // The shared backend for many processes on many hosts (SPEC 9): the queue
 // (and its operator side), the lock store, the idempotency store and the
-// rate limiters kept in ONE Redis server (or one Redis Cluster slot), under
-// one key namespace.
-// Every state change is one Lua script run by the server, so it is atomic
-// with respect to every other client of that namespace.
+// rate limiters and the cache guard's store (jobpact/cache_store.h) kept
+// in ONE Redis server (or one Redis Cluster slot), under one key
+// namespace. Every state change is one Lua script run by the server, so
+// it is atomic with respect to every other client of that namespace.
 //
 // Key layout (docs/backends.md has the full table): every key of a
 // namespace starts with "jobpact:{<namespace>}:", so all of them carry ONE
@@ -60,6 +60,7 @@
 #include <string_view>
 
 #include "jobpact/backend.h"
+#include "jobpact/cache_store.h"
 #include "jobpact/clock.h"
 #include "jobpact/export.h"
 #include "jobpact/idempotency_store.h"
@@ -167,9 +168,18 @@ class JOBPACT_EXPORT RedisBackend {
   std::shared_ptr<IdempotencyStore> idempotency() const;
   // The rate limiters every process on this namespace shares.
   std::shared_ptr<RateLimitStore> rate_limits() const;
+  // The RedisCacheStore: the cache guard's entries shared by every process
+  // on this namespace, one hash per entry under
+  // "jobpact:{<namespace>}:cache:<key>" (a cache key may hold any byte but
+  // NUL and still never leaves the namespace), with a sorted-set index of
+  // the keys so that EraseByPrefix and CountByPrefix walk exact prefix
+  // ranges (ZRANGEBYLEX) instead of SCANning the database. Expiry follows
+  // the clock given to Open(); Redis TTLs only collect garbage. Passes
+  // jobpact/testing/cache_store_contract.h. docs/backends.md has the keys.
+  std::shared_ptr<CacheStore> cache() const;
 
-  // All of them, as JobRunnerOptions::backend takes them, with name
-  // "redis" and url() as the url.
+  // All of them, as JobRunnerOptions::backend takes them (the cache store
+  // in BackendBundle::cache), with name "redis" and url() as the url.
   BackendBundle bundle() const;
 
   // Where this backend is, for logs: redis://[user@]host:port/db?namespace=NS

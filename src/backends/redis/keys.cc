@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "src/internal/checks.h"
 #include "src/internal/names.h"
 
 namespace jobpact {
@@ -139,6 +140,11 @@ Result<std::string> RedisKeys::Dedup(std::string_view dedup_key) const {
 }
 Result<std::string> RedisKeys::RateLimit(std::string_view rate_key) const {
   return Named("rate", "rate limit key", rate_key);
+}
+
+Result<std::string> RedisKeys::Cache(std::string_view op, std::string_view cache_key) const {
+  JOBPACT_RETURN_IF_ERROR(internal::CheckCacheKey(op, cache_key));
+  return CacheKeyPrefix().append(cache_key);
 }
 
 }  // namespace redis_internal

@@ -19,8 +19,9 @@
 //     types and rate limit keys with the safe-name set of
 //     src/internal/names.h; lock, idempotency and dedup keys with its key
 //     set (printable ASCII without space: braces and colons are allowed
-//     there and harmless, see above);
-//     at most kMaxNameLength bytes of either. Names travel to scripts as
+//     there and harmless, see above); at most kMaxNameLength bytes of
+//     either; cache keys may hold any byte but NUL (spaces, braces, '*'),
+//     harmless for the same reasons. Names travel to scripts as
 //     KEYS/ARGV, never inside script text.
 #ifndef JOBPACT_SRC_BACKENDS_REDIS_KEYS_H_
 #define JOBPACT_SRC_BACKENDS_REDIS_KEYS_H_
@@ -84,6 +85,14 @@ class RedisKeys {
   std::string Control() const { return Fixed("control"); }
   std::string ControlAudit() const { return Fixed("control-audit"); }
   std::string Policies() const { return Fixed("policies"); }
+  // The cache store's indexes: every cache key (the names) with score 0,
+  // for exact prefix ranges (ZRANGEBYLEX compares bytes), and every cache
+  // key scored by its expiry in us of the store's clock, for garbage
+  // collection.
+  std::string CacheIndex() const { return Fixed("cache-index"); }
+  std::string CacheExpiryIndex() const { return Fixed("cache-expiry"); }
+  // The start of every cache entry's key ("jobpact:{<namespace>}:cache:").
+  std::string CacheKeyPrefix() const { return Fixed("cache") + ":"; }
 
   // --- Keys of one named thing (the name checked first) ---
   Result<std::string> Job(std::string_view job_id) const;
@@ -93,6 +102,11 @@ class RedisKeys {
   Result<std::string> Dedup(std::string_view dedup_key) const;
   // A rate limiter ("type:<name>" or "dependency:<name>": a safe name).
   Result<std::string> RateLimit(std::string_view rate_key) const;
+  // A cache entry. Cache keys are any bytes but NUL (jobpact/cache_store.h),
+  // checked with internal::CheckCacheKey (src/internal/checks.h), not
+  // CheckKey: whatever follows "cache:" cannot change the hash tag or the
+  // kind (see above). `op` names the operation in the error.
+  Result<std::string> Cache(std::string_view op, std::string_view cache_key) const;
 
   // For keys not listed above. REQUIRES: `kind` is a non-empty word of
   // [a-z_-], distinct from every other kind used in the namespace.

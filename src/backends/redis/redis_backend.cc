@@ -32,6 +32,7 @@ class RedisBackend::Impl {
   std::shared_ptr<LockStore> locks;
   std::shared_ptr<IdempotencyStore> idempotency;
   std::shared_ptr<RateLimitStore> rate_limits;
+  std::shared_ptr<CacheStore> cache;
 };
 
 Result<std::shared_ptr<RedisBackend>> RedisBackend::Open(const RedisOptions& options,
@@ -46,6 +47,7 @@ Result<std::shared_ptr<RedisBackend>> RedisBackend::Open(const RedisOptions& opt
     impl->locks = redis_internal::MakeRedisLockStore(client, keys, clock);
     impl->idempotency = redis_internal::MakeRedisIdempotencyStore(client, keys, clock);
     impl->rate_limits = redis_internal::MakeRedisRateLimitStore(client, keys, clock);
+    impl->cache = redis_internal::MakeRedisCacheStore(client, keys, clock);
     return std::shared_ptr<RedisBackend>(new RedisBackend(std::move(impl)));
   });
 }
@@ -58,6 +60,7 @@ std::shared_ptr<QueueAdmin> RedisBackend::admin() const { return impl_->queue; }
 std::shared_ptr<LockStore> RedisBackend::locks() const { return impl_->locks; }
 std::shared_ptr<IdempotencyStore> RedisBackend::idempotency() const { return impl_->idempotency; }
 std::shared_ptr<RateLimitStore> RedisBackend::rate_limits() const { return impl_->rate_limits; }
+std::shared_ptr<CacheStore> RedisBackend::cache() const { return impl_->cache; }
 const RedisOptions& RedisBackend::options() const { return impl_->client->options(); }
 
 BackendBundle RedisBackend::bundle() const {
@@ -67,6 +70,7 @@ BackendBundle RedisBackend::bundle() const {
   b.locks = impl_->locks;
   b.idempotency = impl_->idempotency;
   b.rate_limits = impl_->rate_limits;
+  b.cache = impl_->cache;
   b.name = "redis";
   b.url = url();
   return b;

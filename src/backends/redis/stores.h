@@ -1,4 +1,4 @@
-// Private: the lock, idempotency and rate limit stores of the Redis backend, built by
+// Private: the lock, idempotency, rate limit and cache stores of the Redis backend, built by
 // RedisBackend::Open on the backend's client and namespace, and what they
 // share: how times of the store's Clock travel to the scripts.
 //
@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include "jobpact/cache_store.h"
 #include "jobpact/clock.h"
 #include "jobpact/idempotency_store.h"
 #include "jobpact/lock_store.h"
@@ -37,6 +38,10 @@ std::shared_ptr<IdempotencyStore> MakeRedisIdempotencyStore(std::shared_ptr<Redi
 std::shared_ptr<RateLimitStore> MakeRedisRateLimitStore(std::shared_ptr<RedisClient> client,
                                                         const RedisKeys& keys,
                                                         std::shared_ptr<Clock> clock);
+
+std::shared_ptr<CacheStore> MakeRedisCacheStore(std::shared_ptr<RedisClient> client,
+                                                const RedisKeys& keys,
+                                                std::shared_ptr<Clock> clock);
 
 // How long past its clock expiry a key is kept before Redis may drop it.
 inline constexpr Duration kGcSlack = std::chrono::hours(1);

@@ -1,8 +1,9 @@
 // RedisBackend and its stores, beyond the conformance suites: namespaces
 // isolate, two handles (processes) on one namespace share locks, the
 // fencing counter and rate limiters, rate limiters count in microseconds,
-// keys carry a garbage-collection TTL, bad names are refused, and a server
-// that goes away gives kUnavailable.
+// keys carry a garbage-collection TTL, bad names are refused, cache keys
+// never leave their namespace and expired cache entries are collected, and
+// a server that goes away gives kUnavailable.
 #include "jobpact/redis/redis_backend.h"
 
 #include <gmock/gmock.h>
@@ -10,7 +11,9 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "jobpact/testing/manual_clock.h"
@@ -311,6 +314,93 @@ TEST_F(RedisBackendTest, PurgeExpiredDeletesTheRecordsFromRedis) {
   EXPECT_EQ(indexed->integer, 1);
 }
 
+CacheEntry CacheEntryFor(const ManualClock& clock, std::string value, Duration life) {
+  CacheEntry e;
+  e.value = std::move(value);
+  e.fresh_until = e.stale_until = e.error_until = clock.Now() + life;
+  e.as_of = e.stored_at = clock.Now();
+  return e;
+}
+
+TEST_F(RedisBackendTest, CacheEntriesStayInTheirNamespaceWhateverTheKey) {
+  std::shared_ptr<CacheStore> cache = backend_->cache();
+  ASSERT_NE(cache, nullptr);
+  EXPECT_EQ(backend_->bundle().cache, cache);
+  RedisOptions other = options_;
+  other.key_namespace = redis_testing::FreshNamespace();
+  extra_namespaces_.push_back(other.key_namespace);
+  std::shared_ptr<RedisBackend> b = MustOpen(other);
+  ASSERT_NE(b, nullptr);
+  ASSERT_THAT(b->cache()->Put("user:1", CacheEntryFor(*clock_, "theirs", Seconds(60))), IsOk());
+  ASSERT_THAT(b->locks()->Acquire("order:1", "w2", Seconds(30)), IsOk());
+  // Keys that look like other keys of the layout, or of the other namespace.
+  const std::vector<std::string> tricky = {"}:lock:order:1",
+                                           "{" + other.key_namespace + "}:cache:user:1",
+                                           "jobpact:{" + other.key_namespace + "}:cache:user:1",
+                                           "user:1"};
+  for (const std::string& key : tricky) {
+    ASSERT_THAT(cache->Put(key, CacheEntryFor(*clock_, "mine", Seconds(60))), IsOk()) << key;
+  }
+  Result<std::size_t> removed = cache->EraseByPrefix("user:");
+  ASSERT_THAT(removed, IsOk());
+  EXPECT_EQ(*removed, 1u);
+  Result<std::optional<CacheEntry>> theirs = b->cache()->Get("user:1");
+  ASSERT_THAT(theirs, IsOk());
+  ASSERT_TRUE(theirs->has_value());
+  EXPECT_EQ((*theirs)->value, "theirs");
+  Result<std::optional<LockLease>> lock = b->locks()->Inspect("order:1");
+  ASSERT_THAT(lock, IsOk());
+  EXPECT_TRUE(lock->has_value());
+  // Every key this store wrote is under "<prefix>cache" (entries and indexes).
+  Result<Reply> keys = raw_->Command({"KEYS", Prefix() + "*"});
+  ASSERT_THAT(keys, IsOk());
+  EXPECT_EQ(keys->elements.size(), 3u + 2u);  // 3 entries, 2 indexes.
+  for (const Reply& k : keys->elements) {
+    EXPECT_EQ(k.str.rfind(Prefix() + "cache", 0), 0u) << k.str;
+  }
+}
+
+TEST_F(RedisBackendTest, CacheEntriesGetAGcTtlAndPutsCollectExpiredOnes) {
+  std::shared_ptr<CacheStore> cache = backend_->cache();
+  ASSERT_THAT(cache->Put("short:1", CacheEntryFor(*clock_, "v", Seconds(5))), IsOk());
+  ASSERT_THAT(cache->Put("short:2", CacheEntryFor(*clock_, "v", Seconds(5))), IsOk());
+  Result<Reply> ttl = raw_->Command({"PTTL", Prefix() + "cache:short:1"});
+  ASSERT_THAT(ttl, IsOk());
+  // Far longer than the entry's 5 s: Redis only collects garbage.
+  EXPECT_GT(ttl->integer, 3600 * 1000);
+  clock_->Advance(Seconds(5));
+  // Expired on the clock, but another process's clock may run behind: a
+  // Put (nor a count) does not delete them yet, only past the GC slack.
+  ASSERT_THAT(cache->Put("long:0", CacheEntryFor(*clock_, "v", Seconds(7200))), IsOk());
+  ASSERT_THAT(cache->CountByPrefix(""), IsOk());
+  Result<Reply> kept =
+      raw_->Command({"EXISTS", Prefix() + "cache:short:1", Prefix() + "cache:short:2"});
+  ASSERT_THAT(kept, IsOk());
+  EXPECT_EQ(kept->integer, 2);
+  ASSERT_THAT(cache->Erase("long:0"), IsOk());
+  // Nobody reads the expired entries again; past the slack the next Put
+  // removes them, hashes and index members, so the indexes do not grow
+  // without bound.
+  clock_->Advance(std::chrono::hours(1));
+  ASSERT_THAT(cache->Put("long:1", CacheEntryFor(*clock_, "v", Seconds(60))), IsOk());
+  Result<Reply> exists =
+      raw_->Command({"EXISTS", Prefix() + "cache:short:1", Prefix() + "cache:short:2"});
+  ASSERT_THAT(exists, IsOk());
+  EXPECT_EQ(exists->integer, 0);
+  for (const char* index : {"cache-index", "cache-expiry"}) {
+    Result<Reply> members = raw_->Command({"ZRANGE", Prefix() + index, "0", "-1"});
+    ASSERT_THAT(members, IsOk());
+    ASSERT_EQ(members->elements.size(), 1u) << index;
+    EXPECT_EQ(members->elements[0].str, "long:1") << index;
+  }
+}
+
+TEST_F(RedisBackendTest, CacheEntryChangedBehindTheStoresBackIsAnInternalError) {
+  ASSERT_THAT(raw_->Command({"HSET", Prefix() + "cache:k", "v", "x", "x", "soon"}), IsOk());
+  EXPECT_THAT(backend_->cache()->Get("k"),
+              StatusIs(StatusCode::kInternal, HasSubstr("CacheStore::Get")));
+}
+
 TEST(RedisBackendDownTest, StoresReturnUnavailableWhileTheServerIsDown) {
   redis_testing::PrivateRedisServer server;
   std::string why = server.Start();
@@ -333,6 +423,9 @@ TEST(RedisBackendDownTest, StoresReturnUnavailableWhileTheServerIsDown) {
               StatusIs(StatusCode::kUnavailable, HasSubstr(name)));
   EXPECT_THAT(locks->List(10), StatusIs(StatusCode::kUnavailable, HasSubstr(name)));
   EXPECT_THAT((*b)->idempotency()->Claim("k", "w1", Seconds(30)),
+              StatusIs(StatusCode::kUnavailable, HasSubstr(name)));
+  EXPECT_THAT((*b)->cache()->Get("k"), StatusIs(StatusCode::kUnavailable, HasSubstr(name)));
+  EXPECT_THAT((*b)->cache()->CountByPrefix("k"),
               StatusIs(StatusCode::kUnavailable, HasSubstr(name)));
   EXPECT_THAT(RedisBackend::Open(o, clock), StatusIs(StatusCode::kUnavailable, HasSubstr(name)));
 }

@@ -4,13 +4,16 @@
 // share one server without seeing each other's keys, and deletes that
 // namespace's keys when the test lets go of the stores.
 // Every suite runs: queue, admin side, DLQ, locks, idempotency, rate limits,
-// concurrency.
+// concurrency; and the cache store suites
+// (jobpact/testing/cache_store_contract.h) on RedisBackend::cache(),
+// likewise a fresh namespace per test.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "jobpact/redis/redis_backend.h"
 #include "jobpact/testing/backend_contract.h"
+#include "jobpact/testing/cache_store_contract.h"
 #include "src/backends/redis/client.h"
 #include "tests/backends/redis/redis_test_server.h"
 
@@ -35,30 +38,40 @@ void DeleteNamespace(const jobpact::redis::RedisOptions& options) {
   } while (cursor != "0");
 }
 
-jobpact::testing::BackendSet MakeRedisSet(std::shared_ptr<jobpact::testing::ManualClock> clock) {
+// A RedisBackend on a fresh namespace that deletes the namespace's keys
+// when the last store made from it is let go; null if there is no server
+// (the tests skip) or it cannot be opened (a test failure too).
+struct Holder {
+  jobpact::redis::RedisOptions options;
+  std::shared_ptr<jobpact::redis::RedisBackend> backend;
+  ~Holder() {
+    backend.reset();
+    DeleteNamespace(options);
+  }
+};
+
+std::shared_ptr<Holder> OpenFresh(std::shared_ptr<jobpact::testing::ManualClock> clock) {
   if (jobpact::redis_testing::RedisTestUrl().empty()) {
     if (jobpact::redis_testing::RedisRequired()) {
       ADD_FAILURE() << "JOBPACT_REQUIRE_REDIS=1 but no Redis server: "
                     << jobpact::redis_testing::RedisUnavailableReason();
     }
-    return {};  // Every test skips: "backend unavailable".
+    return nullptr;  // Every test skips: "backend unavailable".
   }
-  struct Holder {
-    jobpact::redis::RedisOptions options;
-    std::shared_ptr<jobpact::redis::RedisBackend> backend;
-    ~Holder() {
-      backend.reset();
-      DeleteNamespace(options);
-    }
-  };
   auto holder = std::make_shared<Holder>();
   holder->options = jobpact::redis_testing::TestOptions();
   auto backend = jobpact::redis::RedisBackend::Open(holder->options, clock);
   if (!backend.ok()) {
     ADD_FAILURE() << "RedisBackend::Open: " << backend.status();
-    return {};
+    return nullptr;
   }
   holder->backend = *backend;
+  return holder;
+}
+
+jobpact::testing::BackendSet MakeRedisSet(std::shared_ptr<jobpact::testing::ManualClock> clock) {
+  std::shared_ptr<Holder> holder = OpenFresh(std::move(clock));
+  if (holder == nullptr) return {};
   jobpact::testing::BackendSet set;
   if (auto q = holder->backend->queue()) {
     set.queue = std::shared_ptr<jobpact::QueueBackend>(holder, q.get());
@@ -75,7 +88,21 @@ jobpact::testing::BackendSet MakeRedisSet(std::shared_ptr<jobpact::testing::Manu
   return set;
 }
 
+std::shared_ptr<jobpact::CacheStore> MakeRedisCache(
+    std::shared_ptr<jobpact::testing::ManualClock> clock) {
+  std::shared_ptr<Holder> holder = OpenFresh(std::move(clock));
+  if (holder == nullptr) return nullptr;
+  auto cache = holder->backend->cache();
+  if (cache == nullptr) {
+    ADD_FAILURE() << "RedisBackend::cache() is null";
+    return nullptr;
+  }
+  return std::shared_ptr<jobpact::CacheStore>(holder, cache.get());
+}
+
 }  // namespace
 
 JOBPACT_INSTANTIATE_BACKEND_CONTRACT(Redis,
                                      jobpact::testing::BackendFactory{"redis", MakeRedisSet});
+JOBPACT_INSTANTIATE_CACHE_STORE_CONTRACT(Redis, jobpact::testing::CacheStoreFactory{
+                                                    "redis", MakeRedisCache});
