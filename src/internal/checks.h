@@ -1,5 +1,6 @@
-// Private: the argument checks every LockStore and IdempotencyStore makes,
-// with one wording whatever the backend ("Acquire: key is empty").
+// Private: the argument checks every LockStore, IdempotencyStore and
+// CacheStore makes, with one wording whatever the backend ("Acquire: key is
+// empty").
 #ifndef JOBPACT_SRC_INTERNAL_CHECKS_H_
 #define JOBPACT_SRC_INTERNAL_CHECKS_H_
 
@@ -8,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "jobpact/cache_store.h"
 #include "jobpact/clock.h"
 #include "jobpact/status.h"
 
@@ -34,6 +36,34 @@ inline Status CheckKeyOwnerTtl(std::string_view what, std::string_view key,
   if (owner.empty()) return Status::InvalidArgument(std::string(what) + ": owner is empty");
   if (ttl && *ttl <= Duration::zero()) {
     return Status::InvalidArgument(std::string(what) + ": ttl must be > 0");
+  }
+  return Status::Ok();
+}
+
+// kInvalidArgument, naming `what`, for a cache key that is empty, longer
+// than kMaxStoreKeyBytes or holds a NUL byte (jobpact/cache_store.h): the
+// same keys for every CacheStore and the cache guard.
+inline Status CheckCacheKey(std::string_view what, std::string_view key) {
+  if (key.empty()) return Status::InvalidArgument(std::string(what) + ": key is empty");
+  if (key.size() > kMaxStoreKeyBytes) {
+    return Status::InvalidArgument(std::string(what) + ": key is " + std::to_string(key.size()) +
+                                   " bytes; a cache key has at most " +
+                                   std::to_string(kMaxStoreKeyBytes));
+  }
+  if (key.find('\0') != std::string_view::npos) {
+    return Status::InvalidArgument(std::string(what) + ": key holds a NUL byte");
+  }
+  return Status::Ok();
+}
+
+// kInvalidArgument, naming `what`, for an entry whose windows are out of
+// order (stale_until or error_until before fresh_until).
+inline Status CheckCacheEntry(std::string_view what, const CacheEntry& entry) {
+  if (entry.stale_until < entry.fresh_until) {
+    return Status::InvalidArgument(std::string(what) + ": stale_until is before fresh_until");
+  }
+  if (entry.error_until < entry.fresh_until) {
+    return Status::InvalidArgument(std::string(what) + ": error_until is before fresh_until");
   }
   return Status::Ok();
 }

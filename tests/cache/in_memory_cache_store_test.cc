@@ -1,0 +1,195 @@
+// The in-memory CacheStore (MakeInMemoryCacheStore): windows and expiry on
+// a manual clock, key and entry checks, the entry and byte bounds with LRU
+// eviction, prefix invalidation, and concurrent use.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "jobpact/backend.h"
+#include "jobpact/cache_store.h"
+#include "jobpact/testing/manual_clock.h"
+#include "jobpact/testing/matchers.h"
+
+namespace jobpact {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::IsOk;
+using testing::StatusIs;
+
+class InMemoryCacheStoreTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<CacheStore> Make(InMemoryCacheStoreOptions options = {}) {
+    Result<std::shared_ptr<CacheStore>> store = MakeInMemoryCacheStore(clock_, options);
+    EXPECT_THAT(store.status(), IsOk());
+    return store.ok() ? *store : nullptr;
+  }
+
+  // An entry fresh for `fresh`, then stale for `stale` more.
+  CacheEntry Entry(std::string value, Duration fresh = Seconds(10), Duration stale = Seconds(0)) {
+    CacheEntry e;
+    e.value = std::move(value);
+    e.fresh_until = clock_->Now() + fresh;
+    e.stale_until = e.fresh_until + stale;
+    e.error_until = e.fresh_until;
+    e.as_of = clock_->Now();
+    e.stored_at = clock_->Now();
+    return e;
+  }
+
+  std::optional<std::string> ValueOf(CacheStore& store, std::string_view key) {
+    Result<std::optional<CacheEntry>> got = store.Get(key);
+    EXPECT_THAT(got.status(), IsOk());
+    if (!got.ok() || !*got) return std::nullopt;
+    return (*got)->value;
+  }
+
+  std::shared_ptr<testing::ManualClock> clock_ = std::make_shared<testing::ManualClock>();
+};
+
+TEST_F(InMemoryCacheStoreTest, KeepsAnEntryUntilItsLastWindowEndsAndNeverReturnsItAfter) {
+  auto store = Make();
+  CacheEntry e = Entry("v", Seconds(10), Seconds(20));
+  e.error_until = e.fresh_until + Seconds(50);
+  ASSERT_THAT(store->Put("user:1", e), IsOk());
+  EXPECT_EQ(e.expires_at(), e.error_until);
+  clock_->Advance(Seconds(59));
+  EXPECT_EQ(ValueOf(*store, "user:1"), "v");
+  clock_->Advance(Seconds(1));
+  EXPECT_EQ(ValueOf(*store, "user:1"), std::nullopt);
+  EXPECT_EQ(*store->CountByPrefix(""), 0u);
+}
+
+TEST_F(InMemoryCacheStoreTest, AnEntryAlreadyOverIsNotStoredAndReplacesNothing) {
+  auto store = Make();
+  ASSERT_THAT(store->Put("user:1", Entry("old", Seconds(30))), IsOk());
+  CacheEntry over = Entry("new", Seconds(0));
+  EXPECT_THAT(store->Put("user:1", over), IsOk());
+  EXPECT_EQ(ValueOf(*store, "user:1"), "old");
+}
+
+TEST_F(InMemoryCacheStoreTest, RefusesBadKeysAndWindowsOutOfOrderByName) {
+  auto store = Make();
+  EXPECT_THAT(store->Put("", Entry("v")),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("key is empty")));
+  EXPECT_THAT(store->Get(std::string(1025, 'k')).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("1025 bytes")));
+  EXPECT_THAT(store->Erase(std::string("a\0b", 3)).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("NUL")));
+  CacheEntry e = Entry("v");
+  e.stale_until = e.fresh_until - Seconds(1);
+  EXPECT_THAT(store->Put("k", e),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("stale_until is before")));
+  e = Entry("v");
+  e.error_until = e.fresh_until - Seconds(1);
+  EXPECT_THAT(store->Put("k", e),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("error_until is before")));
+  EXPECT_THAT(store->Get(std::string(1024, 'k')).status(), IsOk());
+  EXPECT_THAT(MakeInMemoryCacheStore(clock_, {0, 1}).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("max_entries")));
+  EXPECT_THAT(MakeInMemoryCacheStore(clock_, {1, 0}).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("max_bytes")));
+}
+
+TEST_F(InMemoryCacheStoreTest, PastMaxEntriesTheLeastRecentlyUsedIsEvicted) {
+  auto store = Make({/*max_entries=*/3, /*max_bytes=*/1 << 20});
+  ASSERT_THAT(store->Put("a", Entry("1")), IsOk());
+  ASSERT_THAT(store->Put("b", Entry("2")), IsOk());
+  ASSERT_THAT(store->Put("c", Entry("3")), IsOk());
+  EXPECT_EQ(ValueOf(*store, "a"), "1");  // Now "b" is the least recently used.
+  ASSERT_THAT(store->Put("d", Entry("4")), IsOk());
+  EXPECT_EQ(*store->CountByPrefix(""), 3u);
+  EXPECT_EQ(ValueOf(*store, "b"), std::nullopt);
+  EXPECT_EQ(ValueOf(*store, "a"), "1");
+  EXPECT_EQ(ValueOf(*store, "c"), "3");
+  EXPECT_EQ(ValueOf(*store, "d"), "4");
+  // Replacing a key does not count twice.
+  ASSERT_THAT(store->Put("d", Entry("5")), IsOk());
+  EXPECT_EQ(*store->CountByPrefix(""), 3u);
+  EXPECT_EQ(ValueOf(*store, "a"), "1");
+}
+
+TEST_F(InMemoryCacheStoreTest, PastMaxBytesTheLeastRecentlyUsedIsEvictedAndAnOversizedEntryRefused) {
+  // Each entry costs its key and value plus a fixed overhead (under 1 KiB).
+  auto store = Make({/*max_entries=*/100, /*max_bytes=*/5000});
+  const std::string kilo(1000, 'x');
+  ASSERT_THAT(store->Put("a", Entry(kilo)), IsOk());
+  ASSERT_THAT(store->Put("b", Entry(kilo)), IsOk());
+  ASSERT_THAT(store->Put("c", Entry(kilo)), IsOk());
+  EXPECT_TRUE(ValueOf(*store, "a").has_value());  // "b" is now the oldest.
+  ASSERT_THAT(store->Put("d", Entry(kilo + kilo)), IsOk());
+  EXPECT_EQ(ValueOf(*store, "b"), std::nullopt);
+  EXPECT_TRUE(ValueOf(*store, "a").has_value());
+  EXPECT_TRUE(ValueOf(*store, "d").has_value());
+  EXPECT_THAT(store->Put("huge", Entry(std::string(5000, 'y'))),
+              StatusIs(StatusCode::kResourceExhausted, HasSubstr("at most 5000")));
+  EXPECT_TRUE(ValueOf(*store, "a").has_value());  // Nothing evicted for it.
+}
+
+TEST_F(InMemoryCacheStoreTest, ExpiredEntriesCountNowhere) {
+  auto store = Make();
+  ASSERT_THAT(store->Put("user:1", Entry("1", Seconds(1))), IsOk());
+  ASSERT_THAT(store->Put("user:2", Entry("2", Seconds(100))), IsOk());
+  clock_->Advance(Seconds(2));
+  EXPECT_EQ(*store->CountByPrefix("user:"), 1u);
+  EXPECT_EQ(*store->Erase("user:1"), false);
+  ASSERT_THAT(store->Put("user:3", Entry("3", Seconds(1))), IsOk());
+  clock_->Advance(Seconds(2));
+  EXPECT_EQ(*store->EraseByPrefix("user:"), 1u);
+}
+
+TEST_F(InMemoryCacheStoreTest, ErasesByKeyAndByPrefixAndCountsLiveEntries) {
+  auto store = Make();
+  for (const char* k : {"user:1", "user:2", "user:3", "order:1"}) {
+    ASSERT_THAT(store->Put(k, Entry(k)), IsOk());
+  }
+  EXPECT_EQ(*store->CountByPrefix("user:"), 3u);
+  EXPECT_EQ(*store->Erase("user:1"), true);
+  EXPECT_EQ(*store->Erase("user:1"), false);
+  EXPECT_EQ(*store->EraseByPrefix("user:"), 2u);
+  EXPECT_EQ(*store->CountByPrefix("user:"), 0u);
+  EXPECT_EQ(ValueOf(*store, "order:1"), "order:1");
+  EXPECT_THAT(store->EraseByPrefix("").status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("prefix is empty")));
+  EXPECT_EQ(*store->CountByPrefix(""), 1u);
+}
+
+TEST_F(InMemoryCacheStoreTest, TheInMemoryBundleCarriesACacheStore) {
+  BackendBundle b = InMemoryBackend(clock_);
+  ASSERT_NE(b.cache, nullptr);
+  EXPECT_EQ(b.cache->Name(), "in_memory");
+  ASSERT_THAT(b.cache->Put("k", Entry("v")), IsOk());
+  EXPECT_EQ(ValueOf(*b.cache, "k"), "v");
+}
+
+TEST_F(InMemoryCacheStoreTest, ConcurrentPutsGetsAndErasesKeepTheBound) {
+  auto store = Make({/*max_entries=*/50, /*max_bytes=*/1 << 20});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        const std::string key = "k:" + std::to_string((i * 7 + t) % 120);
+        if (i % 3 == 0) {
+          store->Put(key, Entry(key)).IgnoreError();
+        } else if (i % 17 == 0) {
+          store->Erase(key).status().IgnoreError();
+        } else {
+          Result<std::optional<CacheEntry>> got = store->Get(key);
+          if (got.ok() && *got) {
+            EXPECT_EQ((*got)->value, key);
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_LE(*store->CountByPrefix(""), 50u);
+}
+
+}  // namespace
+}  // namespace jobpact
