@@ -68,17 +68,13 @@ TEST(PrometheusMetricsSinkTest, CacheMetricsCarryTheirKeyPrefixAsTheCacheLabel) 
   sink.Increment(m::kCacheHits, other, 2);
   sink.Observe(m::kCacheLoaderDuration, user, 0.02);
   const std::string text = sink.Scrape();
-  EXPECT_THAT(text, HasSubstr("# TYPE jobpact_cache_hits_total counter
-"
-                              "jobpact_cache_hits_total{cache=\"order\"} 2
-"
-                              "jobpact_cache_hits_total{cache=\"user\"} 3
-"));
-  EXPECT_THAT(text,
-              HasSubstr("jobpact_cache_stale_served_total{reason=\"revalidate\",cache=\"user\"} 1
-"));
-  EXPECT_THAT(text, HasSubstr("jobpact_cache_loader_duration_seconds_bucket{cache=\"user\",le=\"0.025\"} 1
-"));
+  EXPECT_THAT(text, HasSubstr("# TYPE jobpact_cache_hits_total counter\n"
+                              "jobpact_cache_hits_total{cache=\"order\"} 2\n"
+                              "jobpact_cache_hits_total{cache=\"user\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("jobpact_cache_stale_served_total{reason=\"revalidate\","
+                              "cache=\"user\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("jobpact_cache_loader_duration_seconds_bucket{cache=\"user\","
+                              "le=\"0.025\"} 1\n"));
   EXPECT_THAT(text, Not(HasSubstr("A jobpact metric.")));
 }
 
