@@ -137,12 +137,19 @@ class CacheGuard::Impl : public std::enable_shared_from_this<CacheGuard::Impl> {
     if (!loader) return Status::InvalidArgument("CacheGuard::Get: loader is null");
     JOBPACT_RETURN_IF_ERROR(CheckOptions(opts));
     return internal::Guarded("CacheGuard::Get", [&]() -> Result<CacheValue> {
-      auto call = std::make_shared<Call>(*this, key, opts);
+      // The hit path builds no Call (no copies of the key, no allocation
+      // beyond the value's).
+      std::string label_storage;
+      const std::string_view label = LabelOf(key, &label_storage);
       const TimePoint now = o_.clock->Now();
-      std::optional<CacheEntry> seen = ReadStore(*call);
-      if (seen && now < seen->fresh_until) {
-        Count(metric::kCacheHits, *call);
+      std::optional<CacheEntry> seen = ReadStore(key, label);
+      const bool fresh = seen && now < seen->fresh_until;
+      if (fresh) {
+        Count(metric::kCacheHits, label);
         if (!RefreshEarly(*seen, now, opts)) return Serve(*std::move(seen), CacheSource::kHit, now);
+      }
+      auto call = std::make_shared<Call>(*this, key, opts);
+      if (fresh) {
         Count(metric::kCacheEarlyRefreshes, *call);
         return Revalidate(call, loader, std::move(seen), now);
       }
@@ -167,12 +174,7 @@ class CacheGuard::Impl : public std::enable_shared_from_this<CacheGuard::Impl> {
   struct Call {
     Call(const Impl& g, std::string_view k, const CacheGetOptions& o)
         : key(k), opts(o), lock_key(g.o_.lock_prefix + key) {
-      if (g.o_.label_of) {
-        label_storage = g.o_.label_of(key);
-        label = label_storage;
-      } else {
-        label = std::string_view(key).substr(0, key.find(':'));
-      }
+      label = g.LabelOf(key, &label_storage);
     }
     // Not copyable: `label` may view `label_storage` or `key`.
     Call(const Call&) = delete;
@@ -211,21 +213,33 @@ class CacheGuard::Impl : public std::enable_shared_from_this<CacheGuard::Impl> {
 
   enum class LockState { kNone, kHeld, kFallback };
 
-  void Count(std::string_view name, const Call& c, std::string_view reason = {}) const {
-    MetricLabels l;
-    l.reason = reason;
-    l.cache = c.label;
-    o_.metrics->Increment(name, l, 1);
+  // The `cache` label of `key`: a view of `key`, or of *storage when
+  // options.label_of made it.
+  std::string_view LabelOf(std::string_view key, std::string* storage) const {
+    if (!o_.label_of) return key.substr(0, key.find(':'));
+    *storage = o_.label_of(key);
+    return *storage;
   }
 
-  std::optional<CacheEntry> ReadStore(const Call& c) const {
-    Result<std::optional<CacheEntry>> r = o_.store->Get(c.key);
+  void Count(std::string_view name, std::string_view label, std::string_view reason = {}) const {
+    MetricLabels l;
+    l.reason = reason;
+    l.cache = label;
+    o_.metrics->Increment(name, l, 1);
+  }
+  void Count(std::string_view name, const Call& c, std::string_view reason = {}) const {
+    Count(name, c.label, reason);
+  }
+
+  std::optional<CacheEntry> ReadStore(std::string_view key, std::string_view label) const {
+    Result<std::optional<CacheEntry>> r = o_.store->Get(key);
     if (!r.ok()) {
-      Count(metric::kCacheStoreErrors, c);
+      Count(metric::kCacheStoreErrors, label);
       return std::nullopt;
     }
     return *std::move(r);
   }
+  std::optional<CacheEntry> ReadStore(const Call& c) const { return ReadStore(c.key, c.label); }
 
   // XFetch: refresh when now - delta * beta * ln(U) >= fresh_until.
   bool RefreshEarly(const CacheEntry& e, TimePoint now, const CacheGetOptions& opts) const {
