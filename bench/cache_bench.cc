@@ -137,7 +137,9 @@ void BM_Stampede_CacheGuard(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   auto guard = MakeGuard();
   std::atomic<int> calls{0};
-  const CacheLoader loader = [&] { return Result<CacheLoad>(CacheLoad::Found(SlowOrigin(&calls))); };
+  const CacheLoader loader = [&] {
+    return Result<CacheLoad>(CacheLoad::Found(SlowOrigin(&calls)));
+  };
   std::int64_t stampedes = 0;
   for (auto _ : state) {
     guard->Invalidate(kKey).status().IgnoreError();  // The hot key expires.

@@ -116,19 +116,19 @@ using CacheLoader = std::function<Result<CacheLoad>()>;
 
 // Where a value came from.
 enum class CacheSource {
-  kHit,          // A fresh entry in the store.
-  kLoaded,       // This caller called the loader.
-  kCoalesced,    // Another caller in this process called the loader; shared.
-  kPeerFilled,   // Another process held the refill lock and filled the store
-                 // while this caller waited.
-  kFallbackLoaded,       // The refill lock could not be had (held past
-                         // lock_wait, or the LockStore failed) and there was
-                         // nothing stale to serve: loaded without it.
-  kStaleRevalidating,    // Stale, within stale-while-revalidate, while
-                         // another caller (or process) refreshes it.
-  kStaleOnError,         // Stale, within stale-if-error: the loader failed.
-  kStaleAfterLockWait,   // Stale: another process held the refill lock past
-                         // lock_wait.
+  kHit,                 // A fresh entry in the store.
+  kLoaded,              // This caller called the loader.
+  kCoalesced,           // Another caller in this process called the loader; shared.
+  kPeerFilled,          // Another process held the refill lock and filled the store
+                        // while this caller waited.
+  kFallbackLoaded,      // The refill lock could not be had (held past
+                        // lock_wait, or the LockStore failed) and there was
+                        // nothing stale to serve: loaded without it.
+  kStaleRevalidating,   // Stale, within stale-while-revalidate, while
+                        // another caller (or process) refreshes it.
+  kStaleOnError,        // Stale, within stale-if-error: the loader failed.
+  kStaleAfterLockWait,  // Stale: another process held the refill lock past
+                        // lock_wait.
 };
 
 // "hit", "loaded", "coalesced", "peer_filled", "fallback_loaded",
@@ -201,9 +201,9 @@ struct CacheGuardOptions {
   // the caller that triggers one is served the entry it found at once, and
   // the refresh runs as the task given, on the executor's thread. Null
   // (default): that caller refreshes inline and gets the new value. The
-  // task holds the loader (copied) and the guard's state; it must be run
-  // once (not dropped), or other callers of that key keep being served
-  // the stale value until it expires.
+  // task holds the loader (copied) and the guard's state, and may outlive
+  // the guard. Run it once; a task destroyed unrun ends that refresh (the
+  // next caller in the window starts another).
   std::function<void(std::function<void()> task)> refresh_executor;
   // What Get uses when given no options.
   CacheGetOptions defaults;

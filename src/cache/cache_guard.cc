@@ -118,7 +118,7 @@ CacheValue Serve(CacheEntry e, CacheSource source, TimePoint now) {
 struct Flight {
   std::mutex mu;
   std::condition_variable done_cv;
-  bool done = false;                      // Guarded by mu.
+  bool done = false;                         // Guarded by mu.
   std::optional<Result<CacheValue>> result;  // Guarded by mu.
 };
 
@@ -280,7 +280,8 @@ class CacheGuard::Impl : public std::enable_shared_from_this<CacheGuard::Impl> {
   }
 
   // A follower's copy of the leader's result: a value the leader got fresh
-  // is "coalesced" here; a stale one keeps its reason.
+  // is "coalesced" here; a stale one keeps its source and counts as stale
+  // served for this caller too.
   Result<CacheValue> Follow(const Call& c, Flight& flight) {
     Count(metric::kCacheCoalesced, c);
     std::unique_lock<std::mutex> lock(flight.mu);
@@ -289,6 +290,11 @@ class CacheGuard::Impl : public std::enable_shared_from_this<CacheGuard::Impl> {
     lock.unlock();
     if (r.ok()) {
       if (!r->stale()) r->source = CacheSource::kCoalesced;
+      if (r->source == CacheSource::kStaleRevalidating)
+        Count(metric::kCacheStaleServed, c, kStaleRevalidate);
+      if (r->source == CacheSource::kStaleOnError) Count(metric::kCacheStaleServed, c, kStaleError);
+      if (r->source == CacheSource::kStaleAfterLockWait)
+        Count(metric::kCacheStaleServed, c, kStaleLockWait);
       r->age = std::max(Duration{0}, o_.clock->Now() - r->as_of);
     }
     return r;
@@ -465,9 +471,8 @@ class CacheGuard::Impl : public std::enable_shared_from_this<CacheGuard::Impl> {
     e.stored_at = now;
     e.load_duration = took;
     if (!o_.store->Put(c.key, e).ok()) Count(metric::kCacheStoreErrors, c);
-    return Serve(e, lock == LockState::kFallback ? CacheSource::kFallbackLoaded
-                                                 : CacheSource::kLoaded,
-                 now);
+    return Serve(
+        e, lock == LockState::kFallback ? CacheSource::kFallbackLoaded : CacheSource::kLoaded, now);
   }
 
   // Immutable after construction (defaults filled in by Create).
@@ -495,8 +500,7 @@ Result<std::unique_ptr<CacheGuard>> CacheGuard::Create(CacheGuardOptions options
       // NewJobId is "job_" and a ULID: unique per process and across hosts.
       options.owner = "cache-guard-" + NewJobId(options.clock->Now()).substr(4);
     }
-    return std::unique_ptr<CacheGuard>(
-        new CacheGuard(std::make_shared<Impl>(std::move(options))));
+    return std::unique_ptr<CacheGuard>(new CacheGuard(std::make_shared<Impl>(std::move(options))));
   });
 }
 

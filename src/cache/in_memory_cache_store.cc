@@ -157,7 +157,8 @@ class InMemoryCacheStore final : public CacheStore {
 
   internal::Mutex mu_;
   std::list<Item> lru_ JOBPACT_GUARDED_BY(mu_);  // Most recently used first.
-  absl::flat_hash_map<std::string_view, Node> index_ JOBPACT_GUARDED_BY(mu_);  // Views of keys in lru_.
+  absl::flat_hash_map<std::string_view, Node> index_
+      JOBPACT_GUARDED_BY(mu_);  // Views of keys in lru_.
   std::size_t bytes_ JOBPACT_GUARDED_BY(mu_) = 0;
 };
 

@@ -82,9 +82,7 @@ class CacheGuardStampedeTest : public ::testing::Test {
     return guard.ok() ? *std::move(guard) : nullptr;
   }
 
-  std::int64_t Count(std::string_view name) const {
-    return metrics_->Counter(name, Labels("hot"));
-  }
+  std::int64_t Count(std::string_view name) const { return metrics_->Counter(name, Labels("hot")); }
 
   std::shared_ptr<testing::ManualClock> clock_ = std::make_shared<testing::ManualClock>();
   std::shared_ptr<cache_test::SleepCountingClock> sleep_clock_ =
@@ -96,9 +94,9 @@ class CacheGuardStampedeTest : public ::testing::Test {
 
 TEST_F(CacheGuardStampedeTest, AThousandCallersOnAnExpiredHotKeyMakeOneLoaderCall) {
   auto guard = MakeGuard();
-  ASSERT_THAT(guard->Get("hot:key", [] { return Result<CacheLoad>(CacheLoad::Found("old")); })
-                  .status(),
-              IsOk());
+  ASSERT_THAT(
+      guard->Get("hot:key", [] { return Result<CacheLoad>(CacheLoad::Found("old")); }).status(),
+      IsOk());
   clock_->Advance(Seconds(11));  // Expired; no stale window.
   metrics_->Reset();
 
@@ -108,9 +106,9 @@ TEST_F(CacheGuardStampedeTest, AThousandCallersOnAnExpiredHotKeyMakeOneLoaderCal
   // none of them can have come late and found the new value as a hit.
   auto loader = [&]() -> Result<CacheLoad> {
     ++calls;
-    const bool all_waiting = SpinUntil(
-        [&] { return Count(metric::kCacheCoalesced) == kCallers - 1; },
-        [&] { return calls.load() > 1; });
+    const bool all_waiting =
+        SpinUntil([&] { return Count(metric::kCacheCoalesced) == kCallers - 1; },
+                  [&] { return calls.load() > 1; });
     if (!all_waiting) return Status::Internal("a second loader call");
     return CacheLoad::Found("new");
   };
@@ -159,9 +157,54 @@ TEST_F(CacheGuardStampedeTest, CoalescedCallersShareTheLoadersError) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(calls, 1);
   for (const Status& s : statuses) {
-    EXPECT_THAT(s, testing::StatusIs(StatusCode::kUnavailable, ::testing::HasSubstr("origin down")));
+    EXPECT_THAT(s,
+                testing::StatusIs(StatusCode::kUnavailable, ::testing::HasSubstr("origin down")));
   }
   EXPECT_EQ(Count(metric::kCacheLoaderErrors), 1);
+}
+
+TEST_F(CacheGuardStampedeTest, CoalescedCallersAllGetTheStaleValueWhenTheLoadFails) {
+  auto guard = MakeGuard();
+  CacheGetOptions o;
+  o.ttl = Seconds(10);
+  o.ttl_jitter = 0;
+  o.xfetch_beta = 0;
+  o.stale_if_error = Seconds(300);
+  ASSERT_THAT(guard
+                  ->Get(
+                      "hot:key", [] { return Result<CacheLoad>(CacheLoad::Found("old")); }, o)
+                  .status(),
+              IsOk());
+  clock_->Advance(Seconds(60));
+  constexpr int kCallers = 20;
+  std::atomic<int> calls{0};
+  auto loader = [&]() -> Result<CacheLoad> {
+    ++calls;
+    SpinUntil([&] { return Count(metric::kCacheCoalesced) == kCallers - 1; },
+              [&] { return calls.load() > 1; });
+    return Status::Unavailable("origin down");
+  };
+  std::vector<Result<CacheValue>> results(kCallers, Status::Internal("not run"));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kCallers; ++i) {
+    threads.emplace_back([&, i] { results[i] = guard->Get("hot:key", loader, o); });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(calls, 1);
+  for (const Result<CacheValue>& r : results) {
+    ASSERT_THAT(r.status(), IsOk());
+    EXPECT_EQ(r->value, "old");
+    EXPECT_EQ(r->source, CacheSource::kStaleOnError);
+    EXPECT_EQ(r->age, Seconds(60));
+  }
+  EXPECT_EQ(metrics_->Counter(metric::kCacheStaleServed,
+                              [] {
+                                MetricLabels l;
+                                l.cache = "hot";
+                                l.reason = "error";
+                                return l;
+                              }()),
+            kCallers);
 }
 
 TEST_F(CacheGuardStampedeTest, FourProcessesOnOneSharedStoreMakeOneRefillPerWindow) {

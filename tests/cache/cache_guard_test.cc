@@ -131,8 +131,9 @@ TEST_F(CacheGuardTest, RefusesBadKeysANullLoaderAndOptionsOutOfRangeByName) {
   CacheGuardOptions bad;
   bad.store = store_;
   bad.defaults.ttl_jitter = -0.5;
-  EXPECT_THAT(CacheGuard::Create(bad).status(),
-              StatusIs(StatusCode::kInvalidArgument, HasSubstr("defaults: CacheGetOptions.ttl_jitter")));
+  EXPECT_THAT(
+      CacheGuard::Create(bad).status(),
+      StatusIs(StatusCode::kInvalidArgument, HasSubstr("defaults: CacheGetOptions.ttl_jitter")));
 }
 
 TEST_F(CacheGuardTest, LoadsOnceThenServesHitsCarryingTheirAge) {

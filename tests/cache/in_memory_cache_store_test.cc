@@ -77,7 +77,8 @@ TEST_F(InMemoryCacheStoreTest, PastMaxEntriesTheLeastRecentlyUsedIsEvicted) {
   EXPECT_EQ(ValueOf(*store, "a"), "1");
 }
 
-TEST_F(InMemoryCacheStoreTest, PastMaxBytesTheLeastRecentlyUsedIsEvictedAndAnOversizedEntryRefused) {
+TEST_F(InMemoryCacheStoreTest,
+       PastMaxBytesTheLeastRecentlyUsedIsEvictedAndAnOversizedEntryRefused) {
   // Each entry costs its key and value plus a fixed overhead (under 1 KiB).
   auto store = Make({/*max_entries=*/100, /*max_bytes=*/5000});
   const std::string kilo(1000, 'x');

@@ -79,14 +79,14 @@ JOBPACT_EXPORT int CacheStoreContractAnchor();
 }  // namespace testing
 }  // namespace jobpact
 
-#define JOBPACT_INSTANTIATE_CACHE_STORE_CONTRACT(Prefix, ...)                              \
-  namespace jobpact {                                                                      \
-  namespace testing {                                                                      \
-  [[maybe_unused]] static const int jobpact_cache_contract_linked_##Prefix =               \
-      contract_internal::CacheStoreContractAnchor();                                       \
-  INSTANTIATE_TEST_SUITE_P(Prefix, CacheStoreContract, ::testing::Values(__VA_ARGS__),     \
-                           CacheStoreFactoryName());                                       \
-  }                                                                                        \
+#define JOBPACT_INSTANTIATE_CACHE_STORE_CONTRACT(Prefix, ...)                          \
+  namespace jobpact {                                                                  \
+  namespace testing {                                                                  \
+  [[maybe_unused]] static const int jobpact_cache_contract_linked_##Prefix =           \
+      contract_internal::CacheStoreContractAnchor();                                   \
+  INSTANTIATE_TEST_SUITE_P(Prefix, CacheStoreContract, ::testing::Values(__VA_ARGS__), \
+                           CacheStoreFactoryName());                                   \
+  }                                                                                    \
   }
 
 #endif  // JOBPACT_TESTING_CACHE_STORE_CONTRACT_H_
