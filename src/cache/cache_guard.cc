@@ -241,12 +241,18 @@ class CacheGuard::Impl : public std::enable_shared_from_this<CacheGuard::Impl> {
   }
   std::optional<CacheEntry> ReadStore(const Call& c) const { return ReadStore(c.key, c.label); }
 
-  // XFetch: refresh when now - delta * beta * ln(U) >= fresh_until.
+  // XFetch: refresh when now - delta * beta * ln(U) >= fresh_until. U is
+  // clamped to the least normal double, so -ln(U) <= kMaxMinusLnU: an entry
+  // further than that many delta * beta from its end cannot be refreshed
+  // early, and the hit path skips the draw (the rule is unchanged).
   bool RefreshEarly(const CacheEntry& e, TimePoint now, const CacheGetOptions& opts) const {
+    static constexpr double kMaxMinusLnU = 708.4;  // -ln(2.2250738585072014e-308)
     if (opts.xfetch_beta <= 0 || e.load_duration <= Duration{0}) return false;
+    const double scale = ToSeconds(e.load_duration) * opts.xfetch_beta;
+    const double gap = ToSeconds(e.fresh_until - now);
+    if (gap > scale * kMaxMinusLnU) return false;
     const double u = std::max(o_.random->NextUnit(), std::numeric_limits<double>::min());
-    const double early = -ToSeconds(e.load_duration) * opts.xfetch_beta * std::log(u);
-    return early >= ToSeconds(e.fresh_until - now);
+    return -scale * std::log(u) >= gap;
   }
 
   Duration Jitter(Duration ttl, double jitter) const {

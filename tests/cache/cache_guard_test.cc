@@ -420,6 +420,27 @@ TEST_F(CacheGuardTest, XFetchRefreshesWithProbabilityExpOfMinusGapOverDeltaBeta)
   }
 }
 
+TEST_F(CacheGuardTest, XFetchCannotRefreshFurtherThanItsLargestLeadFromTheEnd) {
+  // U = 0 (clamped to the least normal double) gives the largest lead:
+  // delta * beta * 708.4. Beyond it a hit is a hit and draws nothing.
+  auto guard = MakeGuard(MakeSequenceRandomSource({0.0}));
+  CacheGetOptions o = NoJitter();
+  o.xfetch_beta = 1.0;
+  auto put = [&](Duration gap) {
+    CacheEntry e;
+    e.value = "v";
+    e.stored_at = e.as_of = clock_->Now();
+    e.fresh_until = e.stale_until = e.error_until = clock_->Now() + gap;
+    e.load_duration = Millis(1);
+    ASSERT_THAT(store_->Put("user:1", e), IsOk());
+  };
+  put(Millis(709));
+  EXPECT_EQ(guard->Get("user:1", Counting(), o)->source, CacheSource::kHit);
+  put(Millis(708));
+  EXPECT_EQ(guard->Get("user:1", Counting(), o)->source, CacheSource::kLoaded);
+  EXPECT_EQ(loads_, 1);
+}
+
 TEST_F(CacheGuardTest, TheRefillLockIsHeldByThisGuardWhileLoadingAndReleasedAfter) {
   auto guard = MakeGuard();
   auto other = MakeGuard();
