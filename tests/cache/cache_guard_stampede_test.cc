@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,16 +74,57 @@ class CacheGuardStampedeTest : public ::testing::Test {
     o.metrics = metrics_;
     o.random = MakeSeededRandomSource(3);
     o.owner = std::move(owner);
-    o.defaults.ttl = Seconds(10);
-    o.defaults.xfetch_beta = 0;
-    o.defaults.lock_wait = Seconds(3600);
-    o.defaults.lock_poll_interval = Millis(100);
+    o.defaults = Defaults();
     Result<std::unique_ptr<CacheGuard>> guard = CacheGuard::Create(std::move(o));
     EXPECT_THAT(guard.status(), IsOk());
     return guard.ok() ? *std::move(guard) : nullptr;
   }
 
+  static CacheGetOptions Defaults() {
+    CacheGetOptions o;
+    o.ttl = Seconds(10);
+    o.xfetch_beta = 0;
+    o.lock_wait = Seconds(3600);
+    o.lock_poll_interval = Millis(100);
+    return o;
+  }
+
   std::int64_t Count(std::string_view name) const { return metrics_->Counter(name, Labels("hot")); }
+
+  // A loader that counts its calls into *calls and holds on until every
+  // other of `callers` waits on it (coalesced), so that none of them can
+  // have come late and found the new value as a hit; then returns
+  // outcome(). A second call (no coalescing) ends the wait and is an error.
+  CacheLoader OneLoadAwaitingAll(int callers, std::atomic<int>* calls,
+                                 std::function<Result<CacheLoad>()> outcome) {
+    return [this, callers, calls, outcome]() -> Result<CacheLoad> {
+      ++*calls;
+      const bool all_waiting =
+          SpinUntil([&] { return Count(metric::kCacheCoalesced) == callers - 1; },
+                    [&] { return calls->load() > 1; });
+      if (!all_waiting) return Status::Internal("a second loader call");
+      return outcome();
+    };
+  }
+
+  // `callers` threads released at once, each calling Get("hot:key").
+  std::vector<Result<CacheValue>> GetConcurrently(CacheGuard& guard, int callers,
+                                                  const CacheLoader& loader,
+                                                  const CacheGetOptions& options) {
+    StartLine start;
+    std::vector<Result<CacheValue>> results(callers, Status::Internal("not run"));
+    std::vector<std::thread> threads;
+    threads.reserve(callers);
+    for (int i = 0; i < callers; ++i) {
+      threads.emplace_back([&, i] {
+        start.Wait();
+        results[i] = guard.Get("hot:key", loader, options);
+      });
+    }
+    start.Open();
+    for (std::thread& t : threads) t.join();
+    return results;
+  }
 
   std::shared_ptr<testing::ManualClock> clock_ = std::make_shared<testing::ManualClock>();
   std::shared_ptr<cache_test::SleepCountingClock> sleep_clock_ =
@@ -102,28 +144,11 @@ TEST_F(CacheGuardStampedeTest, AThousandCallersOnAnExpiredHotKeyMakeOneLoaderCal
 
   constexpr int kCallers = 1000;
   std::atomic<int> calls{0};
-  // The one load holds on until every other caller waits on it, so that
-  // none of them can have come late and found the new value as a hit.
-  auto loader = [&]() -> Result<CacheLoad> {
-    ++calls;
-    const bool all_waiting =
-        SpinUntil([&] { return Count(metric::kCacheCoalesced) == kCallers - 1; },
-                  [&] { return calls.load() > 1; });
-    if (!all_waiting) return Status::Internal("a second loader call");
-    return CacheLoad::Found("new");
-  };
-  StartLine start;
-  std::vector<Result<CacheValue>> results(kCallers, Status::Internal("not run"));
-  std::vector<std::thread> threads;
-  threads.reserve(kCallers);
-  for (int i = 0; i < kCallers; ++i) {
-    threads.emplace_back([&, i] {
-      start.Wait();
-      results[i] = guard->Get("hot:key", loader);
-    });
-  }
-  start.Open();
-  for (std::thread& t : threads) t.join();
+  const std::vector<Result<CacheValue>> results =
+      GetConcurrently(*guard, kCallers,
+                      OneLoadAwaitingAll(kCallers, &calls,
+                                         [] { return Result<CacheLoad>(CacheLoad::Found("new")); }),
+                      Defaults());
 
   EXPECT_EQ(calls, 1);
   std::map<CacheSource, int> by_source;
@@ -143,21 +168,14 @@ TEST_F(CacheGuardStampedeTest, CoalescedCallersShareTheLoadersError) {
   auto guard = MakeGuard();
   constexpr int kCallers = 50;
   std::atomic<int> calls{0};
-  auto loader = [&]() -> Result<CacheLoad> {
-    ++calls;
-    SpinUntil([&] { return Count(metric::kCacheCoalesced) == kCallers - 1; },
-              [&] { return calls.load() > 1; });
-    return Status::Unavailable("origin down");
-  };
-  std::vector<Status> statuses(kCallers);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kCallers; ++i) {
-    threads.emplace_back([&, i] { statuses[i] = guard->Get("hot:key", loader).status(); });
-  }
-  for (std::thread& t : threads) t.join();
+  const std::vector<Result<CacheValue>> results = GetConcurrently(
+      *guard, kCallers,
+      OneLoadAwaitingAll(kCallers, &calls,
+                         [] { return Result<CacheLoad>(Status::Unavailable("origin down")); }),
+      Defaults());
   EXPECT_EQ(calls, 1);
-  for (const Status& s : statuses) {
-    EXPECT_THAT(s,
+  for (const Result<CacheValue>& r : results) {
+    EXPECT_THAT(r.status(),
                 testing::StatusIs(StatusCode::kUnavailable, ::testing::HasSubstr("origin down")));
   }
   EXPECT_EQ(Count(metric::kCacheLoaderErrors), 1);
@@ -178,18 +196,11 @@ TEST_F(CacheGuardStampedeTest, CoalescedCallersAllGetTheStaleValueWhenTheLoadFai
   clock_->Advance(Seconds(60));
   constexpr int kCallers = 20;
   std::atomic<int> calls{0};
-  auto loader = [&]() -> Result<CacheLoad> {
-    ++calls;
-    SpinUntil([&] { return Count(metric::kCacheCoalesced) == kCallers - 1; },
-              [&] { return calls.load() > 1; });
-    return Status::Unavailable("origin down");
-  };
-  std::vector<Result<CacheValue>> results(kCallers, Status::Internal("not run"));
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kCallers; ++i) {
-    threads.emplace_back([&, i] { results[i] = guard->Get("hot:key", loader, o); });
-  }
-  for (std::thread& t : threads) t.join();
+  const std::vector<Result<CacheValue>> results = GetConcurrently(
+      *guard, kCallers,
+      OneLoadAwaitingAll(kCallers, &calls,
+                         [] { return Result<CacheLoad>(Status::Unavailable("origin down")); }),
+      o);
   EXPECT_EQ(calls, 1);
   for (const Result<CacheValue>& r : results) {
     ASSERT_THAT(r.status(), IsOk());

@@ -1,14 +1,13 @@
 // The in-memory CacheStore (MakeInMemoryCacheStore) beyond the CacheStore
-// contract it passes (tests/contract/in_memory_contract_test.cc): the entry
-// and byte bounds with LRU eviction, under concurrent use too.
+// contract it passes (tests/contract/in_memory_contract_test.cc, which also
+// runs it from several threads): the entry and byte bounds with LRU
+// eviction.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "jobpact/backend.h"
 #include "jobpact/cache_store.h"
@@ -101,30 +100,6 @@ TEST_F(InMemoryCacheStoreTest, TheInMemoryBundleCarriesACacheStore) {
   EXPECT_EQ(b.cache->Name(), "in_memory");
   ASSERT_THAT(b.cache->Put("k", Entry("v")), IsOk());
   EXPECT_EQ(ValueOf(*b.cache, "k"), "v");
-}
-
-TEST_F(InMemoryCacheStoreTest, ConcurrentPutsGetsAndErasesKeepTheBound) {
-  auto store = Make({/*max_entries=*/50, /*max_bytes=*/1 << 20});
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < 2000; ++i) {
-        const std::string key = "k:" + std::to_string((i * 7 + t) % 120);
-        if (i % 3 == 0) {
-          store->Put(key, Entry(key)).IgnoreError();
-        } else if (i % 17 == 0) {
-          store->Erase(key).status().IgnoreError();
-        } else {
-          Result<std::optional<CacheEntry>> got = store->Get(key);
-          if (got.ok() && *got) {
-            EXPECT_EQ((*got)->value, key);
-          }
-        }
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  EXPECT_LE(*store->CountByPrefix(""), 50u);
 }
 
 }  // namespace
