@@ -136,9 +136,10 @@ struct BackendOpenOptions {
   std::shared_ptr<Clock> clock;
 };
 
-// The three in-memory stores (InMemoryQueueBackend, InMemoryLockStore,
-// InMemoryIdempotencyStore) on `clock` (null: SystemClock::Default()), with
-// name "in_memory" and url "memory:". Single process; nothing survives it.
+// The in-memory stores (InMemoryQueueBackend, InMemoryLockStore,
+// InMemoryIdempotencyStore, and as `cache` an in-memory CacheStore with the
+// default bounds) on `clock` (null: SystemClock::Default()), with name
+// "in_memory" and url "memory:". Single process; nothing survives it.
 JOBPACT_EXPORT BackendBundle InMemoryBackend(std::shared_ptr<Clock> clock = nullptr);
 
 // Opens the backend named by `url` (grammar above) and returns its stores.

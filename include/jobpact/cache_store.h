@@ -99,8 +99,10 @@ struct InMemoryCacheStoreOptions {
   std::size_t max_bytes = std::size_t{256} << 20;  // 256 MiB
 };
 
-// The reference CacheStore: one process, bounded, LRU eviction, expired
-// entries dropped as they are met and by Put. Thread-safe.
+// The reference CacheStore: one process, bounded, LRU eviction (a Get makes
+// an entry the most recently used), expired entries dropped as they are met
+// and by Put. Erase and EraseByPrefix count live entries only. `clock` null:
+// SystemClock::Default(). kInvalidArgument for a bound of 0. Thread-safe.
 JOBPACT_EXPORT Result<std::shared_ptr<CacheStore>> MakeInMemoryCacheStore(
     std::shared_ptr<Clock> clock, InMemoryCacheStoreOptions options = {});
 

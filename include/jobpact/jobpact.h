@@ -8,6 +8,8 @@
 #define JOBPACT_JOBPACT_H_
 
 #include "jobpact/backend.h"
+#include "jobpact/cache.h"
+#include "jobpact/cache_store.h"
 #include "jobpact/circuit_breaker.h"
 #include "jobpact/clock.h"
 #include "jobpact/failure.h"

@@ -25,6 +25,10 @@ struct MetricLabels {
   std::string_view queue;
   std::string_view reason;         // Dead-lettered / discarded by reason.
   std::string_view failure_class;  // Retries by failure class.
+  // The cache guard's metrics (jobpact/cache.h) by key prefix: the part of
+  // the key before its first ':' unless CacheGuardOptions::label_of says
+  // otherwise.
+  std::string_view cache = {};
 };
 
 // Metric names (SPEC 8). Counters end in _total; histograms in seconds.
@@ -83,6 +87,35 @@ inline constexpr std::string_view kCircuitState = "jobpact_circuit_state";
 // the runner's maintenance pass). Near or below 1 while jobs fail: the budget
 // is deferring retries (see kRetryBudgetExhausted).
 inline constexpr std::string_view kRetryBudgetBalance = "jobpact_retry_budget_balance";
+
+// The cache guard (jobpact/cache.h), each by `cache` (the key prefix).
+// Gets answered from a fresh entry, and gets that found no usable fresh one
+// (missing, expired or stale: the loader or a peer had to be asked).
+inline constexpr std::string_view kCacheHits = "jobpact_cache_hits_total";
+inline constexpr std::string_view kCacheMisses = "jobpact_cache_misses_total";
+// Gets that waited for another caller's load of the same key in this
+// process instead of calling the loader (request coalescing).
+inline constexpr std::string_view kCacheCoalesced = "jobpact_cache_coalesced_total";
+// Stale values served, by `reason`: "revalidate" (stale-while-revalidate),
+// "error" (stale-if-error: the loader failed), "lock_wait" (another process
+// held the refill lock past the bounded wait).
+inline constexpr std::string_view kCacheStaleServed = "jobpact_cache_stale_served_total";
+// Refills that found the key's refill lock held by another owner and waited;
+// refill lock failures by `reason`: "timeout" (the bounded wait ended with
+// the lock still held) or "lock_store_error" (the LockStore failed).
+inline constexpr std::string_view kCacheLockWaits = "jobpact_cache_refill_lock_waits_total";
+inline constexpr std::string_view kCacheLockFailures = "jobpact_cache_refill_lock_failures_total";
+// Loads made without the refill lock after a lock failure (the fallback:
+// no stale value to serve), so the origin saw more than one load.
+inline constexpr std::string_view kCacheFallbackLoads = "jobpact_cache_fallback_loads_total";
+// Refreshes started early by XFetch while the entry was still fresh.
+inline constexpr std::string_view kCacheEarlyRefreshes = "jobpact_cache_early_refreshes_total";
+// Loader calls that failed (an error Result or a throw), and the cache
+// store's own failures (the guard then behaves as on a miss).
+inline constexpr std::string_view kCacheLoaderErrors = "jobpact_cache_loader_errors_total";
+inline constexpr std::string_view kCacheStoreErrors = "jobpact_cache_store_errors_total";
+// Histogram: loader run time per call, in seconds.
+inline constexpr std::string_view kCacheLoaderDuration = "jobpact_cache_loader_duration_seconds";
 }  // namespace metric
 
 class JOBPACT_EXPORT MetricsSink {

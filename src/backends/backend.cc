@@ -20,7 +20,10 @@ BackendBundle InMemoryBackend(std::shared_ptr<Clock> clock) {
   b.admin = queue;
   b.locks = std::make_shared<InMemoryLockStore>(clock);
   b.rate_limits = MakeInMemoryRateLimitStore(clock);
-  b.idempotency = std::make_shared<InMemoryIdempotencyStore>(std::move(clock));
+  b.idempotency = std::make_shared<InMemoryIdempotencyStore>(clock);
+  // The default bounds cannot be refused, so this always holds a store.
+  Result<std::shared_ptr<CacheStore>> cache = MakeInMemoryCacheStore(std::move(clock));
+  if (cache.ok()) b.cache = *std::move(cache);
   b.name = "in_memory";
   b.url = "memory:";
   return b;

@@ -1,6 +1,6 @@
 // Private: the series table both metrics sinks keep their samples in
 // (InMemoryMetricsSink, PrometheusMetricsSink). A series is a metric name
-// and its labels; a sample looks its series up by a hash of the five parts
+// and its labels; a sample looks its series up by a hash of the six parts
 // and a compare, under the lock of the caller's stripe, and allocates only
 // for a series never seen before. See jobpact/in_memory/metrics_sink.h for
 // the design.
@@ -43,11 +43,12 @@ struct SeriesKey {
   std::string_view queue;
   std::string_view reason;
   std::string_view failure_class;
+  std::string_view cache;
 
   static SeriesKey Of(std::string_view name, const MetricLabels& l) {
-    return SeriesKey{name, l.job_type, l.queue, l.reason, l.failure_class};
+    return SeriesKey{name, l.job_type, l.queue, l.reason, l.failure_class, l.cache};
   }
-  auto Tie() const { return std::tie(name, job_type, queue, reason, failure_class); }
+  auto Tie() const { return std::tie(name, job_type, queue, reason, failure_class, cache); }
   // Equal bytes, without an early exit (a compare follows a hash match,
   // so the bytes are almost always equal): 16 bytes per step, then the last
   // 16 (overlapping); two overlapping words from 8 bytes on, from 4 two
@@ -67,16 +68,17 @@ struct SeriesKey {
     return a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1];
   }
   // Sizes first, then the bytes, compared inline: a lookup compares one
-  // key per sample, and five calls of memcmp cost more than the bytes.
+  // key per sample, and six calls of memcmp cost more than the bytes.
   JOBPACT_SINK_INLINE bool operator==(const SeriesKey& o) const {
     return name.size() == o.name.size() && job_type.size() == o.job_type.size() &&
            queue.size() == o.queue.size() && reason.size() == o.reason.size() &&
-           failure_class.size() == o.failure_class.size() &&
+           failure_class.size() == o.failure_class.size() && cache.size() == o.cache.size() &&
            SameBytes(name.data(), o.name.data(), name.size()) &&
            SameBytes(job_type.data(), o.job_type.data(), job_type.size()) &&
            SameBytes(queue.data(), o.queue.data(), queue.size()) &&
            SameBytes(reason.data(), o.reason.data(), reason.size()) &&
-           SameBytes(failure_class.data(), o.failure_class.data(), failure_class.size());
+           SameBytes(failure_class.data(), o.failure_class.data(), failure_class.size()) &&
+           SameBytes(cache.data(), o.cache.data(), cache.size());
   }
   bool operator<(const SeriesKey& o) const { return Tie() < o.Tie(); }
 
@@ -92,7 +94,7 @@ struct SeriesKey {
   }
 };
 
-// Hashes a key from the five parts' lengths (one word) and, for each part
+// Hashes a key from the six parts' lengths (one word) and, for each part
 // that is not empty, a sample of it: its first and last eight bytes. Equal
 // keys hash alike (the sample is a function of the text), and keys that
 // differ only in the middle of a part merely share a probe sequence, where
@@ -133,27 +135,30 @@ struct SeriesKeyHash {
         Step(0x243f6a8885a308d3ULL, k.name.size() ^ (std::uint64_t{k.job_type.size()} << 16) ^
                                         (std::uint64_t{k.queue.size()} << 32) ^
                                         (std::uint64_t{k.reason.size()} << 48) ^
-                                        (std::uint64_t{k.failure_class.size()} << 56));
+                                        (std::uint64_t{k.failure_class.size()} << 56) ^
+                                        (std::uint64_t{k.cache.size()} << 40));
     h = Step(h, Sample(k.name));  // Never empty in practice; Sample copes if so.
     if (!k.job_type.empty()) h = Step(h, Sample(k.job_type));
     if (!k.queue.empty()) h = Step(h, Sample(k.queue));
     if (!k.reason.empty()) h = Step(h, Sample(k.reason));
     if (!k.failure_class.empty()) h = Step(h, Sample(k.failure_class));
+    if (!k.cache.empty()) h = Step(h, Sample(k.cache));
     return h ^ (h >> 31);
   }
 };
 
 // The owned copy of a series' name and labels.
 struct SeriesId {
-  std::string name, job_type, queue, reason, failure_class;
+  std::string name, job_type, queue, reason, failure_class, cache;
 
   explicit SeriesId(const SeriesKey& k)
       : name(k.name),
         job_type(k.job_type),
         queue(k.queue),
         reason(k.reason),
-        failure_class(k.failure_class) {}
-  SeriesKey Key() const { return SeriesKey{name, job_type, queue, reason, failure_class}; }
+        failure_class(k.failure_class),
+        cache(k.cache) {}
+  SeriesKey Key() const { return SeriesKey{name, job_type, queue, reason, failure_class, cache}; }
 };
 
 template <typename V>

@@ -85,6 +85,7 @@ struct CounterSeries {
   std::string reason;
   std::string failure_class;
   std::int64_t value = 0;
+  std::string cache;
 };
 
 struct GaugeSeries {
@@ -94,6 +95,7 @@ struct GaugeSeries {
   std::string reason;
   std::string failure_class;
   double value = 0;
+  std::string cache;
 };
 
 class JOBPACT_EXPORT InMemoryMetricsSink final : public MetricsSink {

@@ -226,7 +226,8 @@ std::vector<CounterSeries> InMemoryMetricsSink::Counters() const {
   out.reserve(merged.series.size());
   for (const auto& [k, v] : merged.series) {
     out.push_back(CounterSeries{std::string(k.name), std::string(k.job_type), std::string(k.queue),
-                                std::string(k.reason), std::string(k.failure_class), v});
+                                std::string(k.reason), std::string(k.failure_class), v,
+                                std::string(k.cache)});
   }
   return out;
 }
@@ -237,12 +238,13 @@ std::vector<GaugeSeries> InMemoryMetricsSink::Gauges() const {
     out.reserve(gauges.size());
     gauges.ForEach([&](const SeriesKey& k, double v) {
       out.push_back(GaugeSeries{std::string(k.name), std::string(k.job_type), std::string(k.queue),
-                                std::string(k.reason), std::string(k.failure_class), v});
+                                std::string(k.reason), std::string(k.failure_class), v,
+                                std::string(k.cache)});
     });
   });
   std::sort(out.begin(), out.end(), [](const GaugeSeries& a, const GaugeSeries& b) {
-    return std::tie(a.name, a.job_type, a.queue, a.reason, a.failure_class) <
-           std::tie(b.name, b.job_type, b.queue, b.reason, b.failure_class);
+    return std::tie(a.name, a.job_type, a.queue, a.reason, a.failure_class, a.cache) <
+           std::tie(b.name, b.job_type, b.queue, b.reason, b.failure_class, b.cache);
   });
   return out;
 }

@@ -28,7 +28,7 @@ const std::vector<double>& DefaultBuckets(std::string_view name) {
   static const std::vector<double> kDefault = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                                0.5,   1,    2.5,   5,    10};
   if (name == metric::kQueueLatency) return kLatency;
-  if (name == metric::kDuration) return kDuration;
+  if (name == metric::kDuration || name == metric::kCacheLoaderDuration) return kDuration;
   if (name == metric::kAttempts) return kAttempts;
   return kDefault;
 }
@@ -119,6 +119,20 @@ std::string_view HelpOf(std::string_view name) {
       {metric::kHungWorkersNow, "Workers hung now (replaced; their handler has not returned)."},
       {metric::kCircuitState, "Circuit state per dependency: 0 closed, 1 open, 2 half_open."},
       {metric::kRetryBudgetBalance, "Retries the job type's retry budget allows now."},
+      {metric::kCacheHits, "Cache gets answered from a fresh entry, by key prefix."},
+      {metric::kCacheMisses, "Cache gets that found no fresh entry, by key prefix."},
+      {metric::kCacheCoalesced,
+       "Cache gets that shared another caller's load of the same key (coalesced)."},
+      {metric::kCacheStaleServed,
+       "Stale cache values served, by reason (revalidate, error, lock_wait)."},
+      {metric::kCacheLockWaits, "Cache refills that waited for another owner's refill lock."},
+      {metric::kCacheLockFailures,
+       "Cache refill locks not obtained, by reason (timeout, lock_store_error)."},
+      {metric::kCacheFallbackLoads, "Cache loads made without the refill lock (fallback)."},
+      {metric::kCacheEarlyRefreshes, "Cache refreshes started early by XFetch."},
+      {metric::kCacheLoaderErrors, "Cache loader calls that failed, by key prefix."},
+      {metric::kCacheStoreErrors, "Cache store calls that failed, by key prefix."},
+      {metric::kCacheLoaderDuration, "Cache loader run time per call, in seconds."},
   };
   const auto it = kHelp.find(name);
   return it == kHelp.end() ? std::string_view("A jobpact metric.") : it->second;
@@ -165,6 +179,7 @@ std::string LabelSet(const SeriesKey& k, std::string_view extra = {}) {
   // no dependency field).
   add(k.name == metric::kCircuitState ? "dependency" : "reason", k.reason);
   add("failure_class", k.failure_class);
+  add("cache", k.cache);
   if (!extra.empty()) {
     out += out.empty() ? "{" : ",";
     out += extra;

@@ -55,6 +55,29 @@ TEST(PrometheusMetricsSinkTest, TheCircuitGaugeNamesItsDependency) {
   EXPECT_THAT(sink.Scrape(), HasSubstr("jobpact_circuit_state{dependency=\"payments-api\"} 1\n"));
 }
 
+TEST(PrometheusMetricsSinkTest, CacheMetricsCarryTheirKeyPrefixAsTheCacheLabel) {
+  PrometheusMetricsSink sink;
+  MetricLabels user;
+  user.cache = "user";
+  MetricLabels stale_user = user;
+  stale_user.reason = "revalidate";
+  sink.Increment(m::kCacheHits, user, 3);
+  sink.Increment(m::kCacheStaleServed, stale_user, 1);
+  MetricLabels other;
+  other.cache = "order";
+  sink.Increment(m::kCacheHits, other, 2);
+  sink.Observe(m::kCacheLoaderDuration, user, 0.02);
+  const std::string text = sink.Scrape();
+  EXPECT_THAT(text, HasSubstr("# TYPE jobpact_cache_hits_total counter\n"
+                              "jobpact_cache_hits_total{cache=\"order\"} 2\n"
+                              "jobpact_cache_hits_total{cache=\"user\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("jobpact_cache_stale_served_total{reason=\"revalidate\","
+                              "cache=\"user\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("jobpact_cache_loader_duration_seconds_bucket{cache=\"user\","
+                              "le=\"0.025\"} 1\n"));
+  EXPECT_THAT(text, Not(HasSubstr("A jobpact metric.")));
+}
+
 TEST(PrometheusMetricsSinkTest, GaugeValuesUseTheFormatsFloatSyntax) {
   PrometheusMetricsSink sink;
   sink.SetGauge(m::kOldestJobAge, {{}, "a", {}, {}}, 0.25);
