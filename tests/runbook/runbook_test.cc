@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "jobpact/cache.h"
 #include "jobpact/in_memory/metrics_sink.h"
 #include "jobpact/job_runner.h"
 #include "jobpact/sqlite/sqlite_backend.h"
@@ -617,6 +618,118 @@ TEST_F(RunbookCacheTest, StaleCacheEntryInvalidatedByKey) {
   Ran again = CacheCli({"cache", "invalidate", "--key", "user:42", "--reason", "INC-12"});
   EXPECT_EQ(again.rc, 1) << again;
   EXPECT_EQ(Live("user:"), 1u);
+}
+// Cache stampede, as the metrics show it: a hot key expires under load;
+// with the guard every concurrent reader but one is coalesced onto the one
+// load (jobpact_cache_coalesced_total moves, the loader histogram's count
+// stays at one per window), and the safe action -- a stale-while-revalidate
+// window -- lets the expired entry be refreshed by one caller while the
+// others are served the stale value (docs/cache.md).
+TEST_F(RunbookCacheTest, CacheStampedeTheGuardsMetricsMoveAndStaleWhileRevalidateAbsorbsIt) {
+  auto metrics = std::make_shared<InMemoryMetricsSink>();
+  CacheGuardOptions o;
+  o.store = cache_;
+  o.locks = redis_->locks();
+  o.clock = clock_;
+  o.metrics = metrics;
+  auto guard = CacheGuard::Create(o);
+  ASSERT_TRUE(guard.ok()) << guard.status();
+  std::atomic<int> loads{0};
+  std::atomic<bool> release{false};
+  // A slow origin: the load waits until every reader has asked.
+  auto loader = [&]() -> Result<CacheLoad> {
+    ++loads;
+    WaitFor([&] { return release.load(); });
+    return CacheLoad::Found(R"({"name":"ada"})");
+  };
+  constexpr int kReaders = 32;
+  std::vector<std::thread> readers;
+  std::atomic<int> asked{0}, ok{0};
+  for (int i = 0; i < kReaders; ++i) {
+    readers.emplace_back([&] {
+      ++asked;
+      if ((*guard)->Get("user:42", loader).ok()) ++ok;
+    });
+  }
+  while (asked.load() < kReaders) std::this_thread::yield();
+  const bool all_coalesced = WaitFor([&] {
+    return metrics->Counter(metric::kCacheCoalesced, MetricLabels{{}, {}, {}, {}, "user"}) + 1 >=
+           kReaders;
+  });
+  release = true;
+  EXPECT_TRUE(all_coalesced);
+  for (std::thread& t : readers) t.join();
+  EXPECT_EQ(ok.load(), kReaders);
+  EXPECT_EQ(loads.load(), 1) << "32 readers of an expired hot key: one origin call";
+  EXPECT_EQ(metrics->Counter(metric::kCacheCoalesced, MetricLabels{{}, {}, {}, {}, "user"}),
+            kReaders - 1);
+
+  // The safe action: a stale-while-revalidate window. Past the fresh
+  // window, readers are served the stale value at once; one refreshes.
+  CacheGetOptions swr;
+  swr.ttl = Seconds(60);
+  swr.ttl_jitter = 0;
+  swr.stale_while_revalidate = Seconds(300);
+  ASSERT_TRUE((*guard)->Invalidate("user:42").ok());
+  ASSERT_TRUE((*guard)->Get("user:42", loader, swr).ok());
+  const int before = loads.load();
+  clock_->Advance(Seconds(61));
+  auto stale = (*guard)->Get("user:42", loader, swr);
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  EXPECT_EQ(loads.load(), before + 1) << "the one refresher";
+  auto fresh = (*guard)->Get("user:42", loader, swr);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(fresh->source, CacheSource::kHit) << "refreshed for everyone after it";
+}
+
+// Stale data the guard serves on purpose: the origin fails, the guard
+// serves the last value within stale-if-error and says how old it is
+// (jobpact_cache_stale_served_total{reason="error"} and
+// jobpact_cache_loader_errors_total move: JobpactCacheServingStaleOnErrors);
+// once the origin is right again, invalidating the key makes the next read
+// load it.
+TEST_F(RunbookCacheTest, StaleDataServedOnErrorsShowsItsAgeAndInvalidationReloads) {
+  auto metrics = std::make_shared<InMemoryMetricsSink>();
+  CacheGuardOptions o;
+  o.store = cache_;
+  o.locks = redis_->locks();
+  o.clock = clock_;
+  o.metrics = metrics;
+  auto guard = CacheGuard::Create(o);
+  ASSERT_TRUE(guard.ok()) << guard.status();
+  bool origin_up = true;
+  std::string address = "old street 1";
+  auto loader = [&]() -> Result<CacheLoad> {
+    if (!origin_up) return Status::Unavailable("address service down");
+    return CacheLoad::Found(address);
+  };
+  CacheGetOptions sie;
+  sie.ttl = Seconds(60);
+  sie.ttl_jitter = 0;
+  sie.stale_if_error = Seconds(3600);
+  ASSERT_TRUE((*guard)->Get("account:7", loader, sie).ok());
+  origin_up = false;
+  clock_->Advance(Seconds(600));
+  auto served = (*guard)->Get("account:7", loader, sie);
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(served->value, "old street 1");
+  EXPECT_EQ(served->source, CacheSource::kStaleOnError);
+  EXPECT_GE(served->age, Seconds(600)) << "the data age a service can show";
+  const MetricLabels account{{}, {}, "error", {}, "account"};
+  EXPECT_EQ(metrics->Counter(metric::kCacheStaleServed, account), 1);
+  EXPECT_GE(metrics->Counter(metric::kCacheLoaderErrors, MetricLabels{{}, {}, {}, {}, "account"}),
+            1);
+
+  // The origin is back with the new address; the runbook's action.
+  origin_up = true;
+  address = "new street 2";
+  Ran r = CacheCli({"cache", "invalidate", "--key", "account:7", "--reason",
+                    "INC-12: customer sees the old address"});
+  ASSERT_EQ(r.rc, 0) << r;
+  auto reloaded = (*guard)->Get("account:7", loader, sie);
+  ASSERT_TRUE(reloaded.ok());
+  EXPECT_EQ(reloaded->value, "new street 2");
+  EXPECT_EQ(reloaded->source, CacheSource::kLoaded);
 }
 #endif  // JOBPACT_RUNBOOK_TEST_WITH_REDIS
 
