@@ -25,6 +25,7 @@
 #ifndef JOBPACT_STORE_BACKEND_H_
 #define JOBPACT_STORE_BACKEND_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -143,6 +144,12 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
   // REQUIRES: clock != nullptr (null: SystemClock::Default()).
   explicit StoreBackend(std::shared_ptr<Clock> clock);
 
+  // For InsertJobs: OK if `adding` more jobs fit in `queue` at `depth`
+  // waiting jobs under its maximum `limit`; else kResourceExhausted naming
+  // the queue, its depth and the limit (the words every store uses).
+  static Status CheckQueueDepth(std::string_view queue, std::int64_t depth, std::int64_t adding,
+                                std::int64_t limit);
+
   // --- Storage primitives ---
 
   // Inserts new jobs (each change.expect.new_job) in one atomic step, in
@@ -150,7 +157,11 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
   // within options.dedup_window (now - enqueued_at < window) that did not
   // end without effect (discarded, failed, dead-lettered) is not stored: its
   // result names the existing job with duplicate = true. kAlreadyExists if
-  // an id is taken (nothing is stored then).
+  // an id is taken (nothing is stored then). In the same atomic step, the
+  // store obeys the stored maximum queue depths (ControlKind::kMaxQueueDepth,
+  // ControlState::MaxQueueDepth): if the jobs of `jobs` for a queue with
+  // one, added to its waiting (queued and retry_scheduled) jobs, would pass
+  // it, nothing is stored and the result is CheckQueueDepth's error.
   virtual Result<std::vector<EnqueueResult>> InsertJobs(std::vector<JobChange>& jobs,
                                                         const EnqueueOptions& options,
                                                         TimePoint now) = 0;

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/internal/backpressure.h"
 #include "src/internal/guarded.h"
 #include "src/internal/names.h"
 
@@ -39,6 +40,11 @@ Result<std::vector<EnqueueResult>> StoreBackend::EnqueueAll(const Envelope* envs
     }
   }
   return InsertJobs(jobs, options, now);
+}
+
+Status StoreBackend::CheckQueueDepth(std::string_view queue, std::int64_t depth,
+                                     std::int64_t adding, std::int64_t limit) {
+  return internal::CheckQueueDepth(queue, depth, adding, limit);
 }
 
 Result<EnqueueResult> StoreBackend::Enqueue(const Envelope& env, const EnqueueOptions& options) {

@@ -4,7 +4,10 @@
 #include "map_queue_backend.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <exception>
+#include <map>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -52,6 +55,19 @@ Result<std::vector<jobpact::EnqueueResult>> MapQueueBackend::InsertJobs(
     if (jobs_.count(c.record.envelope.job_id) != 0) {
       return Status::AlreadyExists("job id already in use: " + c.record.envelope.job_id);
     }
+  }
+  // The maximum queue depths, checked before anything is stored.
+  std::map<std::string, std::int64_t> adding;
+  for (const JobChange& c : jobs) ++adding[c.record.envelope.queue];
+  for (const auto& [queue, n] : adding) {
+    std::optional<int> limit = control_.MaxQueueDepth(queue);
+    if (!limit) continue;
+    std::int64_t depth = 0;
+    for (const auto& [id, r] : jobs_) {
+      depth += r.envelope.queue == queue && (r.status == jobpact::JobStatus::kQueued ||
+                                             r.status == jobpact::JobStatus::kRetryScheduled);
+    }
+    JOBPACT_RETURN_IF_ERROR(CheckQueueDepth(queue, depth, n, *limit));
   }
   std::vector<jobpact::EnqueueResult> out;
   for (JobChange& c : jobs) {

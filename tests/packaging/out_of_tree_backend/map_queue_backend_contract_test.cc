@@ -43,7 +43,8 @@ TEST(OutOfTreeBackend, EverySuiteOfTheInstalledLibraryIsLinkedIn) {
   EXPECT_THAT(suites, ::testing::ElementsAre(
                           "MapStore/ConcurrencyContract", "MapStore/DeadLetterContract",
                           "MapStore/IdempotencyStoreContract", "MapStore/LockStoreContract",
-                          "MapStore/QueueAdminContract", "MapStore/QueueBackendContract"));
+                          "MapStore/QueueAdminContract", "MapStore/QueueBackendContract",
+                          "MapStore/RateLimitStoreContract"));
 }
 
 }  // namespace
