@@ -261,6 +261,12 @@ TEST_F(CacheGuardStampedeTest, FourProcessesOnOneSharedStoreMakeOneRefillPerWind
         },
         [&] { return calls.load() > window; }));
     release = true;
+    // Time moves only once the refill has landed and its lock is free: a
+    // clock moved while the loading thread is still descheduled (a loaded
+    // machine, a sanitizer build) would run the lock's TTL out and let a
+    // waiting guard refill a second time.
+    ASSERT_TRUE(SpinUntil([&] { return locks_->HeldCount() == 0; },
+                          [&] { return calls.load() > window; }));
     // The waiting guards look at the store every poll interval.
     sleep_clock_->AdvanceOnSleeps(Millis(100),
                                   [&] { return finished == kGuards * kThreadsPerGuard; });
