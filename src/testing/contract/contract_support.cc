@@ -122,7 +122,8 @@ Completion BackendContractTest::Outcome(JobStatus to, std::string reason) {
 int contract_internal::LinkAllSuites() {
   return QueueContractAnchor() + DeadLetterContractAnchor() + LockStoreContractAnchor() +
          IdempotencyStoreContractAnchor() + ConcurrencyContractAnchor() + LeaseContractAnchor() +
-         AdminContractAnchor() + HostileInputContractAnchor() + RateLimitContractAnchor();
+         AdminContractAnchor() + HostileInputContractAnchor() + RateLimitContractAnchor() +
+         FairnessContractAnchor();
 }
 
 }  // namespace testing

@@ -22,6 +22,7 @@ int LeaseContractAnchor();             // lease_contract.cc
 int AdminContractAnchor();             // admin_contract.cc
 int HostileInputContractAnchor();      // hostile_input_contract.cc
 int RateLimitContractAnchor();         // rate_limit_contract.cc
+int FairnessContractAnchor();          // fairness_contract.cc
 
 }  // namespace contract_internal
 }  // namespace testing

@@ -1,5 +1,6 @@
-// Tenant fairness in the in-memory store's lease step (issue 11): jobs of
-// one queue are handed out in turn across tenants, within a priority.
+// Tenant fairness in the in-memory store's lease step (issue 11): the exact
+// order of the turns (the conformance suite's fairness cases run on every
+// backend; these pin how this store takes turns).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -30,14 +31,6 @@ std::vector<std::string> LeaseIds(InMemoryQueueBackend& q, int n) {
     for (const Delivery& d : *got) ids.push_back(d.job.envelope.job_id);
   }
   return ids;
-}
-
-TEST(InMemoryTenantFairnessTest, ASmallTenantIsNotStarvedByABigTenantsBurst) {
-  auto clock = std::make_shared<testing::ManualClock>();
-  InMemoryQueueBackend queue(clock);
-  const int a_started = test_support::AJobsStartedBeforeBsLast(queue, 20000);
-  EXPECT_LT(a_started, 2000) << "B's 20 jobs must all start before A's backlog is a tenth done";
-  EXPECT_LE(a_started, 32) << "in turn: each lease of 16 takes as many of B's as of A's";
 }
 
 TEST(InMemoryTenantFairnessTest, TenantsTakeTurnsWithinAPriorityAndInReadyOrderWithinATenant) {

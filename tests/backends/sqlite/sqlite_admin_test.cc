@@ -221,16 +221,6 @@ TEST_F(SqliteAdminTest, ASharedRateLimitIsCountedOverEveryProcessOfTheFile) {
   EXPECT_EQ(second.retry_at, clock_->Now() + Seconds(1));
 }
 
-// Tenant fairness in the lease step (issue 11): tenant A enqueues 20,000
-// jobs, tenant B then 20; B's jobs all start before A's backlog is a tenth
-// done -- and, in turn, with about one of A's per one of B's.
-TEST_F(SqliteAdminTest, ASmallTenantIsNotStarvedByABigTenantsBurst) {
-  std::shared_ptr<SqliteBackend> db = Open();
-  const int a_started = test_support::AJobsStartedBeforeBsLast(*db->queue(), 20000);
-  EXPECT_LT(a_started, 2000) << "B's 20 jobs must all start before A's backlog is a tenth done";
-  EXPECT_LE(a_started, 32) << "in turn: each lease of 16 takes as many of B's as of A's";
-}
-
 // The turn is kept in the file: a lease of one job at a time still goes
 // round the tenants, in every process.
 TEST_F(SqliteAdminTest, TenantsTakeTurnsAcrossLeasesAndProcesses) {

@@ -122,6 +122,36 @@ Status MapQueueBackend::WriteLocked(jobpact::JobWrite& w) {
   return Status::Ok();
 }
 
+std::vector<JobRecord*> MapQueueBackend::TakeTurns(const std::vector<JobRecord*>& sorted) const {
+  std::vector<JobRecord*> out;
+  out.reserve(sorted.size());
+  for (auto band = sorted.begin(); band != sorted.end();) {
+    const int priority = (*band)->envelope.priority;
+    auto band_end = std::find_if(band, sorted.end(), [&](const JobRecord* r) {
+      return r->envelope.priority != priority;
+    });
+    // Each tenant's jobs of this priority, in ready order; the turn starts
+    // with the first tenant after the one served last.
+    std::map<std::string_view, std::vector<JobRecord*>> by_tenant;
+    for (auto it = band; it != band_end; ++it) by_tenant[(*it)->envelope.tenant_id].push_back(*it);
+    std::vector<std::vector<JobRecord*>*> turn;
+    for (auto it = by_tenant.upper_bound(last_tenant_); it != by_tenant.end(); ++it) {
+      turn.push_back(&it->second);
+    }
+    for (auto it = by_tenant.begin(); it != by_tenant.upper_bound(last_tenant_); ++it) {
+      turn.push_back(&it->second);
+    }
+    for (std::size_t round = 0; out.size() < static_cast<std::size_t>(band_end - sorted.begin());
+         ++round) {
+      for (std::vector<JobRecord*>* jobs : turn) {
+        if (round < jobs->size()) out.push_back((*jobs)[round]);
+      }
+    }
+    band = band_end;
+  }
+  return out;
+}
+
 Status MapQueueBackend::LeaseJobs(const jobpact::DequeueRequest& request, TimePoint now,
                                   std::vector<jobpact::Delivery>* out) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -150,10 +180,11 @@ Status MapQueueBackend::LeaseJobs(const jobpact::DequeueRequest& request, TimePo
   };
   std::sort(ready.begin(), ready.end(),
             [&](const JobRecord* a, const JobRecord* b) { return order(a) < order(b); });
-  for (JobRecord* r : ready) {
+  for (JobRecord* r : TakeTurns(ready)) {
     if (static_cast<int>(out->size()) == request.max_jobs) break;
     auto limited = room.find(r->envelope.job_type);
     if (limited != room.end() && limited->second-- <= 0) continue;
+    last_tenant_ = r->envelope.tenant_id;
     std::string token = request.worker_id + "#" + std::to_string(++deliveries_);
     JOBPACT_ASSIGN_OR_RETURN(JobChange c, jobpact::engine::Deliver(*r, std::move(token), now));
     Apply(*r, std::move(c));

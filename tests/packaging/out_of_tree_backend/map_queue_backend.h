@@ -65,6 +65,10 @@ class MapQueueBackend final : public jobpact::StoreBackend {
  private:
   // One conditional write. REQUIRES: mu_ held.
   jobpact::Status WriteLocked(jobpact::JobWrite& write);
+  // Tenant fairness: `sorted` (by priority, then ready order) reordered so
+  // that within a priority the tenants take turns, starting after the
+  // tenant leased last. REQUIRES: mu_ held.
+  std::vector<jobpact::JobRecord*> TakeTurns(const std::vector<jobpact::JobRecord*>& sorted) const;
 
   std::mutex mu_;
   // Guarded by mu_: every job by id, and every queue ever used (Stats lists
@@ -75,6 +79,7 @@ class MapQueueBackend final : public jobpact::StoreBackend {
   std::vector<std::string> control_audit_;
   std::map<std::string, jobpact::PublishedPolicy> policies_;
   std::uint64_t deliveries_ = 0;
+  std::string last_tenant_;  // The tenant of the job leased last.
 };
 
 }  // namespace example
