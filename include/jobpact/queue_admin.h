@@ -82,11 +82,21 @@ enum class ControlKind {
                       // it). Jobs an enqueue finds to be dedup duplicates
                       // count too. Checked in the enqueue's atomic step,
                       // so processes enqueueing at once cannot overshoot.
+  kTenantConcurrencyLimit,  // subject: a queue. At most `limit` jobs of any
+                            // one tenant of the queue run at once, counted
+                            // over every process of the store; jobs without
+                            // a tenant_id count as one tenant. A tenant at
+                            // its cap is passed over in the lease step (its
+                            // jobs wait, the other tenants' go ahead); a
+                            // crashed worker's job stops counting when its
+                            // lease expires.
 };
 // "pause_type", "pause_queue", "concurrency_limit", "route_to_dlq",
-// "max_queue_depth".
+// "max_queue_depth", "tenant_concurrency_limit".
 JOBPACT_EXPORT std::string_view ControlKindName(ControlKind k);
 JOBPACT_EXPORT Result<ControlKind> ParseControlKind(std::string_view name);
+// True for the kinds whose rule carries a limit (ControlRule::limit).
+JOBPACT_EXPORT bool ControlKindHasLimit(ControlKind k);
 
 struct ControlRule {
   ControlKind kind = ControlKind::kPauseType;
@@ -95,6 +105,8 @@ struct ControlRule {
   // holds the type like a pause, but lets running jobs finish as usual).
   // kMaxQueueDepth: the most jobs waiting in the queue, >= 0 (0 refuses
   // every enqueue to it).
+  // kTenantConcurrencyLimit: the most jobs of one tenant of the queue
+  // running at once, >= 0 (0 holds the queue like a pause).
   int limit = 0;
   // kRouteToDlq: the failure class routed.
   FailureClass failure_class = FailureClass::kUnknown;
@@ -115,6 +127,8 @@ struct ControlState {
   std::optional<int> ConcurrencyLimit(std::string_view job_type) const;
   // The maximum depth of `queue`, if one is set.
   std::optional<int> MaxQueueDepth(std::string_view queue) const;
+  // The per-tenant concurrency cap of `queue`, if one is set.
+  std::optional<int> TenantConcurrencyLimit(std::string_view queue) const;
   // True if failures of `c` of `job_type` go straight to the DLQ.
   bool RoutesToDlq(std::string_view job_type, FailureClass c) const;
 };

@@ -20,6 +20,7 @@ constexpr std::pair<ControlKind, std::string_view> kControlKindNames[] = {
     {ControlKind::kConcurrencyLimit, "concurrency_limit"},
     {ControlKind::kRouteToDlq, "route_to_dlq"},
     {ControlKind::kMaxQueueDepth, "max_queue_depth"},
+    {ControlKind::kTenantConcurrencyLimit, "tenant_concurrency_limit"},
 };
 
 const ControlRule* Find(const ControlState& s, ControlKind kind, std::string_view subject) {
@@ -49,6 +50,11 @@ Result<ControlKind> ParseControlKind(std::string_view name) {
                                  known + ")");
 }
 
+bool ControlKindHasLimit(ControlKind k) {
+  return k == ControlKind::kConcurrencyLimit || k == ControlKind::kMaxQueueDepth ||
+         k == ControlKind::kTenantConcurrencyLimit;
+}
+
 bool ControlState::TypePaused(std::string_view job_type) const {
   return Find(*this, ControlKind::kPauseType, job_type) != nullptr;
 }
@@ -65,6 +71,12 @@ std::optional<int> ControlState::ConcurrencyLimit(std::string_view job_type) con
 
 std::optional<int> ControlState::MaxQueueDepth(std::string_view queue) const {
   const ControlRule* r = Find(*this, ControlKind::kMaxQueueDepth, queue);
+  if (r == nullptr) return std::nullopt;
+  return r->limit;
+}
+
+std::optional<int> ControlState::TenantConcurrencyLimit(std::string_view queue) const {
+  const ControlRule* r = Find(*this, ControlKind::kTenantConcurrencyLimit, queue);
   if (r == nullptr) return std::nullopt;
   return r->limit;
 }

@@ -22,11 +22,6 @@ constexpr std::size_t kMaxListLimit = 10000;
 constexpr int kMaxConcurrencyLimit = 1000000;
 constexpr int kMaxQueueDepthLimit = 1000000000;
 
-// True for the kinds whose rule carries a limit.
-bool HasLimit(ControlKind kind) {
-  return kind == ControlKind::kConcurrencyLimit || kind == ControlKind::kMaxQueueDepth;
-}
-
 // Who and why, as engine::AuditLine takes them.
 DlqAction Who(std::string_view actor, std::string_view reason) {
   DlqAction who;
@@ -121,7 +116,8 @@ Status StoreBackend::SetControl(const ControlRule& rule) {
     if (ControlKindName(rule.kind) == "unknown") {
       return Status::InvalidArgument("SetControl: unknown control kind");
     }
-    if (rule.kind == ControlKind::kConcurrencyLimit &&
+    if ((rule.kind == ControlKind::kConcurrencyLimit ||
+         rule.kind == ControlKind::kTenantConcurrencyLimit) &&
         (rule.limit < 0 || rule.limit > kMaxConcurrencyLimit)) {
       return Status::InvalidArgument("SetControl: a concurrency limit must be 0.." +
                                      std::to_string(kMaxConcurrencyLimit) + ", not " +
@@ -137,9 +133,9 @@ Status StoreBackend::SetControl(const ControlRule& rule) {
     w.set = rule;
     w.set->set_at = clock_->Now();
     if (rule.kind != ControlKind::kRouteToDlq) w.set->failure_class = FailureClass::kUnknown;
-    if (!HasLimit(rule.kind)) w.set->limit = 0;
+    if (!ControlKindHasLimit(rule.kind)) w.set->limit = 0;
     std::optional<int> limit;
-    if (HasLimit(rule.kind)) limit = rule.limit;
+    if (ControlKindHasLimit(rule.kind)) limit = rule.limit;
     w.audit_line = engine::AuditLine(
         "set " + Describe(rule.kind, rule.subject, rule.failure_class, limit), w.set->set_at,
         Who(rule.actor, rule.reason));

@@ -146,7 +146,7 @@ Json ControlToJson(const ControlState& s) {
   Json rules = Json::array();
   for (const ControlRule& r : s.rules) {
     Json j{{"kind", std::string(ControlKindName(r.kind))}, {"subject", r.subject}};
-    if (r.kind == ControlKind::kConcurrencyLimit || r.kind == ControlKind::kMaxQueueDepth) {
+    if (ControlKindHasLimit(r.kind)) {
       j["limit"] = r.limit;
     }
     if (r.kind == ControlKind::kRouteToDlq) {
