@@ -88,6 +88,9 @@ function renderQueues(queues, now) {
     cell(tr, fmtRate(rate(q.queue, { key: 'enq', now: enq }, now)), 'enqueue_rate', true);
     cell(tr, fmtRate(rate(q.queue, { key: 'fin', now: fin }, now)), 'finish_rate', true);
     cell(tr, q.paused ? 'paused' : '', 'paused');
+    // A per-tenant concurrency cap: "at most N running per tenant".
+    cell(tr, q.per_tenant_limit == null ? '' : '\u2264 ' + q.per_tenant_limit + ' running',
+         'per_tenant_limit', true);
     body.appendChild(tr);
   }
   state.previous = { at: now, values };
@@ -143,6 +146,28 @@ function renderPaused(paused) {
                   ' by ' + p.actor + ': ' + p.reason + ' ', { 'data-paused': p.subject });
     li.appendChild(resumeButton(p.kind, p.subject));
     ul.appendChild(li);
+  }
+}
+
+function renderRateLimiters(limiters) {
+  const body = $('rate-limiters').querySelector('tbody');
+  body.replaceChildren();
+  if (limiters === null || limiters.length === 0) {
+    const tr = el('tr', null, { class: 'muted' });
+    const td = cell(tr, limiters === null ? 'this backend has no shared rate limiters'
+                                          : 'no rate limiter in use');
+    td.setAttribute('colspan', '4');
+    body.appendChild(tr);
+    return;
+  }
+  for (const r of limiters) {
+    const tr = el('tr', null, { 'data-limiter': r.key });
+    cell(tr, r.key);
+    cell(tr, r.override === null ? '-' : r.override.per_second + '/s, burst ' + r.override.burst +
+         ' (' + r.override.actor + ': ' + r.override.reason + ')', 'override');
+    cell(tr, r.backoff_until === null ? '-' : 'until ' + r.backoff_until, 'backoff');
+    cell(tr, r.backoff_until === null ? '' : r.backoff_reason, 'backoff_reason');
+    body.appendChild(tr);
   }
 }
 
@@ -252,6 +277,7 @@ async function refresh() {
     renderQueues(o.queues, now);
     renderTypes(o.types);
     renderPaused(o.paused);
+    renderRateLimiters(o.rate_limiters);
     $('workers-busy').textContent = o.workers.busy;
     $('workers-hung').textContent = o.workers.hung;
     $('workers-hung-total').textContent = o.workers.hung_total;

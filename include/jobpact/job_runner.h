@@ -202,6 +202,18 @@ struct JobRunnerOptions {
   // a limited delivery does. A dependency not listed has no rate, but a
   // handler's RateLimited backoff still holds it in every process.
   std::map<std::string, RateLimit, std::less<>> dependency_rate_limits;
+  // Concurrency limits per dependency (HandlerOptions::dependency): at most
+  // this many (>= 1) handlers calling it run at once across every runner
+  // sharing the LockStore. Each running handler holds one of the N slots,
+  // a lock "dependency:<name>:slot:<i>" renewed with its lease, so a
+  // crashed runner's slot frees when its visibility timeout passes. A
+  // delivery that finds no free slot is rescheduled a short while later
+  // (lock_busy_min_delay .. lock_busy_max_delay) with reason
+  // "concurrency_limited" and no attempt spent. An operator's
+  // ControlKind::kDependencyConcurrencyLimit (`jobpact concurrency DEP N
+  // --dependency`) replaces the number here in every runner within
+  // control_refresh_interval, and can limit a dependency not listed.
+  std::map<std::string, int, std::less<>> dependency_concurrency;
 
   // --- Logs: one structured spdlog line per transition ---
   // The spdlog logger used (created with a stderr sink if not registered).
@@ -305,6 +317,14 @@ struct HandlerOptions {
   std::optional<RateLimit> rate_limit;
   // The same, counted in this process only (no store call).
   std::optional<RateLimit> local_rate_limit;
+  // At most this many of the type's handlers run at once in this process
+  // (>= 1; unset: as many as there are workers). A delivery past it is
+  // rescheduled a short while later (JobRunnerOptions::lock_busy_min_delay
+  // .. lock_busy_max_delay) with reason "concurrency_limited" and no
+  // attempt spent, counted in jobpact_concurrency_limited_total. The limit
+  // across every process is the store's (`jobpact concurrency TYPE N`); a
+  // dependency's is JobRunnerOptions::dependency_concurrency.
+  std::optional<int> local_max_concurrency;
 };
 
 // Counters of what a runner has done, for status pages and tests.

@@ -106,6 +106,10 @@ inline constexpr std::string_view kCircuitOpen = "circuit_open";
 // handler's RateLimited backoff), rescheduled to the limiter's time
 // without spending an attempt.
 inline constexpr std::string_view kRateLimited = "rate_limited";
+// A delivery past its type's limit of handlers running at once in this
+// process (HandlerOptions::local_max_concurrency), rescheduled a short
+// while later without spending an attempt.
+inline constexpr std::string_view kConcurrencyLimited = "concurrency_limited";
 // The handler succeeded but its idempotency record could not be written
 // (SPEC 3 step 9): the job is not acked as succeeded; the attempt counts as
 // a transient failure with this code and is retried.

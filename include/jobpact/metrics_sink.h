@@ -67,6 +67,11 @@ inline constexpr std::string_view kEnqueueRefused = "jobpact_enqueue_refused_tot
 // and attempts that failed because the upstream said "rate limited"
 // (JobContext::RateLimited; reason "upstream").
 inline constexpr std::string_view kRateLimited = "jobpact_rate_limited_total";
+// Deliveries rescheduled because a concurrency limit the runner enforces
+// was full (by job type and queue; `reason` is "local" for the type's
+// HandlerOptions::local_max_concurrency, "dependency:<name>" for a
+// dependency's JobRunnerOptions::dependency_concurrency).
+inline constexpr std::string_view kConcurrencyLimited = "jobpact_concurrency_limited_total";
 // Deliveries rescheduled because their dependency's circuit was open (by
 // job type).
 inline constexpr std::string_view kCircuitRejected = "jobpact_circuit_rejected_total";

@@ -193,6 +193,20 @@ class JOBPACT_EXPORT Operations {
                              std::string_view reason);
   Status ClearConcurrencyLimit(std::string_view job_type, std::string_view actor,
                                std::string_view reason);
+  // At most `limit` (>= 0) jobs of any one tenant of `queue` run at once
+  // across processes (ControlKind::kTenantConcurrencyLimit).
+  Status SetTenantConcurrencyLimit(std::string_view queue, int limit, std::string_view actor,
+                                   std::string_view reason);
+  Status ClearTenantConcurrencyLimit(std::string_view queue, std::string_view actor,
+                                     std::string_view reason);
+  // At most `limit` (>= 0) handlers calling `dependency` run at once across
+  // every runner, in place of their JobRunnerOptions::dependency_concurrency
+  // (ControlKind::kDependencyConcurrencyLimit); cleared, the runners go
+  // back to their own.
+  Status SetDependencyConcurrencyLimit(std::string_view dependency, int limit,
+                                       std::string_view actor, std::string_view reason);
+  Status ClearDependencyConcurrencyLimit(std::string_view dependency, std::string_view actor,
+                                         std::string_view reason);
   // Backpressure: an enqueue that would take `queue` past `max_depth` (>=
   // 0) waiting jobs is refused with kResourceExhausted, in every process
   // (ControlKind::kMaxQueueDepth).

@@ -90,9 +90,18 @@ enum class ControlKind {
                             // jobs wait, the other tenants' go ahead); a
                             // crashed worker's job stops counting when its
                             // lease expires.
+  kDependencyConcurrencyLimit,  // subject: a dependency
+                                // (HandlerOptions::dependency). At most
+                                // `limit` handlers calling it run at once
+                                // across every runner sharing the LockStore,
+                                // in place of the runners'
+                                // JobRunnerOptions::dependency_concurrency;
+                                // runners see a change within their control
+                                // refresh interval.
 };
 // "pause_type", "pause_queue", "concurrency_limit", "route_to_dlq",
-// "max_queue_depth", "tenant_concurrency_limit".
+// "max_queue_depth", "tenant_concurrency_limit",
+// "dependency_concurrency_limit".
 JOBPACT_EXPORT std::string_view ControlKindName(ControlKind k);
 JOBPACT_EXPORT Result<ControlKind> ParseControlKind(std::string_view name);
 // True for the kinds whose rule carries a limit (ControlRule::limit).
@@ -107,6 +116,8 @@ struct ControlRule {
   // every enqueue to it).
   // kTenantConcurrencyLimit: the most jobs of one tenant of the queue
   // running at once, >= 0 (0 holds the queue like a pause).
+  // kDependencyConcurrencyLimit: the most handlers calling the dependency
+  // at once, >= 0 (0 holds every job calling it).
   int limit = 0;
   // kRouteToDlq: the failure class routed.
   FailureClass failure_class = FailureClass::kUnknown;
@@ -129,6 +140,8 @@ struct ControlState {
   std::optional<int> MaxQueueDepth(std::string_view queue) const;
   // The per-tenant concurrency cap of `queue`, if one is set.
   std::optional<int> TenantConcurrencyLimit(std::string_view queue) const;
+  // The concurrency limit of `dependency`, if an operator set one.
+  std::optional<int> DependencyConcurrencyLimit(std::string_view dependency) const;
   // True if failures of `c` of `job_type` go straight to the DLQ.
   bool RoutesToDlq(std::string_view job_type, FailureClass c) const;
 };

@@ -21,6 +21,7 @@ constexpr std::pair<ControlKind, std::string_view> kControlKindNames[] = {
     {ControlKind::kRouteToDlq, "route_to_dlq"},
     {ControlKind::kMaxQueueDepth, "max_queue_depth"},
     {ControlKind::kTenantConcurrencyLimit, "tenant_concurrency_limit"},
+    {ControlKind::kDependencyConcurrencyLimit, "dependency_concurrency_limit"},
 };
 
 const ControlRule* Find(const ControlState& s, ControlKind kind, std::string_view subject) {
@@ -52,7 +53,7 @@ Result<ControlKind> ParseControlKind(std::string_view name) {
 
 bool ControlKindHasLimit(ControlKind k) {
   return k == ControlKind::kConcurrencyLimit || k == ControlKind::kMaxQueueDepth ||
-         k == ControlKind::kTenantConcurrencyLimit;
+         k == ControlKind::kTenantConcurrencyLimit || k == ControlKind::kDependencyConcurrencyLimit;
 }
 
 bool ControlState::TypePaused(std::string_view job_type) const {
@@ -77,6 +78,12 @@ std::optional<int> ControlState::MaxQueueDepth(std::string_view queue) const {
 
 std::optional<int> ControlState::TenantConcurrencyLimit(std::string_view queue) const {
   const ControlRule* r = Find(*this, ControlKind::kTenantConcurrencyLimit, queue);
+  if (r == nullptr) return std::nullopt;
+  return r->limit;
+}
+
+std::optional<int> ControlState::DependencyConcurrencyLimit(std::string_view dependency) const {
+  const ControlRule* r = Find(*this, ControlKind::kDependencyConcurrencyLimit, dependency);
   if (r == nullptr) return std::nullopt;
   return r->limit;
 }

@@ -116,8 +116,7 @@ Status StoreBackend::SetControl(const ControlRule& rule) {
     if (ControlKindName(rule.kind) == "unknown") {
       return Status::InvalidArgument("SetControl: unknown control kind");
     }
-    if ((rule.kind == ControlKind::kConcurrencyLimit ||
-         rule.kind == ControlKind::kTenantConcurrencyLimit) &&
+    if (ControlKindHasLimit(rule.kind) && rule.kind != ControlKind::kMaxQueueDepth &&
         (rule.limit < 0 || rule.limit > kMaxConcurrencyLimit)) {
       return Status::InvalidArgument("SetControl: a concurrency limit must be 0.." +
                                      std::to_string(kMaxConcurrencyLimit) + ", not " +

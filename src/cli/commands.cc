@@ -495,25 +495,52 @@ Result<int> ParseLimit(const std::string& limit, long max, std::string_view zero
 
 }  // namespace
 
-int Concurrency(const Context& ctx, const std::string& type, const std::string& limit, bool clear,
-                const Who& who) {
+int Concurrency(const Context& ctx, const std::string& subject, bool per_tenant,
+                bool dependency, const std::string& limit, bool clear, const Who& who) {
+  const std::string what = std::string("concurrency ") +
+                           (per_tenant ? "--per-tenant " : dependency ? "--dependency " : "") +
+                           subject;
+  if (per_tenant && dependency) {
+    return Fail(ctx, what,
+                Status::InvalidArgument("give --per-tenant or --dependency, not both"));
+  }
   if (clear == !limit.empty()) {
-    return Fail(ctx, "concurrency " + type,
-                Status::InvalidArgument("give a limit N or --clear (exactly one of them)"));
+    return Fail(ctx, what, Status::InvalidArgument("give a limit N or --clear (exactly one of them)"));
   }
+  // What the limit applies to: a job type, each tenant of a queue, or a
+  // dependency; the control rule's kind and the words for it.
+  const ControlKind kind = per_tenant   ? ControlKind::kTenantConcurrencyLimit
+                           : dependency ? ControlKind::kDependencyConcurrencyLimit
+                                        : ControlKind::kConcurrencyLimit;
+  const char* field = per_tenant ? "queue" : dependency ? "dependency" : "job_type";
+  const std::string whose = per_tenant   ? "each tenant of queue " + subject
+                            : dependency ? "dependency " + subject
+                                         : subject;
+  Json out{{field, subject}};
   if (clear) {
-    Status st = ctx.ops->ClearConcurrencyLimit(type, who.actor, who.reason);
-    if (!st.ok()) return Fail(ctx, "concurrency " + type, st);
-    return Done(ctx, Json{{"job_type", type}, {"limit", nullptr}},
-                "cleared the concurrency limit of " + type);
+    Status st = per_tenant   ? ctx.ops->ClearTenantConcurrencyLimit(subject, who.actor, who.reason)
+                : dependency ? ctx.ops->ClearDependencyConcurrencyLimit(subject, who.actor,
+                                                                        who.reason)
+                             : ctx.ops->ClearConcurrencyLimit(subject, who.actor, who.reason);
+    if (!st.ok()) return Fail(ctx, what, st);
+    out["limit"] = nullptr;
+    out["kind"] = std::string(ControlKindName(kind));
+    return Done(ctx, out, "cleared the concurrency limit of " + whose);
   }
-  Result<int> n = ParseLimit(limit, 1000000, "holds the type");
-  if (!n.ok()) return Fail(ctx, "concurrency " + type, n.status());
-  Status st = ctx.ops->SetConcurrencyLimit(type, *n, who.actor, who.reason);
-  if (!st.ok()) return Fail(ctx, "concurrency " + type, st);
-  return Done(ctx, Json{{"job_type", type}, {"limit", *n}},
-              "at most " + std::to_string(*n) + " jobs of " + type +
-                  " run at once, across every process");
+  Result<int> n = ParseLimit(limit, 1000000, dependency ? "holds every job calling it"
+                                             : per_tenant ? "holds the queue"
+                                                          : "holds the type");
+  if (!n.ok()) return Fail(ctx, what, n.status());
+  Status st =
+      per_tenant   ? ctx.ops->SetTenantConcurrencyLimit(subject, *n, who.actor, who.reason)
+      : dependency ? ctx.ops->SetDependencyConcurrencyLimit(subject, *n, who.actor, who.reason)
+                   : ctx.ops->SetConcurrencyLimit(subject, *n, who.actor, who.reason);
+  if (!st.ok()) return Fail(ctx, what, st);
+  out["limit"] = *n;
+  out["kind"] = std::string(ControlKindName(kind));
+  return Done(ctx, out,
+              "at most " + std::to_string(*n) + (dependency ? " handlers calling " : " jobs of ") +
+                  whose + " run at once, across every process");
 }
 
 int DepthLimit(const Context& ctx, const std::string& queue, const std::string& limit, bool clear,
@@ -587,6 +614,12 @@ int ControlShow(const Context& ctx, int audit_lines) {
       std::string detail = "-";
       if (r.kind == ControlKind::kConcurrencyLimit) detail = "limit " + std::to_string(r.limit);
       if (r.kind == ControlKind::kMaxQueueDepth) detail = "max depth " + std::to_string(r.limit);
+      if (r.kind == ControlKind::kTenantConcurrencyLimit) {
+        detail = "limit " + std::to_string(r.limit) + " per tenant";
+      }
+      if (r.kind == ControlKind::kDependencyConcurrencyLimit) {
+        detail = "limit " + std::to_string(r.limit) + " handlers";
+      }
       if (r.kind == ControlKind::kRouteToDlq) {
         detail = std::string(FailureClassName(r.failure_class)) + " -> dlq";
       }
@@ -636,21 +669,7 @@ int RateLimitList(const Context& ctx, int limit) {
   const TimePoint now = Now();
   if (ctx.json) {
     Json a = Json::array();
-    for (const RateLimiterState& r : *rates) {
-      Json j{{"key", r.key},
-             {"backoff_until", r.backoff_until ? Json(FormatRfc3339(*r.backoff_until)) : Json()},
-             {"backoff_reason", r.backoff_reason},
-             {"updated_at", FormatRfc3339(r.updated_at)}};
-      if (r.override_limit) {
-        j["override"] = Json{{"per_second", r.override_limit->per_second},
-                             {"burst", r.override_limit->burst},
-                             {"actor", r.override_actor},
-                             {"reason", r.override_reason}};
-      } else {
-        j["override"] = nullptr;
-      }
-      a.push_back(std::move(j));
-    }
+    for (const RateLimiterState& r : *rates) a.push_back(RateLimiterToJson(r));
     PrintJson(ctx, a);
     return kExitOk;
   }

@@ -92,9 +92,11 @@ int DlqPurge(const Context& ctx, const std::string& older_than);
 // Pause or resume a type (`type` set) or a queue (`queue` set).
 int Pause(const Context& ctx, bool pause, const std::string& type, const std::string& queue,
           const Who& who);
-// Sets the limit, or clears it (`clear`).
-int Concurrency(const Context& ctx, const std::string& type, const std::string& limit, bool clear,
-                const Who& who);
+// Sets the concurrency limit of a job type, or with `per_tenant` the cap of
+// each tenant of the queue `subject`, or with `dependency` the limit of
+// the dependency `subject`; or clears it (`clear`).
+int Concurrency(const Context& ctx, const std::string& subject, bool per_tenant, bool dependency,
+                const std::string& limit, bool clear, const Who& who);
 // Sets (N) or clears (--clear) the maximum depth of QUEUE: backpressure at
 // enqueue in every process.
 int DepthLimit(const Context& ctx, const std::string& queue, const std::string& limit, bool clear,

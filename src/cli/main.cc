@@ -184,15 +184,26 @@ int Main(int argc, char** argv) {
   });
   std::string limit;
   bool clear = false;
+  bool per_tenant = false;
+  bool dependency = false;
   CLI::App* conc = app.add_subcommand(
-      "concurrency", "At most N jobs of TYPE at once across all processes (--clear lifts it)");
-  conc->add_option("TYPE", type, "Job type")->required();
-  conc->add_option("N", limit, "The limit, >= 0 (0 holds the type)");
+      "concurrency",
+      "At most N jobs of TYPE at once across all processes; with --per-tenant, at most N of each "
+      "tenant's jobs of the queue TYPE names; with --dependency, at most N handlers calling the "
+      "dependency TYPE names (--clear lifts it)");
+  conc->add_option("TYPE", type, "Job type (a queue with --per-tenant, a dependency with "
+                                 "--dependency)")
+      ->required();
+  conc->add_option("N", limit, "The limit, >= 0 (0 holds them all)");
+  conc->add_flag("--per-tenant", per_tenant, "Cap each tenant of the queue TYPE names");
+  conc->add_flag("--dependency", dependency, "Limit the handlers calling the dependency TYPE names");
   conc->add_flag("--clear", clear, "Lift the limit");
   AddWho(conc, &who);
   conc->callback([&] {
     needs_who = &who;
-    run = [&](const Context& c) { return Concurrency(c, type, limit, clear, who); };
+    run = [&](const Context& c) {
+      return Concurrency(c, type, per_tenant, dependency, limit, clear, who);
+    };
   });
   std::string depth_queue;
   CLI::App* depth = app.add_subcommand(

@@ -145,6 +145,8 @@ class Dashboard {
       q["paused"] = c.QueuePaused(name);
       std::optional<int> max_depth = c.MaxQueueDepth(name);
       q["max_depth"] = max_depth ? Json(*max_depth) : Json(nullptr);
+      std::optional<int> per_tenant = c.TenantConcurrencyLimit(name);
+      q["per_tenant_limit"] = per_tenant ? Json(*per_tenant) : Json(nullptr);
       Json counters = Json::object();
       if (auto it = m.queues.find(name); it != m.queues.end()) {
         for (const auto& [k, v] : it->second.counters) counters[k] = v;
@@ -236,17 +238,31 @@ class Dashboard {
     return out;
   }
 
+  // The shared rate limiters with their overrides and backoffs; null when
+  // the backend has no RateLimitStore.
+  Result<Json> RateLimiters() const {
+    if (o_.operations->backend().rate_limits == nullptr) return Json(nullptr);
+    JOBPACT_ASSIGN_OR_RETURN(std::vector<RateLimiterState> rates,
+                             Guarded("dashboard: rate limiters",
+                                     [&] { return o_.operations->RateLimiters(); }));
+    Json out = Json::array();
+    for (const RateLimiterState& r : rates) out.push_back(RateLimiterToJson(r));
+    return out;
+  }
+
   Result<Json> Overview() const {
     const ScrapeSummary m = SummarizeScrape(o_.metrics->Scrape());
     JOBPACT_ASSIGN_OR_RETURN(Json stats, Stats());
     JOBPACT_ASSIGN_OR_RETURN(Json queues, Queues(m));
     JOBPACT_ASSIGN_OR_RETURN(Json types, Types(m));
     JOBPACT_ASSIGN_OR_RETURN(Json paused, Paused());
+    JOBPACT_ASSIGN_OR_RETURN(Json rate_limiters, RateLimiters());
     return Json{{"stats", std::move(stats)},
                 {"queues", std::move(queues)},
                 {"types", std::move(types)},
                 {"workers", Workers(m)},
-                {"paused", std::move(paused)}};
+                {"paused", std::move(paused)},
+                {"rate_limiters", std::move(rate_limiters)}};
   }
 
   Result<Json> DlqList(const httplib::Request& req) const {
@@ -435,6 +451,7 @@ void AddDashboardRoutes(httplib::Server& s, const HttpEndpointOptions& options,
     return d->Workers(SummarizeScrape(d->options().metrics->Scrape()));
   });
   get("/api/paused", [d](const httplib::Request&) { return d->Paused(); });
+  get("/api/rate_limiters", [d](const httplib::Request&) { return d->RateLimiters(); });
   get("/api/dlq", [d](const httplib::Request& req) { return d->DlqList(req); });
   // Before the entry's route, which would take "replay" for an id.
   s.Get("/api/dlq/replay", wrong_method);
@@ -523,7 +540,8 @@ void AddDashboardRoutes(httplib::Server& s, const HttpEndpointOptions& options,
 
   // Anything else under /api: the wrong method, or no such path.
   for (const char* path : {"/api/session", "/api/overview", "/api/stats", "/api/queues",
-                           "/api/types", "/api/workers", "/api/paused", "/api/dlq"}) {
+                           "/api/types", "/api/workers", "/api/paused", "/api/rate_limiters",
+                           "/api/dlq"}) {
     s.Post(path, wrong_method);
   }
   s.Post(R"(/api/.*)", [](const httplib::Request& req, httplib::Response& res) {

@@ -16,6 +16,7 @@
 #include "jobpact/operations.h"
 #include "jobpact/queue_admin.h"
 #include "jobpact/queue_backend.h"
+#include "jobpact/rate_limit_store.h"
 
 namespace jobpact {
 namespace internal {
@@ -39,6 +40,9 @@ Json LockToJson(const LockLease& l, TimePoint now);
 Json PolicyToJson(const PublishedPolicy& p);
 // {"rules": [{kind, subject, [limit], [failure_class], actor, reason, set_at}]}.
 Json ControlToJson(const ControlState& s);
+// {key, backoff_until (null: none), backoff_reason, updated_at, override:
+// {per_second, burst, actor, reason} or null}.
+Json RateLimiterToJson(const RateLimiterState& r);
 // {class, code, message}, or null.
 Json FailureToJson(const std::optional<Failure>& f);
 

@@ -242,6 +242,32 @@ Status Operations::ClearConcurrencyLimit(std::string_view job_type, std::string_
   return Clear(ControlKind::kConcurrencyLimit, job_type, FailureClass::kUnknown, actor, reason);
 }
 
+Status Operations::SetTenantConcurrencyLimit(std::string_view queue, int limit,
+                                             std::string_view actor, std::string_view reason) {
+  return Set(ControlKind::kTenantConcurrencyLimit, queue, limit, FailureClass::kUnknown, actor,
+             reason);
+}
+
+Status Operations::ClearTenantConcurrencyLimit(std::string_view queue, std::string_view actor,
+                                               std::string_view reason) {
+  return Clear(ControlKind::kTenantConcurrencyLimit, queue, FailureClass::kUnknown, actor,
+               reason);
+}
+
+Status Operations::SetDependencyConcurrencyLimit(std::string_view dependency, int limit,
+                                                 std::string_view actor,
+                                                 std::string_view reason) {
+  return Set(ControlKind::kDependencyConcurrencyLimit, dependency, limit, FailureClass::kUnknown,
+             actor, reason);
+}
+
+Status Operations::ClearDependencyConcurrencyLimit(std::string_view dependency,
+                                                   std::string_view actor,
+                                                   std::string_view reason) {
+  return Clear(ControlKind::kDependencyConcurrencyLimit, dependency, FailureClass::kUnknown, actor,
+               reason);
+}
+
 Status Operations::SetMaxQueueDepth(std::string_view queue, int max_depth,
                                     std::string_view actor, std::string_view reason) {
   return Set(ControlKind::kMaxQueueDepth, queue, max_depth, FailureClass::kUnknown, actor, reason);

@@ -142,6 +142,22 @@ Json PolicyToJson(const PublishedPolicy& p) {
               {"published_at", TimeJson(p.published_at)}};
 }
 
+Json RateLimiterToJson(const RateLimiterState& r) {
+  Json j{{"key", r.key},
+         {"backoff_until", r.backoff_until ? TimeJson(*r.backoff_until) : Json()},
+         {"backoff_reason", r.backoff_reason},
+         {"updated_at", TimeJson(r.updated_at)}};
+  if (r.override_limit) {
+    j["override"] = Json{{"per_second", r.override_limit->per_second},
+                         {"burst", r.override_limit->burst},
+                         {"actor", r.override_actor},
+                         {"reason", r.override_reason}};
+  } else {
+    j["override"] = nullptr;
+  }
+  return j;
+}
+
 Json ControlToJson(const ControlState& s) {
   Json rules = Json::array();
   for (const ControlRule& r : s.rules) {

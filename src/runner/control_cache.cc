@@ -50,5 +50,13 @@ bool ControlCache::RoutesToDlq(std::string_view job_type, FailureClass c, TimePo
   return state_->RoutesToDlq(job_type, c);
 }
 
+std::optional<int> ControlCache::DependencyConcurrencyLimit(std::string_view dependency,
+                                                           TimePoint now) {
+  RefreshIfDue(now).IgnoreError();
+  if (empty_.load(std::memory_order_acquire)) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_->DependencyConcurrencyLimit(dependency);
+}
+
 }  // namespace internal
 }  // namespace jobpact

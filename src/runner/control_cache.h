@@ -10,9 +10,10 @@
 #define JOBPACT_SRC_RUNNER_CONTROL_CACHE_H_
 
 #include <atomic>
-#include <string_view>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string_view>
 
 #include "jobpact/clock.h"
 #include "jobpact/queue_admin.h"
@@ -41,6 +42,7 @@ class ControlCache {
   // loads and no clock read.
   bool TypePaused(std::string_view job_type, TimePoint now);
   bool RoutesToDlq(std::string_view job_type, FailureClass c, TimePoint now);
+  std::optional<int> DependencyConcurrencyLimit(std::string_view dependency, TimePoint now);
 
  private:
   QueueAdmin& admin_;

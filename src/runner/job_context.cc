@@ -21,7 +21,8 @@ bool ContextImpl::cancelled() const {
 
 Status ContextImpl::Heartbeat(std::string_view checkpoint) {
   if (!checkpoint.empty()) last_checkpoint_.assign(checkpoint.data(), checkpoint.size());
-  Status s = core_.RenewDelivery(d_, lock_held_, claim_held_, checkpoint, &cancel_);
+  Status s = core_.RenewDelivery(d_, lock_held_, claim_held_, dependency_slot_, checkpoint,
+                                 &cancel_);
   if (s.code() == StatusCode::kAborted) MarkLost();
   return s;
 }

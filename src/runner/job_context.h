@@ -47,14 +47,16 @@ struct HandlerOutcome {
 class ContextImpl final : public JobContext {
  public:
   ContextImpl(RunnerCore& core, const Delivery& d, CancelFlags& cancel, TimePoint deadline,
-              std::uint64_t fencing, bool lock_held, bool claim_held)
+              std::uint64_t fencing, bool lock_held, bool claim_held,
+              std::string_view dependency_slot)
       : core_(core),
         d_(d),
         cancel_(cancel),
         deadline_(deadline),
         fencing_(fencing),
         lock_held_(lock_held),
-        claim_held_(claim_held) {}
+        claim_held_(claim_held),
+        dependency_slot_(dependency_slot) {}
 
   const Envelope& envelope() const override { return d_.job.envelope; }
   TimePoint deadline() const override { return deadline_; }
@@ -84,6 +86,7 @@ class ContextImpl final : public JobContext {
   const std::uint64_t fencing_;
   const bool lock_held_;
   const bool claim_held_;
+  const std::string_view dependency_slot_;  // The run's; outlives the context.
   // Handler thread only.
   std::string result_;
   std::function<Status(void*)> effect_;

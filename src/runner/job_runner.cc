@@ -175,6 +175,12 @@ Result<std::unique_ptr<JobRunner>> JobRunner::Create(JobRunnerOptions o) {
     Status s = limit.Validate();
     if (!s.ok()) guard_problems.push_back("dependency_rate_limits[" + dependency + "]: " + s.message());
   }
+  for (const auto& [dependency, limit] : o.dependency_concurrency) {
+    if (limit < 1) {
+      guard_problems.push_back("dependency_concurrency[" + dependency + "] must be >= 1, not " +
+                               std::to_string(limit));
+    }
+  }
   for (std::string& p : guard_problems) problems.push_back(std::move(p));
   if (!problems.empty()) {
     std::string msg = "JobRunnerOptions: ";

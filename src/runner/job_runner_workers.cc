@@ -333,7 +333,8 @@ bool RunnerCore::WatchSlot(const std::shared_ptr<WorkerSlot>& slot, TimePoint no
       return acks_overdue;
     }
     if (job.renewing && now >= job.next_renew) {
-      Status s = RenewDelivery(*job.delivery, job.lock_held, job.claim_held, {}, job.cancel);
+      Status s = RenewDelivery(*job.delivery, job.lock_held, job.claim_held, job.dependency_slot,
+                               {}, job.cancel);
       if (s.ok()) {
         job.next_renew = now + env.visibility_timeout / 3;
       } else if (s.code() == StatusCode::kAborted) {

@@ -263,11 +263,15 @@ std::optional<Completion> RunnerCore::RunHandler(DeliveryRun& run) {
                    Failure{FailureClass::kPermanent, std::string(reason::kNoHandler),
                            "no handler registered for job type '" + env.job_type + "'"});
   }
-  if (std::optional<Completion> refused = AcquireRatePermits(run)) return refused;
-  if (std::optional<Completion> refused = AcquireCircuitPermit(run)) return refused;
-  InvokeUnderDeadline(run);
-  RecordCircuitOutcome(run);
-  return std::nullopt;
+  if (std::optional<Completion> refused = AcquireConcurrencySlots(run)) return refused;
+  std::optional<Completion> refused = AcquireRatePermits(run);
+  if (!refused) refused = AcquireCircuitPermit(run);
+  if (!refused) {
+    InvokeUnderDeadline(run);
+    RecordCircuitOutcome(run);
+  }
+  ReleaseConcurrencySlots(run);
+  return refused;
 }
 
 // The dependency's circuit breaker: an open circuit reschedules the job to
@@ -306,7 +310,8 @@ void RunnerCore::InvokeUnderDeadline(DeliveryRun& run) {
   options_.metrics->Observe(metric::kQueueLatency, labels, ToSeconds(run.queue_latency));
 
   CancelFlags cancel;
-  ContextImpl ctx(*this, d, cancel, run.deadline, run.fencing, run.lock_held, run.claim_held);
+  ContextImpl ctx(*this, d, cancel, run.deadline, run.fencing, run.lock_held, run.claim_held,
+                  run.dependency_slot);
   if (run.slot != nullptr) {
     std::lock_guard<std::mutex> l(run.slot->mu);
     run.slot->running = true;
@@ -316,6 +321,7 @@ void RunnerCore::InvokeUnderDeadline(DeliveryRun& run) {
                                started + env.visibility_timeout / 3,
                                run.lock_held,
                                run.claim_held,
+                               run.dependency_slot,
                                true};
   }
   run.outcome = InvokeHandler(*run.handler, ctx);

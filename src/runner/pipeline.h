@@ -36,6 +36,11 @@ struct DeliveryRun {
   bool claim_held = false;
   // 7. Run the handler.
   const HandlerEntry* handler = nullptr;
+  // Concurrency slots held while the handler runs (concurrency_slots.cc):
+  // the type's count in this process (null: none), and the dependency's
+  // slot lock (empty: none).
+  std::atomic<int>* local_slot = nullptr;
+  std::string dependency_slot;
   CircuitBreaker* breaker = nullptr;  // Null: no dependency.
   CircuitBreaker::Permit permit;
   bool handler_ran = false;

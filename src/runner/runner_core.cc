@@ -98,9 +98,10 @@ Status RunnerCore::Handle(std::string_view job_type, Handler handler, HandlerOpt
     return Status::AlreadyExists("Handle: a handler for '" + std::string(job_type) +
                                  "' is already registered");
   }
-  if (options.policy.has_value()) {
-    JOBPACT_RETURN_IF_ERROR(
-        options_.policies->Override(job_type, *options.policy, options.policy_reason));
+  if (options.local_max_concurrency.has_value() && *options.local_max_concurrency < 1) {
+    return Status::InvalidArgument("Handle: '" + std::string(job_type) +
+                                   "': local_max_concurrency must be >= 1, not " +
+                                   std::to_string(*options.local_max_concurrency));
   }
   for (const std::optional<RateLimit>* r : {&options.rate_limit, &options.local_rate_limit}) {
     if (!r->has_value()) continue;
@@ -115,6 +116,10 @@ Status RunnerCore::Handle(std::string_view job_type, Handler handler, HandlerOpt
         options_.backend.name +
         " has no RateLimitStore (BackendBundle::rate_limits); use local_rate_limit");
   }
+  if (options.policy.has_value()) {
+    JOBPACT_RETURN_IF_ERROR(
+        options_.policies->Override(job_type, *options.policy, options.policy_reason));
+  }
   auto entry = std::make_shared<HandlerEntry>();
   entry->job_type = std::string(job_type);
   entry->handler = std::move(handler);
@@ -122,6 +127,7 @@ Status RunnerCore::Handle(std::string_view job_type, Handler handler, HandlerOpt
   entry->dependency = std::move(options.dependency);
   entry->rate_limit = options.rate_limit;
   entry->local_rate_limit = options.local_rate_limit;
+  entry->local_max_concurrency = options.local_max_concurrency;
   auto next = std::make_shared<HandlerMap>(*handlers_);
   next->emplace(entry->job_type, std::move(entry));
   handlers_ = std::move(next);
@@ -270,7 +276,8 @@ void RunnerCore::ReportLeaseRecovery(const LeaseRecovery& r) {
 }
 
 Status RunnerCore::RenewDelivery(const Delivery& d, bool lock_held, bool claim_held,
-                                 std::string_view checkpoint, CancelFlags* cancel) {
+                                 std::string_view dependency_slot, std::string_view checkpoint,
+                                 CancelFlags* cancel) {
   const Envelope& env = d.job.envelope;
   const Duration ttl = env.visibility_timeout;
   Status first;
@@ -293,6 +300,13 @@ Status RunnerCore::RenewDelivery(const Delivery& d, bool lock_held, bool claim_h
         return Status::Aborted("lock '" + env.lock_key + "' lost: " + lock.status().message());
       }
       if (first.ok()) first = lock.status();
+    }
+  }
+  if (!dependency_slot.empty()) {
+    Result<LockLease> slot = options_.locks->Renew(dependency_slot, d.lease.token, ttl);
+    if (!slot.ok()) {
+      logger_.Log(LogLevel::kWarn, "dependency_slot_renew_failed", &env,
+                  {{"slot", std::string(dependency_slot)}, {"error", slot.status().ToString()}});
     }
   }
   if (claim_held) {

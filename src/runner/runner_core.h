@@ -86,6 +86,10 @@ struct HandlerEntry {
   // Rate limits (HandlerOptions): shared across processes, and local.
   std::optional<RateLimit> rate_limit;
   std::optional<RateLimit> local_rate_limit;
+  // HandlerOptions::local_max_concurrency, and how many of the type's
+  // handlers run now in this process (counted only with a limit).
+  std::optional<int> local_max_concurrency;
+  mutable std::atomic<int> local_running{0};
 };
 using HandlerMap = std::map<std::string, std::shared_ptr<const HandlerEntry>, std::less<>>;
 
@@ -111,6 +115,7 @@ struct RunningJob {
   TimePoint next_renew;
   bool lock_held = false;
   bool claim_held = false;
+  std::string dependency_slot;  // The dependency slot's lock key, if one is held.
   bool renewing = true;  // False once the lease was lost or the worker hung.
 };
 
@@ -183,10 +188,13 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   Clock& clock() const { return *options_.clock; }
   const JobLogger& logger() const { return logger_; }
   // Renews a delivery's lease (storing `checkpoint` if not empty) and, if
-  // held, its lock and idempotency claim. kAborted if any of them was lost.
-  // Sets cancel->operator_cancel when the store reports an operator's cancel.
+  // held, its lock, idempotency claim and dependency slot (a lock key;
+  // empty: none). kAborted if the lease, lock or claim was lost (a lost
+  // slot is logged: it guards a limit, not the work). Sets
+  // cancel->operator_cancel when the store reports an operator's cancel.
   Status RenewDelivery(const Delivery& d, bool lock_held, bool claim_held,
-                       std::string_view checkpoint, CancelFlags* cancel);
+                       std::string_view dependency_slot, std::string_view checkpoint,
+                       CancelFlags* cancel);
 
  private:
   enum class State { kCreated, kRunning, kStopping, kStopped };
@@ -241,6 +249,12 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // shared, and its dependency's. Refused: rescheduled to the limiter's
   // time with reason "rate_limited", no attempt spent.
   std::optional<Completion> AcquireRatePermits(DeliveryRun& run);
+  // The concurrency slots of the job (concurrency_slots.cc): its type's in
+  // this process, then its dependency's across runners. Refused: nothing
+  // held, rescheduled shortly with reason "concurrency_limited", no
+  // attempt spent. ReleaseConcurrencySlots gives back what was taken.
+  std::optional<Completion> AcquireConcurrencySlots(DeliveryRun& run);
+  void ReleaseConcurrencySlots(DeliveryRun& run);
   // A handler's RateLimited: holds the job's limiter until now + `for_`,
   // here and (for a dependency, or a type with a shared rate) everywhere.
   void BackOffLimiter(const DeliveryRun& run, Duration for_);
@@ -368,6 +382,9 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // Set once a backoff was stored in local_rates_: from then on every job
   // asks its local limiters too.
   std::atomic<bool> local_backoffs_{false};
+  // Where the next dependency slot search starts (spreads the runners'
+  // tries over the slots).
+  std::atomic<std::uint32_t> slot_cursor_{0};
   // The queue is a store whose deliveries are the envelopes it checked at
   // enqueue (StoreBackend::DeliversStoredEnvelopes): step 1 then applies
   // only the checks that store could not make for this runner.

@@ -329,15 +329,21 @@ TEST_P(CliTest, PauseConcurrencyAndRoutesAreTheControlStateWithItsAudit) {
   EXPECT_EQ(run({"pause", "pdf.render"}).rc, 0);
   EXPECT_EQ(run({"pause", "--queue", "bulk"}).rc, 0);
   EXPECT_EQ(run({"concurrency", "report.build", "2"}).rc, 0);
+  EXPECT_EQ(run({"concurrency", "exports", "3", "--per-tenant"}).rc, 0);
+  EXPECT_EQ(run({"concurrency", "payments-api", "8", "--dependency"}).rc, 0);
   EXPECT_EQ(run({"depth-limit", "bulk", "5000"}).rc, 0);
   EXPECT_EQ(run({"route", "sms.send", "--class", "transient", "--to", "dlq"}).rc, 0);
   EXPECT_EQ(run({"resume", "mail.send"}).rc, 0);
   // Unordered: SQLite sorts the rules by kind name, Redis by kind.
   EXPECT_THAT(rules(), UnorderedElementsAre("pause_type pdf.render", "pause_queue bulk",
                                             "concurrency_limit report.build",
+                                            "tenant_concurrency_limit exports",
+                                            "dependency_concurrency_limit payments-api",
                                             "max_queue_depth bulk", "route_to_dlq sms.send"));
   Ran shown = Run({"control", "show"});
-  EXPECT_THAT(shown.out, AllOf(HasSubstr("limit 2"), HasSubstr("max depth 5000"),
+  EXPECT_THAT(shown.out, AllOf(HasSubstr("limit 2"), HasSubstr("limit 3 per tenant"),
+                               HasSubstr("limit 8 handlers"),
+                               HasSubstr("max depth 5000"),
                                HasSubstr("transient -> dlq"),
                                HasSubstr("clear pause_type mail.send")));
   Ran json = RunJson({"control", "show", "--audit", "50"});
@@ -349,6 +355,8 @@ TEST_P(CliTest, PauseConcurrencyAndRoutesAreTheControlStateWithItsAudit) {
   EXPECT_EQ(not_paused.rc, 1) << not_paused;
   EXPECT_TRUE(not_paused.one_line_error()) << not_paused;
   EXPECT_EQ(run({"concurrency", "report.build", "--clear"}).rc, 0);
+  EXPECT_EQ(run({"concurrency", "exports", "--per-tenant", "--clear"}).rc, 0);
+  EXPECT_EQ(run({"concurrency", "payments-api", "--dependency", "--clear"}).rc, 0);
   EXPECT_EQ(run({"depth-limit", "bulk", "--clear"}).rc, 0);
   EXPECT_EQ(run({"route", "sms.send", "--class", "transient", "--clear"}).rc, 0);
   EXPECT_EQ(run({"resume", "--queue", "bulk"}).rc, 0);
@@ -356,6 +364,13 @@ TEST_P(CliTest, PauseConcurrencyAndRoutesAreTheControlStateWithItsAudit) {
   EXPECT_THAT(rules(), SizeIs(0));
 
   EXPECT_EQ(run({"concurrency", "report.build", "-1"}).rc, 2);
+  Ran bad_cap = run({"concurrency", "exports", "many", "--per-tenant"});
+  EXPECT_EQ(bad_cap.rc, 2) << bad_cap;
+  EXPECT_THAT(bad_cap.err, AllOf(HasSubstr("concurrency --per-tenant exports"),
+                                 HasSubstr("'many' is not a whole number")));
+  Ran both = run({"concurrency", "exports", "3", "--per-tenant", "--dependency"});
+  EXPECT_EQ(both.rc, 2) << both;
+  EXPECT_THAT(both.err, HasSubstr("--per-tenant or --dependency, not both"));
   Ran bad_depth = run({"depth-limit", "bulk", "lots"});
   EXPECT_EQ(bad_depth.rc, 2) << bad_depth;
   EXPECT_THAT(bad_depth.err, HasSubstr("'lots' is not a whole number"));

@@ -9,6 +9,7 @@
 #include <httplib.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -273,6 +274,37 @@ TEST_F(DashboardApiTest, OverviewNumbersAreThoseOfMetrics) {
   EXPECT_EQ(GetJson("/api/queues")[0]["max_depth"], 5000);
   EXPECT_EQ(GetJson("/api/workers")["busy"], 0);
   EXPECT_EQ(GetJson("/api/paused").size(), 0u);
+}
+
+TEST_F(DashboardApiTest, FlowControlShowsThePerTenantCapAndTheRateLimiters) {
+  Serve();
+  Json o = GetJson("/api/overview");
+  EXPECT_TRUE(o["queues"][0]["per_tenant_limit"].is_null()) << "no per-tenant cap";
+  EXPECT_EQ(o["rate_limiters"], Json::array()) << "no limiter used yet";
+
+  ASSERT_THAT(ops_->SetTenantConcurrencyLimit("default", 4, "bob", "INC-11 one tenant's flood"),
+              IsOk());
+  ASSERT_THAT(backend_.rate_limits->Backoff("dependency:payments-api", clock_->Now() + Seconds(30),
+                                            "mail.send job 7: 429, retry after 30 s"),
+              IsOk());
+  ASSERT_THAT(ops_->OverrideRate("type:mail.send", RateLimit{5, 10}, "bob", "INC-11 upstream quota"),
+              IsOk());
+  o = GetJson("/api/overview");
+  EXPECT_EQ(o["queues"][0]["per_tenant_limit"], 4);
+  const Json limiters = GetJson("/api/rate_limiters");
+  EXPECT_EQ(limiters, o["rate_limiters"]);
+  ASSERT_EQ(limiters.size(), 2u) << limiters.dump();
+  std::map<std::string, Json> by_key;
+  for (const Json& l : limiters) by_key[l["key"].get<std::string>()] = l;
+  const Json& dep = by_key["dependency:payments-api"];
+  EXPECT_EQ(dep["backoff_until"], FormatRfc3339(clock_->Now() + Seconds(30)));
+  EXPECT_EQ(dep["backoff_reason"], "mail.send job 7: 429, retry after 30 s");
+  EXPECT_TRUE(dep["override"].is_null());
+  const Json& type = by_key["type:mail.send"];
+  EXPECT_EQ(type["override"]["per_second"], 5.0);
+  EXPECT_EQ(type["override"]["burst"], 10);
+  EXPECT_EQ(type["override"]["actor"], "bob");
+  EXPECT_TRUE(type["backoff_until"].is_null());
 }
 
 TEST_F(DashboardApiTest, DlqListsWithFiltersAndShowsAnEntryWithItsHistory) {

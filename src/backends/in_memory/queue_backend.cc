@@ -317,10 +317,22 @@ class InMemoryQueueBackend::Impl {
     for (const ControlRule& rule : control_.rules) {
       if (rule.kind == ControlKind::kConcurrencyLimit) room[rule.subject] = rule.limit;
     }
-    if (!room.empty()) {
+    // And how many more jobs each tenant of a queue with a per-tenant cap
+    // may run, keyed (queue, tenant).
+    std::map<std::string_view, int> caps;
+    for (const ControlRule& rule : control_.rules) {
+      if (rule.kind == ControlKind::kTenantConcurrencyLimit) caps[rule.subject] = rule.limit;
+    }
+    std::map<std::pair<std::string_view, std::string_view>, int> tenant_room;
+    if (!room.empty() || !caps.empty()) {
       for (const auto& [key, q] : queues_) {
         auto r = room.find(q.type);
         if (r != room.end()) r->second -= static_cast<int>(q.running);
+        auto cap = caps.find(q.queue);
+        if (cap != caps.end()) {
+          tenant_room.try_emplace({q.queue, q.tenant}, cap->second).first->second -=
+              static_cast<int>(q.running);
+        }
       }
     }
     // Only the states with ready jobs (active_): a queue may have seen many
@@ -337,6 +349,9 @@ class InMemoryQueueBackend::Impl {
       if (control_.QueuePaused(queue) || control_.TypePaused(type)) continue;
       auto r = room.find(type);
       if (r != room.end() && r->second <= 0) continue;
+      if (auto t = tenant_room.find({queue, q.tenant}); t != tenant_room.end() && t->second <= 0) {
+        continue;
+      }
       from.push_back(&q);
     }
     std::size_t ready = 0;
@@ -359,6 +374,16 @@ class InMemoryQueueBackend::Impl {
         // This delivery takes the type's last free slot.
         from.erase(std::remove_if(from.begin(), from.end(),
                                   [&](const QueueState* q) { return q->type == r->first; }),
+                   from.end());
+      }
+      if (auto t = tenant_room.find({best->queue, best->tenant});
+          t != tenant_room.end() && --t->second <= 0) {
+        // This delivery takes the tenant's last free slot in its queue.
+        const std::pair<std::string_view, std::string_view> full = t->first;
+        from.erase(std::remove_if(from.begin(), from.end(),
+                                  [&](const QueueState* q) {
+                                    return q->queue == full.first && q->tenant == full.second;
+                                  }),
                    from.end());
       }
       std::string token;

@@ -108,6 +108,8 @@ std::string_view HelpOf(std::string_view name) {
        "Deliveries rescheduled because their dependency's circuit was open."},
       {metric::kRateLimited,
        "Deliveries a rate limiter rescheduled, and attempts an upstream rate limited."},
+      {metric::kConcurrencyLimited,
+       "Deliveries rescheduled because a local or dependency concurrency limit was full."},
       {metric::kEnqueueRefused,
        "Jobs refused at enqueue because their queue was at its maximum depth."},
       {metric::kQueueLatency, "Time from a job being ready to its attempt starting, in seconds."},

@@ -495,7 +495,10 @@ Status SqliteQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint no
         "(c.kind = 'pause_queue' AND c.subject = p.queue AND c.failure_class = '') OR (c.kind = "
         "'concurrency_limit' AND c.subject = p.job_type AND c.failure_class = '' AND "
         "c.limit_value <= (SELECT count(*) FROM jobpact_jobs r WHERE r.status = 'running' AND "
-        "r.job_type = c.subject))) ";
+        "r.job_type = c.subject)) OR (c.kind = 'tenant_concurrency_limit' AND c.subject = "
+        "p.queue AND c.failure_class = '' AND c.limit_value <= (SELECT count(*) FROM "
+        "jobpact_jobs r WHERE r.status = 'running' AND r.queue = p.queue AND r.tenant_id = "
+        "p.tenant_id))) ";
     static const std::string picked =
         "), picked AS (SELECT cand.rid, row_number() OVER (ORDER BY cp DESC, rn, ct <= "
         "coalesce(t.last_tenant, ''), ct, cr, cid) AS ord FROM cand LEFT JOIN "
@@ -505,25 +508,44 @@ Status SqliteQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint no
     static const std::string any_queue = units + candidates + picked;
     static const std::string some_queues =
         units + candidates + "AND p.queue IN (SELECT value FROM json_each(?3)) " + picked;
-    // How many more jobs each limited type may start: the query above keeps
-    // out types already at their limit; this keeps one batch from taking a
-    // type past it.
-    // One statement: the rows of limited types only, each with its room.
+    // How many more jobs each limited type, and each tenant of a queue with
+    // a per-tenant cap, may start: the query above keeps out types and
+    // tenants already at their limit; this keeps one batch from taking one
+    // past it. One statement, each row tagged: 0, the room of a limited
+    // type; 1, the cap of a capped queue; 2, the room of a tenant of a
+    // capped queue with jobs running (one with none has the whole cap).
     std::map<std::string, std::int64_t, std::less<>> room;
+    std::map<std::string, std::int64_t, std::less<>> caps;
+    std::map<std::pair<std::string, std::string>, std::int64_t> tenant_room;
     {
       JOBPACT_ASSIGN_OR_RETURN(
           sqlite3_stmt * raw,
-          conn.Prepare("SELECT c.subject, c.limit_value - (SELECT count(*) FROM jobpact_jobs r "
-                       "WHERE r.status = 'running' AND r.job_type = c.subject) FROM "
-                       "jobpact_control c WHERE c.kind = 'concurrency_limit'"));
+          conn.Prepare("SELECT 0, c.subject, '', c.limit_value - (SELECT count(*) FROM "
+                       "jobpact_jobs r WHERE r.status = 'running' AND r.job_type = c.subject) "
+                       "FROM jobpact_control c WHERE c.kind = 'concurrency_limit' UNION ALL "
+                       "SELECT 1, c.subject, '', c.limit_value FROM jobpact_control c WHERE "
+                       "c.kind = 'tenant_concurrency_limit' UNION ALL SELECT 2, r.queue, "
+                       "r.tenant_id, c.limit_value - count(*) FROM jobpact_control c JOIN "
+                       "jobpact_jobs r ON r.status = 'running' AND r.queue = c.subject WHERE "
+                       "c.kind = 'tenant_concurrency_limit' GROUP BY r.queue, r.tenant_id"));
       Stmt st(raw);
       while (true) {
         int rc = st.Step();
         if (rc == SQLITE_DONE) break;
         if (rc != SQLITE_ROW) return conn.Error(rc, "Dequeue");
-        room[st.Text(0)] = st.Int(1);
+        switch (st.Int(0)) {
+          case 0: room[st.Text(1)] = st.Int(3); break;
+          case 1: caps[st.Text(1)] = st.Int(3); break;
+          default: tenant_room[{st.Text(1), st.Text(2)}] = st.Int(3); break;
+        }
       }
     }
+    // The room of the envelope's tenant in its queue; null if not capped.
+    auto tenant_left = [&](const Envelope& env) -> std::int64_t* {
+      auto cap = caps.find(env.queue);
+      if (cap == caps.end()) return nullptr;
+      return &tenant_room.try_emplace({env.queue, env.tenant_id}, cap->second).first->second;
+    };
     for (int round = 0; round < 8 && static_cast<int>(out.size()) < request.max_jobs; ++round) {
       std::vector<CopiedRow> rows;
       {
@@ -555,7 +577,13 @@ Status SqliteQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint no
           ask_again = true;
           continue;
         }
+        std::int64_t* tenant = caps.empty() ? nullptr : tenant_left(rec.envelope);
+        if (tenant != nullptr && *tenant <= 0) {
+          ask_again = true;  // The next query leaves the tenant out.
+          continue;
+        }
         if (limited != room.end()) --limited->second;
+        if (tenant != nullptr) --*tenant;
         // Lease tokens are "<worker>:<epoch>:<nonce>": unique per delivery,
         // since a job's epoch grows with every delivery.
         std::string token =

@@ -156,7 +156,8 @@ CREATE TABLE jobpact_rate_limits (
     // (computed from the stored JSON, so no write path changes; '' for
     // none and for a quarantined row's unparsable envelope), the ready
     // index by (queue, job type, tenant) in place of version 2's by (queue,
-    // job type), so the lease step walks tenants by index seeks, and which
+    // job type), so the lease step walks tenants by index seeks; an index
+    // to count a tenant's running jobs (the per-tenant cap); and which
     // tenant of each queue was served last.
     R"sql(
 ALTER TABLE jobpact_jobs ADD COLUMN tenant_id TEXT GENERATED ALWAYS AS
@@ -166,6 +167,8 @@ DROP INDEX jobpact_jobs_ready_by_type;
 CREATE INDEX jobpact_jobs_ready_by_tenant
   ON jobpact_jobs (queue, job_type, tenant_id, priority DESC, ready_at_ns, job_id)
   WHERE status IN ('queued', 'retry_scheduled');
+CREATE INDEX jobpact_jobs_running_tenant ON jobpact_jobs (queue, tenant_id)
+  WHERE status = 'running';
 CREATE TABLE jobpact_tenant_turns (
   queue       TEXT PRIMARY KEY,
   last_tenant TEXT NOT NULL

@@ -155,15 +155,26 @@ std::vector<JobRecord*> MapQueueBackend::TakeTurns(const std::vector<JobRecord*>
 Status MapQueueBackend::LeaseJobs(const jobpact::DequeueRequest& request, TimePoint now,
                                   std::vector<jobpact::Delivery>* out) {
   std::lock_guard<std::mutex> lock(mu_);
-  // The control state: paused types and queues are passed over, and a type
-  // with a concurrency limit gets at most (limit - running) more.
+  // The control state: paused types and queues are passed over, a type
+  // with a concurrency limit gets at most (limit - running) more, and so
+  // does each tenant of a queue with a per-tenant cap.
   std::map<std::string_view, int> room;
+  std::map<std::string_view, int> caps;
   for (const jobpact::ControlRule& rule : control_.rules) {
     if (rule.kind == jobpact::ControlKind::kConcurrencyLimit) room[rule.subject] = rule.limit;
+    if (rule.kind == jobpact::ControlKind::kTenantConcurrencyLimit) caps[rule.subject] = rule.limit;
   }
+  std::map<std::pair<std::string_view, std::string_view>, int> tenant_room;
+  auto tenant_left = [&](const jobpact::Envelope& env) -> int* {
+    auto cap = caps.find(env.queue);
+    if (cap == caps.end()) return nullptr;
+    return &tenant_room.try_emplace({env.queue, env.tenant_id}, cap->second).first->second;
+  };
   for (const auto& [id, r] : jobs_) {
+    if (r.status != JobStatus::kRunning) continue;
     auto it = room.find(r.envelope.job_type);
-    if (r.status == JobStatus::kRunning && it != room.end()) --it->second;
+    if (it != room.end()) --it->second;
+    if (int* left = tenant_left(r.envelope)) --*left;
   }
   std::vector<JobRecord*> ready;
   for (auto& [id, r] : jobs_) {
@@ -183,7 +194,12 @@ Status MapQueueBackend::LeaseJobs(const jobpact::DequeueRequest& request, TimePo
   for (JobRecord* r : TakeTurns(ready)) {
     if (static_cast<int>(out->size()) == request.max_jobs) break;
     auto limited = room.find(r->envelope.job_type);
-    if (limited != room.end() && limited->second-- <= 0) continue;
+    int* tenant = tenant_left(r->envelope);
+    if ((limited != room.end() && limited->second <= 0) || (tenant != nullptr && *tenant <= 0)) {
+      continue;
+    }
+    if (limited != room.end()) --limited->second;
+    if (tenant != nullptr) --*tenant;
     last_tenant_ = r->envelope.tenant_id;
     std::string token = request.worker_id + "#" + std::to_string(++deliveries_);
     JOBPACT_ASSIGN_OR_RETURN(JobChange c, jobpact::engine::Deliver(*r, std::move(token), now));
