@@ -583,7 +583,7 @@ TEST_F(RedisQueueTest, TenantIdsAreEscapedIntoKeysAndStayDistinct) {
   const std::string other_ns = redis_testing::FreshNamespace();
   const std::string other = "jobpact:{" + other_ns + "}:";
   const std::vector<std::string> tenants = {"x|y", "x%7Cy", "x%257Cy", "}:" + other + "ready:q",
-                                            "A", "%41"};
+                                            "A",   "%41"};
   for (std::size_t i = 0; i < tenants.size(); ++i) {
     for (int k = 0; k < 2; ++k) {
       Put(TenantJob(Job("job_" + std::to_string(i) + "_" + std::to_string(k)), tenants[i]));
@@ -612,7 +612,8 @@ TEST_F(RedisQueueTest, TenantIdsAreEscapedIntoKeysAndStayDistinct) {
     done.reason = "succeeded";
     ASSERT_THAT(queue_->Complete(d, done), IsOk());
   }
-  JOBPACT_ASSERT_OK_AND_ASSIGN(Reply running, client_->Command({"HLEN", prefix_ + "tenant-running"}));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(Reply running,
+                               client_->Command({"HLEN", prefix_ + "tenant-running"}));
   EXPECT_EQ(running.integer, 0);
 }
 
@@ -622,8 +623,8 @@ TEST_F(RedisQueueTest, AJobStoredBeforeTenantsWereKeptIsLeasedAsNoTenants) {
   // running count comes and goes under that name: no migration needed.
   Put(TenantJob(Job("job_old"), "acme"));
   const std::string tenant_set = prefix_ + "ready:default|t|acme";
-  JOBPACT_ASSERT_OK_AND_ASSIGN(Reply members, client_->Command({"ZRANGE", tenant_set, "0", "-1",
-                                                                "WITHSCORES"}));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(Reply members,
+                               client_->Command({"ZRANGE", tenant_set, "0", "-1", "WITHSCORES"}));
   ASSERT_EQ(members.elements.size(), 2u);
   const std::string member = members.elements[0].str;
   const std::string score = members.elements[1].str;
