@@ -38,8 +38,10 @@
 //   P tenant-turns      hash: per queue its turn counter (field <q>) and
 //                       the turn each tenant was last served at (<q>|<tn>,
 //                       <q>| for no tenant): the lease step's rotation.
-//   P tenant-running    hash: running jobs per "<q>|<tn>" (the per-tenant
-//                       cap), a field removed at 0.
+//   P tenant-running    hash: running jobs per "<q>|<tn>" and of all
+//                       tenants per "<q>" (the per-tenant cap: no
+//                       tenant's are running|<q> less "<q>"), a field
+//                       removed at 0.
 //   P scheduled         zset: queued / retry_scheduled jobs not ready yet.
 //   P leases            zset: running jobs by lease expiry.
 //   P dlq, P finished   zsets: DLQ entries and final jobs by finished_at.
@@ -54,8 +56,9 @@
 //                       an idle worker's BLPOP takes (WaitForWork); cleared
 //                       when a lease of every queue finds nothing ready.
 //   P control, P control-audit, P control-paused-types,
-//   P control-paused-queues, P control-limits, P control-max-depth,
-//   P control-tenant-limits, P policies: control state.
+//   P control-paused-queues, P control-limits (by type "<t>", and the
+//   per-tenant caps by queue "|<q>"), P control-max-depth, P policies:
+//   control state.
 //   P app:<key>         the application's keys a transactional effect writes
 //                       (jobpact/redis/redis_effect.h).
 //
@@ -127,12 +130,15 @@ local function bless(a, b)
 end
 -- Counters: "<status>|<queue>" per status and queue ('' for quarantined
 -- input), "rt|<type>" running jobs per type (concurrency limits), and in
--- tenant-running "<queue>|<tn>" running jobs per tenant of a queue (the
--- per-tenant cap; a field at 0 is removed). Summed here and applied by
+-- tenant-running "<queue>|<tn>" running jobs per tenant of a queue and
+-- "<queue>" all tenants' (the per-tenant cap; no tenant's are the queue's
+-- running less those, so a job without one costs no count; a field at 0
+-- is removed). Summed here and applied by
 -- flush() before the script returns: one HINCRBY per counter a call
 -- changes, not two or three per job.
 local DELTA, TDELTA = {}, {}
 local CK = {}  -- CK[st][q]: the counter "<st>|<q>", built once a call.
+local TK = {}  -- TK[q][tn]: "<q>|<tn>", likewise.
 local function count(st, q, t, d, tn)
   local byq = CK[st]
   if not byq then
@@ -149,8 +155,20 @@ local function count(st, q, t, d, tn)
   if st == 'running' and q and q ~= '' then
     k = 'rt|' .. t
     DELTA[k] = (DELTA[k] or 0) + d
-    k = q .. '|' .. (tn or '')
-    TDELTA[k] = (TDELTA[k] or 0) + d
+    if tn and tn ~= '' then
+      local tq = TK[q]
+      if not tq then
+        tq = {}
+        TK[q] = tq
+      end
+      k = tq[tn]
+      if not k then
+        k = q .. '|' .. tn
+        tq[tn] = k
+      end
+      TDELTA[k] = (TDELTA[k] or 0) + d
+      TDELTA[q] = (TDELTA[q] or 0) + d
+    end
   end
 end
 -- Tenants (fairness and the per-tenant cap, issue 11). A job's tenant as
@@ -630,32 +648,41 @@ end
 local pt, pq = {}, {}
 for _, x in ipairs(redis.call('SMEMBERS', P .. 'control-paused-types')) do pt[x] = true end
 for _, x in ipairs(redis.call('SMEMBERS', P .. 'control-paused-queues')) do pq[x] = true end
-local room = {}
+-- Concurrency limits by type ("<type>") and per-tenant caps by queue
+-- ("|<queue>": '|' is in no type), with the room they leave a type, and a
+-- tenant ("<q>|<tn>", read when first needed; nil: no cap).
+local room, tcap = {}, {}
 local lim = redis.call('HGETALL', P .. 'control-limits')
 for i = 1, #lim, 2 do
-  local running = redis.call('HGET', P .. 'queue-stats', 'rt|' .. lim[i]) or '0'
-  room[lim[i]] = tonumber(lim[i + 1]) - tonumber(running)
-end
--- Per-tenant caps (queue -> limit) and the room they leave a tenant
--- ("<q>|<tn>", read when first needed; nil: no cap).
-local tcap = {}
-do
-  local c = redis.call('HGETALL', P .. 'control-tenant-limits')
-  for i = 1, #c, 2 do tcap[c[i]] = tonumber(c[i + 1]) end
+  local x = lim[i]
+  if string.byte(x, 1) == 124 then
+    tcap[string.sub(x, 2)] = tonumber(lim[i + 1])
+  else
+    local running = redis.call('HGET', P .. 'queue-stats', 'rt|' .. x) or '0'
+    room[x] = tonumber(lim[i + 1]) - tonumber(running)
+  end
 end
 local TROOM = {}
-local function troom(q, qt)
+local function troom(q, tn, qt)
   if not tcap[q] then return nil end
   local r = TROOM[qt]
   if not r then
-    r = tcap[q] - (tonumber(redis.call('HGET', P .. 'tenant-running', qt)) or 0)
+    local TR = P .. 'tenant-running'
+    local n
+    if tn == '' then
+      n = (tonumber(redis.call('HGET', P .. 'queue-stats', 'running|' .. q)) or 0) -
+          (tonumber(redis.call('HGET', TR, q)) or 0)
+    else
+      n = tonumber(redis.call('HGET', TR, qt)) or 0
+    end
+    r = tcap[q] - n
     TROOM[qt] = r
   end
   return r
 end
 -- Units: {k = ready set, q, t, tn, qt = "<q>|<tn>", r = entries fetched
 -- (member, score, ...), i = the head's index in r, off = entries fetched,
--- band, turn, done}. A unit's entries are fetched CH at a time, as needed.
+-- sc = the head's score, band (its priority band), turn, done}. A unit's entries are fetched CH at a time, as needed.
 local units = {}
 local byqt = {}  -- "<q>|<tn>" -> its units (one per type).
 local comp = {}  -- q -> true: the queue has tenant units (turns kept).
@@ -667,8 +694,10 @@ local function fetch(u, n)
   u.off = u.off + #u.r / 2
   u.full = #u.r == 2 * n
 end
--- Moves u to its next entry (fetching more if needed); false at its end.
+-- Makes u's entry at u.i its head (fetching more if needed, so never
+-- for a call already full); false at its end.
 local function head(u)
+  u.stale = false
   if u.i > #u.r then
     if not u.full then
       u.done = true
@@ -680,7 +709,8 @@ local function head(u)
       return false
     end
   end
-  u.band = math.floor(tonumber(u.r[u.i + 1]) / BAND)
+  u.sc = tonumber(u.r[u.i + 1])
+  u.band = math.floor(u.sc / BAND)
   return true
 end
 local function add(q, t, tn, k, turn)
@@ -775,109 +805,128 @@ local EXP = {}
 local LK, PJ = P .. 'leases', P .. 'job:'
 -- a's head before b's: score (priority, then ready time), then member.
 local function older(a, b)
-  local x, y = tonumber(a.r[a.i + 1]), tonumber(b.r[b.i + 1])
+  local x, y = a.sc, b.sc
   return x < y or (x == y and bless(a.r[a.i], b.r[b.i]))
 end
 local function open(u)
+  if u.stale then head(u) end
   if u.done then return false end
   if room[u.t] ~= nil and room[u.t] <= 0 then return false end
-  local tr = troom(u.q, u.qt)
+  local tr = troom(u.q, u.tn, u.qt)
   return tr == nil or tr > 0
 end
 local turned = {}  -- "<q>|<tn>" whose turn this call changed.
 
 local tail = '","to":"running","at_ns":' .. now .. ',"reason":' .. ARGV[5] .. ',"worker":' ..
              ARGV[4] .. '}'
-while #out < max do
-  -- Per queue: priority, turn, age; across queues: priority, age.
-  local qbest = {}
-  for _, u in ipairs(units) do
-    if open(u) then
-      local b = qbest[u.q]
-      if b == nil or u.band < b.band or
-         (u.band == b.band and (u.turn < b.turn or (u.turn == b.turn and older(u, b)))) then
-        qbest[u.q] = u
-      end
-    end
-  end
-  -- A tenant not yet in a window may come before the best of its queue.
-  local grew = false
-  for _, w in ipairs(windows) do
-    local b = qbest[w.q]
-    if w.more and (b == nil or b.band * BAND + b.turn > w.last) then
-      load_window(w)
-      grew = true
-    end
-  end
-  if not grew then
+-- The next unit to serve, nil for none. Per queue: priority, turn, age;
+-- across queues: priority, age. Without tenants anywhere (every unit no
+-- tenant's, turn 0) that is one pass over the units.
+local tenants = next(comp) ~= nil
+local function pick()
+  if not tenants then
     local best = nil
-    for _, u in pairs(qbest) do
-      if best == nil or u.band < best.band or (u.band == best.band and older(u, best)) then
+    for _, u in ipairs(units) do
+      if open(u) and (best == nil or older(u, best)) then
         best = u
       end
     end
-    if best == nil then break end
-    local m, q, t, tn, rk = best.r[best.i], best.q, best.t, best.tn, best.k
-    local rms = tonumber(best.r[best.i + 1]) % BAND
-    best.i = best.i + 2
-    head(best)
-    -- Passed over if ready only from a time after this call's now: made
-    -- ready by a process whose clock is ahead, or enqueued between the
-    -- caller's clock read and this call. engine::Deliver would refuse it; a
-    -- later lease takes it. The ready time is the entry's: its score's
-    -- milliseconds and its member's six sub-millisecond digits.
-    if rms < nm or (rms == nm and tonumber(string.sub(m, 1, 6)) <= nsub) then
-      local id = string.sub(m, 7)
-      local jk = PJ .. id
-      -- q and t (F's 3rd and 4th; '_' is no field) are the ready set's.
-      local f = redis.call('HMGET', jk, 'env', 'd', '_', '_', 'st', 'att', 'ep', 'upd', 'cp',
-                           'tok', 'lexp', 'aud', 'cx', 'vis', 'hn')
-      if f[5] ~= 'queued' and f[5] ~= 'retry_scheduled' then
-        flush()
-        return redis.error_reply('jobpact: index out of step: job ' .. id ..
-                                 ' in a ready set is ' .. tostring(f[5]))
+    return best
+  end
+  while true do
+    local qbest = {}
+    for _, u in ipairs(units) do
+      if open(u) then
+        local b = qbest[u.q]
+        if b == nil or u.band < b.band or
+           (u.band == b.band and (u.turn < b.turn or (u.turn == b.turn and older(u, b)))) then
+          qbest[u.q] = u
+        end
       end
-      if room[t] then room[t] = room[t] - 1 end
-      if TROOM[best.qt] then TROOM[best.qt] = TROOM[best.qt] - 1 end
-      -- The tenant's turn: the queue's next, for all its units.
-      if comp[q] then
-        local c = counter(q) + 1
-        CTR[q] = c
-        TURN[best.qt] = c
-        turned[best.qt] = true
-        for _, v in ipairs(byqt[best.qt]) do v.turn = c end
-      end
-      if tn ~= '' then touch(q, t, tn) end
-      seq = seq + 1
-      local tok = ARGV[3] .. '#' .. fmt(seq)
-      -- The expiry: now + the visibility timeout, as ms and six digits.
-      local vis = f[14]
-      local e = EXP[vis]
-      if not e then
-        local ms, sub = nm + msof(vis), nsub + tonumber(sub6(vis))
-        if sub >= 1000000 then ms = ms + 1; sub = sub - 1000000 end
-        local s6 = string.format('%06d', sub)
-        if ms == 0 then e = {fmt(ms), s6, fmt(sub)} else e = {fmt(ms), s6, fmt(ms) .. s6} end
-        EXP[vis] = e
-      end
-      local msx, lexp = e[1], e[3]
-      local lm = e[2] .. id
-      -- Not ixk and ixm: a running job is in the lease set by its expiry.
-      local kv = {'st', 'running', 'ep', inc(f[7]), 'att', inc(f[6]), 'tok', tok, 'lexp', lexp,
-                  'upd', now}
-      local drop = hpush(kv, f[15], '{"from":"' .. f[5] .. tail, inc)
-      redis.call('HSET', jk, unpack(kv))
-      if drop then redis.call('HDEL', jk, drop) end
-      zset(rk, m, false)
-      zset(LK, lm, msx)
-      f[3] = q
-      f[4] = t
-      count(f[5], q, t, -1, tn)
-      count('running', q, t, 1, tn)
-      f[15] = nil
-      f[14] = nil
-      out[#out + 1] = {id, tok, lexp, f}
     end
+    -- A tenant not yet in a window may come before the best of its queue.
+    local grew = false
+    for _, w in ipairs(windows) do
+      local b = qbest[w.q]
+      if w.more and (b == nil or b.band * BAND + b.turn > w.last) then
+        load_window(w)
+        grew = true
+      end
+    end
+    if not grew then
+      local best = nil
+      for _, u in pairs(qbest) do
+        if best == nil or u.band < best.band or (u.band == best.band and older(u, best)) then
+          best = u
+        end
+      end
+      return best
+    end
+  end
+end
+while #out < max do
+  local best = pick()
+  if best == nil then break end
+  local m, q, t, tn, rk = best.r[best.i], best.q, best.t, best.tn, best.k
+  local rms = best.sc % BAND
+  best.i = best.i + 2
+  best.stale = true
+  -- Passed over if ready only from a time after this call's now: made
+  -- ready by a process whose clock is ahead, or enqueued between the
+  -- caller's clock read and this call. engine::Deliver would refuse it; a
+  -- later lease takes it. The ready time is the entry's: its score's
+  -- milliseconds and its member's six sub-millisecond digits.
+  if rms < nm or (rms == nm and tonumber(string.sub(m, 1, 6)) <= nsub) then
+    local id = string.sub(m, 7)
+    local jk = PJ .. id
+    -- q and t (F's 3rd and 4th; '_' is no field) are the ready set's.
+    local f = redis.call('HMGET', jk, 'env', 'd', '_', '_', 'st', 'att', 'ep', 'upd', 'cp',
+                         'tok', 'lexp', 'aud', 'cx', 'vis', 'hn')
+    if f[5] ~= 'queued' and f[5] ~= 'retry_scheduled' then
+      flush()
+      return redis.error_reply('jobpact: index out of step: job ' .. id ..
+                               ' in a ready set is ' .. tostring(f[5]))
+    end
+    if room[t] then room[t] = room[t] - 1 end
+    if TROOM[best.qt] then TROOM[best.qt] = TROOM[best.qt] - 1 end
+    -- The tenant's turn: the queue's next, for all its units.
+    if comp[q] then
+      local c = counter(q) + 1
+      CTR[q] = c
+      TURN[best.qt] = c
+      turned[best.qt] = true
+      for _, v in ipairs(byqt[best.qt]) do v.turn = c end
+    end
+    if tn ~= '' then touch(q, t, tn) end
+    seq = seq + 1
+    local tok = ARGV[3] .. '#' .. fmt(seq)
+    -- The expiry: now + the visibility timeout, as ms and six digits.
+    local vis = f[14]
+    local e = EXP[vis]
+    if not e then
+      local ms, sub = nm + msof(vis), nsub + tonumber(sub6(vis))
+      if sub >= 1000000 then ms = ms + 1; sub = sub - 1000000 end
+      local s6 = string.format('%06d', sub)
+      if ms == 0 then e = {fmt(ms), s6, fmt(sub)} else e = {fmt(ms), s6, fmt(ms) .. s6} end
+      EXP[vis] = e
+    end
+    local msx, lexp = e[1], e[3]
+    local lm = e[2] .. id
+    -- Not ixk and ixm: a running job is in the lease set by its expiry.
+    local kv = {'st', 'running', 'ep', inc(f[7]), 'att', inc(f[6]), 'tok', tok, 'lexp', lexp,
+                'upd', now}
+    local drop = hpush(kv, f[15], '{"from":"' .. f[5] .. tail, inc)
+    redis.call('HSET', jk, unpack(kv))
+    if drop then redis.call('HDEL', jk, drop) end
+    zset(rk, m, false)
+    zset(LK, lm, msx)
+    f[3] = q
+    f[4] = t
+    count(f[5], q, t, -1, tn)
+    count('running', q, t, 1, tn)
+    f[15] = nil
+    f[14] = nil
+    out[#out + 1] = {id, tok, lexp, f}
   end
 end
 -- The turns served, and each queue's counter, for the next lease anywhere.
@@ -1093,7 +1142,7 @@ if ARGV[1] == 'set' then
   elseif kind == 'concurrency_limit' then redis.call('HSET', P .. 'control-limits', subject, ARGV[6])
   elseif kind == 'max_queue_depth' then redis.call('HSET', P .. 'control-max-depth', subject, ARGV[6])
   elseif kind == 'tenant_concurrency_limit' then
-    redis.call('HSET', P .. 'control-tenant-limits', subject, ARGV[6])
+    redis.call('HSET', P .. 'control-limits', '|' .. subject, ARGV[6])
   end
 else
   if redis.call('HDEL', C, ARGV[2]) == 0 then return {5} end
@@ -1102,7 +1151,7 @@ else
   elseif kind == 'concurrency_limit' then redis.call('HDEL', P .. 'control-limits', subject)
   elseif kind == 'max_queue_depth' then redis.call('HDEL', P .. 'control-max-depth', subject)
   elseif kind == 'tenant_concurrency_limit' then
-    redis.call('HDEL', P .. 'control-tenant-limits', subject)
+    redis.call('HDEL', P .. 'control-limits', '|' .. subject)
   end
 end
 redis.call('RPUSH', P .. 'control-audit', ARGV[7])

@@ -617,10 +617,36 @@ TEST_F(RedisQueueTest, TenantIdsAreEscapedIntoKeysAndStayDistinct) {
   EXPECT_EQ(running.integer, 0);
 }
 
+TEST_F(RedisQueueTest, JobsWithoutATenantAreOneTenantUnderTheCap) {
+  // Their running count is the queue's less the tenants' (no count of
+  // their own): a cap of 1 lets one of them run beside one of acme's.
+  for (int i = 0; i < 3; ++i) Put(Job("job_n" + std::to_string(i)));
+  for (int i = 0; i < 2; ++i) Put(TenantJob(Job("job_a" + std::to_string(i)), "acme"));
+  ControlRule cap;
+  cap.kind = ControlKind::kTenantConcurrencyLimit;
+  cap.subject = "default";
+  cap.limit = 1;
+  cap.actor = "alice";
+  cap.reason = "test";
+  ASSERT_THAT(queue_->SetControl(cap), IsOk());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> got, queue_->Dequeue({{}, 10, "w"}));
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_NE(got[0].job.envelope.tenant_id, got[1].job.envelope.tenant_id);
+  Delivery& none = got[0].job.envelope.tenant_id.empty() ? got[0] : got[1];
+  Completion done;
+  done.to = JobStatus::kSucceeded;
+  done.reason = "succeeded";
+  ASSERT_THAT(queue_->Complete(none, done), IsOk());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> next, queue_->Dequeue({{}, 10, "w"}));
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].job.envelope.tenant_id, "");
+}
+
 TEST_F(RedisQueueTest, AJobStoredBeforeTenantsWereKeptIsLeasedAsNoTenants) {
   // The layout before issue 11: a job of a tenant in its (queue, type)
-  // ready set, with no tn field. It is leased as no tenant's and its
-  // running count comes and goes under that name: no migration needed.
+  // ready set, with no tn field. It is leased as no tenant's (counted in
+  // no tenant's running jobs, the others' counts untouched): no migration
+  // needed.
   Put(TenantJob(Job("job_old"), "acme"));
   const std::string tenant_set = prefix_ + "ready:default|t|acme";
   JOBPACT_ASSERT_OK_AND_ASSIGN(Reply members,
