@@ -751,7 +751,8 @@ local function load_window(w)
     if known then TURN[qt] = known end
     local u = add(w.q, w.t, tn, P .. rkey(w.q, w.t, tn), turn)
     fetch(u, n0)
-    if not head(u) then u.done = true end
+    -- An entry whose set is empty (none should be) is dropped by flush().
+    if not head(u) then touch(w.q, w.t, tn) end
   end
   comp[w.q] = true
 end
