@@ -201,7 +201,7 @@ Result<std::vector<EnqueueResult>> RedisQueueBackend::InsertJobs(std::vector<Job
                                                                  const EnqueueOptions& options,
                                                                  TimePoint now) {
   std::vector<std::string> a;
-  a.reserve(2 + jobs.size() * 18);
+  a.reserve(2 + jobs.size() * 19);
   // A dedup match is now - enqueued_at < window, so a zero window disables
   // dedup (the in-memory reference's rule).
   if (options.dedup_window > Duration::zero()) {
@@ -241,6 +241,7 @@ Result<std::vector<EnqueueResult>> RedisQueueBackend::InsertJobs(std::vector<Job
       a.push_back(std::move(score));
     }
     a.push_back(HistoryEntryJson(c.append.front()));
+    a.push_back(TenantPart(env.tenant_id));
     // fin cp tok lexp aud cx: sent only where one is not at its default.
     const bool defaults = v[3].empty() && v[5].empty() && v[6].empty() && v[7] == "0" &&
                           v[8] == "[]" && v[9] == "0";

@@ -10,6 +10,7 @@
 
 #include "jobpact/job.h"
 #include "jobpact/job_status.h"
+#include "src/internal/names.h"
 #include "src/internal/stored_validation.h"
 #include "src/internal/time_ns.h"
 
@@ -184,6 +185,23 @@ Status AppendRecordArgs(const JobRecord& r, std::vector<std::string>* a) {
 std::string ReadyKeyOf(const JobRecord& r) {
   if (r.envelope.queue.empty()) return {};
   return "ready:" + r.envelope.queue + "|" + r.envelope.job_type;
+}
+
+std::string TenantPart(std::string_view tenant_id) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(tenant_id.size());
+  for (const char c : tenant_id) {
+    if (::jobpact::internal::IsSafeNameChar(c)) {
+      out.push_back(c);
+    } else {
+      const auto b = static_cast<unsigned char>(c);
+      out.push_back('%');
+      out.push_back(kHex[b >> 4]);
+      out.push_back(kHex[b & 0xF]);
+    }
+  }
+  return out;
 }
 
 Result<std::string> ReadyScoreOf(const JobRecord& r) {

@@ -69,6 +69,12 @@ Result<IndexEntry> IndexOf(const JobRecord& r, JobPlacement placement);
 std::string ReadyKeyOf(const JobRecord& r);
 // Its score there: (1000 - priority) * 2^42 + ready_at in ms.
 Result<std::string> ReadyScoreOf(const JobRecord& r);
+// A tenant_id as the scripts hold it (the job's field `tn`, the suffix of its
+// per-tenant ready set, its member in the queue's tenant sets): each byte
+// outside the safe-name set [A-Za-z0-9._:-] as %XX, so no tenant can hold a
+// '|' (which ends a queue and a type in a key) or any byte a key should not;
+// '' for no tenant. Distinct tenants stay distinct ('%' is escaped too).
+std::string TenantPart(std::string_view tenant_id);
 
 // A record from its fields (`f`, an array of kRecordFieldCount), without
 // history. kInternal naming the job and the problem if it does not decode

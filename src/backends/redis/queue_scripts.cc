@@ -10,12 +10,18 @@
 //                       reason, result, raw input -- one opaque field each
 //                       write replaces), the fields the scripts check or
 //                       change on their own (st att ep upd tok lexp cp aud
-//                       cx fin), the fixed ones they need (q t vis dk enq),
+//                       cx fin), the fixed ones they need (q t vis dk enq
+//                       tn),
 //                       and where the job is indexed (ixk: the index key
 //                       after P, ixm: its member there; rk, rsc: its ready
 //                       set and score, for the move from scheduled to
-//                       ready). dk fin cp tok lexp aud cx may be absent,
-//                       meaning '' / '' / '' / '' / '0' / '[]' / '0'.
+//                       ready). dk fin cp tok lexp aud cx tn may be absent,
+//                       meaning '' / '' / '' / '' / '0' / '[]' / '0' / ''.
+//                       tn: the tenant_id as TenantPart escapes it (bytes
+//                       outside [A-Za-z0-9._:-] as %XX), written at enqueue
+//                       for a job with a tenant; absent for none -- and for
+//                       every job stored before tenants were kept, which
+//                       so count as no tenant's: no migration.
 //                       Its history is in it too: entry n is field `h<n>`
 //                       (JSON), `hn` the count, the newest kMaxHistory kept
 //                       -- appended as one more pair of the HSET every
@@ -23,7 +29,19 @@
 //                       change, so a transition costs no extra call and a
 //                       job one key.
 //   P ready:<q>|<t>     zset per (queue, job type) -- '|' is in no safe name,
-//                       so the pair is unambiguous: ready jobs.
+//                       so the pair is unambiguous: ready jobs of no tenant
+//                       (the key every job had before tenants were kept).
+//   P ready:<q>|<t>|<tn>  zset per (queue, job type, tenant): a tenant's
+//                       ready jobs (tn escaped: no '|' in it either).
+//   P tenants:<q>|<t>   zset: the tenants (tn) with ready jobs of (q, t),
+//                       scored (priority band of the head) * 2^42 + turn.
+//   P tenant-turns      hash: per queue its turn counter (field <q>) and
+//                       the turn each tenant was last served at (<q>|<tn>,
+//                       <q>| for no tenant): the lease step's rotation.
+//   P tenant-running    hash: running jobs per "<q>|<tn>" and of all
+//                       tenants per "<q>" (the per-tenant cap: no
+//                       tenant's are running|<q> less "<q>"), a field
+//                       removed at 0.
 //   P scheduled         zset: queued / retry_scheduled jobs not ready yet.
 //   P leases            zset: running jobs by lease expiry.
 //   P dlq, P finished   zsets: DLQ entries and final jobs by finished_at.
@@ -38,8 +56,9 @@
 //                       an idle worker's BLPOP takes (WaitForWork); cleared
 //                       when a lease of every queue finds nothing ready.
 //   P control, P control-audit, P control-paused-types,
-//   P control-paused-queues, P control-limits, P control-max-depth,
-//   P policies: control state.
+//   P control-paused-queues, P control-limits (by type "<t>", and the
+//   per-tenant caps by queue "|<q>"), P control-max-depth, P policies:
+//   control state.
 //   P app:<key>         the application's keys a transactional effect writes
 //                       (jobpact/redis/redis_effect.h).
 //
@@ -110,12 +129,17 @@ local function bless(a, b)
   return #a < #b
 end
 -- Counters: "<status>|<queue>" per status and queue ('' for quarantined
--- input), "rt|<type>" running jobs per type (concurrency limits). Summed
--- here and applied by flush() before the script returns: one HINCRBY per
--- counter a call changes, not two or three per job.
-local DELTA = {}
+-- input), "rt|<type>" running jobs per type (concurrency limits), and in
+-- tenant-running "<queue>|<tn>" running jobs per tenant of a queue and
+-- "<queue>" all tenants' (the per-tenant cap; no tenant's are the queue's
+-- running less those, so a job without one costs no count; a field at 0
+-- is removed). Summed here and applied by
+-- flush() before the script returns: one HINCRBY per counter a call
+-- changes, not two or three per job.
+local DELTA, TDELTA = {}, {}
 local CK = {}  -- CK[st][q]: the counter "<st>|<q>", built once a call.
-local function count(st, q, t, d)
+local TK = {}  -- TK[q][tn]: "<q>|<tn>", likewise.
+local function count(st, q, t, d, tn)
   local byq = CK[st]
   if not byq then
     byq = {}
@@ -131,7 +155,81 @@ local function count(st, q, t, d)
   if st == 'running' and q and q ~= '' then
     k = 'rt|' .. t
     DELTA[k] = (DELTA[k] or 0) + d
+    if tn and tn ~= '' then
+      local tq = TK[q]
+      if not tq then
+        tq = {}
+        TK[q] = tq
+      end
+      k = tq[tn]
+      if not k then
+        k = q .. '|' .. tn
+        tq[tn] = k
+      end
+      TDELTA[k] = (TDELTA[k] or 0) + d
+      TDELTA[q] = (TDELTA[q] or 0) + d
+    end
   end
+end
+-- Tenants (fairness and the per-tenant cap, issue 11). A job's tenant as
+-- the scripts hold it is its field tn (TenantPart: safe-name bytes, the
+-- rest %XX), absent for no tenant -- as for every job stored before
+-- tenants were kept, which so stay in the ready sets they are in. Ready
+-- jobs of no tenant are in ready:<q>|<t>, a tenant's in ready:<q>|<t>|<tn>
+-- (q and t hold no '|', tn none either: unambiguous).
+-- tenants:<q>|<t> holds each tenant (not '') with ready jobs of (q, t),
+-- scored (head's priority band) * BAND + turn; tenant-turns holds per
+-- queue its turn counter (field <q>) and the turn each tenant was last
+-- served at (<q>|<tn>; <q>| for no tenant): the tenant served least
+-- recently goes first within a priority, across every process.
+local function rkey(q, t, tn)
+  if tn and tn ~= '' then return 'ready:' .. q .. '|' .. t .. '|' .. tn end
+  return 'ready:' .. q .. '|' .. t
+end
+local TT = P .. 'tenant-turns'
+-- Per-tenant ready sets whose head may have changed: flush() recomputes
+-- their entry in tenants:<q>|<t> once the index changes are applied.
+local TOUCH, TOUCHK = {}, {}
+local function touch(q, t, tn)
+  local rk = rkey(q, t, tn)
+  if not TOUCH[rk] then
+    TOUCH[rk] = {q, t, tn}
+    TOUCHK[#TOUCHK + 1] = rk
+  end
+end
+-- Turns this call knows ("<q>|<tn>": last served at) and queues' counters.
+local TURN, CTR = {}, {}
+local function counter(q)
+  local c = CTR[q]
+  if not c then
+    c = tonumber(redis.call('HGET', TT, q)) or 0
+    CTR[q] = c
+  end
+  return c
+end
+-- A tenant entering the set joins at the queue's current turn (behind
+-- every tenant waiting since an earlier one); one staying keeps its turn
+-- (raised to the one this call knows) with its head's band.
+local function retenant()
+  for _, rk in ipairs(TOUCHK) do
+    local u = TOUCH[rk]
+    local q, t, tn = u[1], u[2], u[3]
+    local tk = P .. 'tenants:' .. q .. '|' .. t
+    local h = redis.call('ZRANGE', P .. rk, 0, 0, 'WITHSCORES')
+    if #h == 0 then
+      redis.call('ZREM', tk, tn)
+    else
+      local band = math.floor(tonumber(h[2]) / BAND)
+      local old = tonumber(redis.call('ZSCORE', tk, tn))
+      local turn
+      if old then turn = old % BAND else turn = counter(q) end
+      local a = TURN[q .. '|' .. tn]
+      if a and a > turn then turn = a end
+      local sc = band * BAND + turn
+      if sc ~= old then redis.call('ZADD', tk, fmt(sc), tn) end
+    end
+  end
+  TOUCH, TOUCHK = {}, {}
 end
 -- Index changes: zset(key, member, score) adds (or moves) a member,
 -- zset(key, member, false) removes it; only the last change of a member
@@ -164,11 +262,17 @@ local function flush()
     for j = 1, #add, 512 do redis.call('ZADD', key, unpack(add, j, math.min(#add, j + 511))) end
   end
   ZP, ZPK = {}, {}
+  if #TOUCHK > 0 then retenant() end
   local S = P .. 'queue-stats'
   for k, d in pairs(DELTA) do
     if d ~= 0 then redis.call('HINCRBY', S, k, d) end
   end
   DELTA = {}
+  local TR = P .. 'tenant-running'
+  for k, d in pairs(TDELTA) do
+    if d ~= 0 and redis.call('HINCRBY', TR, k, d) <= 0 then redis.call('HDEL', TR, k) end
+  end
+  TDELTA = {}
   if WOKEN > 0 then wake(WOKEN) end
   WOKEN = 0
 end
@@ -229,13 +333,14 @@ local function promote(now)
   for _, m in ipairs(due(P .. 'scheduled', now, PROMOTE)) do
     local id = string.sub(m, 7)
     local jk = P .. 'job:' .. id
-    local f = redis.call('HMGET', jk, 'q', 't', 'rsc')
+    local f = redis.call('HMGET', jk, 'q', 't', 'rsc', 'tn')
     redis.call('ZREM', P .. 'scheduled', m)
     -- Its ready set (none for quarantined input, which has no queue).
     if f[1] and f[1] ~= '' then
-      local rk = 'ready:' .. f[1] .. '|' .. f[2]
+      local rk = rkey(f[1], f[2], f[4])
       redis.call('ZADD', P .. rk, f[3], m)
       redis.call('HSET', jk, 'ixk', rk)
+      if f[4] and f[4] ~= '' then touch(f[1], f[2], f[4]) end
     end
   end
 end
@@ -243,10 +348,12 @@ end
 local F = {'env', 'd', 'q', 't', 'st', 'att', 'ep', 'upd', 'cp', 'tok', 'lexp', 'aud', 'cx'}
 )lua";
 
-// InsertJobs. ARGV: window_start ('' no dedup), n, then per job 18 values
+// InsertJobs. ARGV: window_start ('' no dedup), n, then per job 19 values
 //   id dk env q t vis enq st att upd ep d ixk ixm ixscore rsc
-//   history_entry flag
-// and, where flag is '1', 6 more: fin cp tok lexp aud cx. Flag '0': those
+//   history_entry tn flag
+// and, where flag is '1', 6 more: fin cp tok lexp aud cx. tn: the tenant
+// (TenantPart, '' none), which also picks the ready set (ixk is
+// ready:<q>|<t> for every tenant; the script adds |<tn>). Flag '0': those
 // are at their defaults ('' '' '' '0' '[]' '0'), as for almost every new
 // job, and left absent (every reader takes absent as the default), as are
 // dk, enq and rsc where not needed (no dedup key; ready at once). Returns
@@ -262,7 +369,7 @@ do
   local o = 3
   for i = 1, n do
     at[i] = o
-    if ARGV[o + 17] == '1' then o = o + 24 else o = o + 18 end
+    if ARGV[o + 18] == '1' then o = o + 25 else o = o + 19 end
   end
 end
 -- One EXISTS per 256 ids; only where one is taken, which.
@@ -329,18 +436,23 @@ for i = 1, n do
   else
     local jk = P .. 'job:' .. id
     local q, t, enq, st = ARGV[o + 3], ARGV[o + 4], ARGV[o + 6], ARGV[o + 7]
-    local ixk = ARGV[o + 12]
+    local ixk, tn = ARGV[o + 12], ARGV[o + 17]
+    local ready = string.sub(ixk, 1, 6) == 'ready:'
+    if ready and tn ~= '' then ixk = ixk .. '|' .. tn end
     redis.call('HSET', jk, 'env', ARGV[o + 2], 'q', q, 't', t, 'vis', ARGV[o + 5],
       'st', st, 'att', ARGV[o + 8], 'upd', ARGV[o + 9], 'ep', ARGV[o + 10], 'd', ARGV[o + 11],
       'ixk', ixk, 'ixm', ARGV[o + 13], 'h1', ARGV[o + 16], 'hn', '1')
     -- Ready at once: rsc is only read to move the job from the scheduled
     -- set, and every write that schedules it sends its own.
-    local ready = string.sub(ixk, 1, 6) == 'ready:'
     if dk ~= '' then redis.call('HSET', jk, 'dk', dk, 'enq', enq) end
     if not ready then redis.call('HSET', jk, 'rsc', ARGV[o + 15]) end
-    if ARGV[o + 17] == '1' then
-      redis.call('HSET', jk, 'fin', ARGV[o + 18], 'cp', ARGV[o + 19], 'tok', ARGV[o + 20],
-        'lexp', ARGV[o + 21], 'aud', ARGV[o + 22], 'cx', ARGV[o + 23])
+    if tn ~= '' then
+      redis.call('HSET', jk, 'tn', tn)
+      if ready then touch(q, t, tn) end
+    end
+    if ARGV[o + 18] == '1' then
+      redis.call('HSET', jk, 'fin', ARGV[o + 19], 'cp', ARGV[o + 20], 'tok', ARGV[o + 21],
+        'lexp', ARGV[o + 22], 'aud', ARGV[o + 23], 'cx', ARGV[o + 24])
     end
     if ixk ~= '' then
       zset(P .. ixk, ARGV[o + 13], ARGV[o + 14])
@@ -381,7 +493,7 @@ local function one(base)
 local A = ARGV
 local id = A[base + 1]
 local jk = P .. 'job:' .. id
-local cur = redis.call('HMGET', jk, 'st', 'ep', 'tok', 'lexp', 'q', 't', 'hn', 'cx', 'aud')
+local cur = redis.call('HMGET', jk, 'st', 'ep', 'tok', 'lexp', 'q', 't', 'hn', 'cx', 'aud', 'tn')
 if not cur[1] then return {5} end
 -- A quarantine (no status expected) is unconditional: no state machine to
 -- consult; the job keeps no queue and no type, so it can never run.
@@ -463,9 +575,13 @@ if not quar and A[base + 2] == 'running' then
   aud = cur[9] or '[]'
   if cur[8] == '1' then cx = '1' end
 end
-local q, t = cur[5], cur[6]
+local q, t, tn = cur[5], cur[6], cur[10]
+-- A ready set is the job's tenant's (the job's tn: absent for no tenant).
+local nixk = A[base + 17]
+local nready = string.sub(nixk, 1, 6) == 'ready:'
+if nready and tn then nixk = nixk .. '|' .. tn end
 local kv = {'st', A[base + 6], 'att', A[base + 7], 'upd', A[base + 8], 'fin', A[base + 9],
-            'tok', A[base + 12], 'lexp', A[base + 13], 'd', A[base + 16], 'ixk', A[base + 17],
+            'tok', A[base + 12], 'lexp', A[base + 13], 'd', A[base + 16], 'ixk', nixk,
             'ixm', A[base + 18]}
 if A[base + 10] ~= cur[2] then kv[#kv + 1] = 'ep'; kv[#kv + 1] = A[base + 10] end
 -- Written only where they change (Lua strings are interned: == is cheap).
@@ -487,13 +603,19 @@ local drop = nil
 if A[base + 21] ~= '' then drop = hpush(kv, hn, A[base + 21]) end
 redis.call('HSET', jk, unpack(kv))
 if drop then redis.call('HDEL', jk, drop) end
-if ixk and ixk ~= '' then zset(P .. ixk, ixm, false) end
-if A[base + 17] ~= '' then
-  zset(P .. A[base + 17], A[base + 18], A[base + 19])
-  if string.sub(A[base + 17], 1, 6) == 'ready:' then WOKEN = WOKEN + 1 end
+if ixk and ixk ~= '' then
+  zset(P .. ixk, ixm, false)
+  if tn and string.sub(ixk, 1, 6) == 'ready:' then touch(cur[5], cur[6], tn) end
 end
-count(cur[1], cur[5], cur[6], -1)
-count(A[base + 6], q, t, 1)
+if nixk ~= '' then
+  zset(P .. nixk, A[base + 18], A[base + 19])
+  if nready then
+    WOKEN = WOKEN + 1
+    if tn then touch(q, t, tn) end
+  end
+end
+count(cur[1], cur[5], cur[6], -1, tn)
+count(A[base + 6], q, t, 1, tn)
 return {0}
 end
 )lua";
@@ -503,10 +625,21 @@ end
 // queues (none: all). Returns per job {id, token, lease expiry, the record's
 // fields (F) as they were before the delivery}. Per job: one HMGET, one
 // HSET (the history entry in it), ZREM, ZADD; the counters once per call.
+//
+// The order: the ready jobs of every (queue, type, tenant) set not held
+// (its type or queue paused, its type at its concurrency limit, its tenant
+// at the queue's per-tenant cap) are units; per queue the unit whose head
+// has the highest priority goes first, then the one whose tenant was
+// served least recently (its turn), then the older head; across queues
+// priority, then the older head. Serving a tenant gives it the queue's
+// next turn -- stored, so the turn is every process's. Where a queue has
+// no tenant units (no job of it carries a tenant_id) turns are neither
+// read nor written: no tenant is waiting for one.
 const char* const kLease = R"lua(
 local now = ARGV[1]
 local max = tonumber(ARGV[2])
 promote(now)
+if #TOUCHK > 0 then retenant() end
 local want = nil
 if #ARGV >= 6 then
   want = {}
@@ -515,28 +648,141 @@ end
 local pt, pq = {}, {}
 for _, x in ipairs(redis.call('SMEMBERS', P .. 'control-paused-types')) do pt[x] = true end
 for _, x in ipairs(redis.call('SMEMBERS', P .. 'control-paused-queues')) do pq[x] = true end
-local room = {}
+-- Concurrency limits by type ("<type>") and per-tenant caps by queue
+-- ("|<queue>": '|' is in no type), with the room they leave a type, and a
+-- tenant ("<q>|<tn>", read when first needed; nil: no cap).
+local room, tcap = {}, {}
 local lim = redis.call('HGETALL', P .. 'control-limits')
 for i = 1, #lim, 2 do
-  local running = redis.call('HGET', P .. 'queue-stats', 'rt|' .. lim[i]) or '0'
-  room[lim[i]] = tonumber(lim[i + 1]) - tonumber(running)
+  local x = lim[i]
+  if string.byte(x, 1) == 124 then
+    tcap[string.sub(x, 2)] = tonumber(lim[i + 1])
+  else
+    local running = redis.call('HGET', P .. 'queue-stats', 'rt|' .. x) or '0'
+    room[x] = tonumber(lim[i + 1]) - tonumber(running)
+  end
 end
--- The first max_jobs of every (queue, type) set not held, each in order;
--- merged by their heads (score, then member bytes).
-local lists = {}
+local TROOM = {}
+local function troom(q, tn, qt)
+  if not tcap[q] then return nil end
+  local r = TROOM[qt]
+  if not r then
+    local TR = P .. 'tenant-running'
+    local n
+    if tn == '' then
+      n = (tonumber(redis.call('HGET', P .. 'queue-stats', 'running|' .. q)) or 0) -
+          (tonumber(redis.call('HGET', TR, q)) or 0)
+    else
+      n = tonumber(redis.call('HGET', TR, qt)) or 0
+    end
+    r = tcap[q] - n
+    TROOM[qt] = r
+  end
+  return r
+end
+-- Units: {k = ready set, q, t, tn, qt = "<q>|<tn>", r = entries fetched
+-- (member, score, ...), i = the head's index in r, off = entries fetched,
+-- sc = the head's score, band (its priority band), turn, done}. A unit's entries are fetched CH at a time, as needed.
+local units = {}
+local byqt = {}  -- "<q>|<tn>" -> its units (one per type).
+local comp = {}  -- q -> true: the queue has tenant units (turns kept).
+local CH = max
+if CH > 64 then CH = 64 end
+local function fetch(u, n)
+  u.r = redis.call('ZRANGE', u.k, u.off, u.off + n - 1, 'WITHSCORES')
+  u.i = 1
+  u.off = u.off + #u.r / 2
+  u.full = #u.r == 2 * n
+end
+-- Makes u's entry at u.i its head (fetching more if needed, so never
+-- for a call already full); false at its end.
+local function head(u)
+  u.stale = false
+  if u.i > #u.r then
+    if not u.full then
+      u.done = true
+      return false
+    end
+    fetch(u, CH)
+    if #u.r == 0 then
+      u.done = true
+      return false
+    end
+  end
+  u.sc = tonumber(u.r[u.i + 1])
+  u.band = math.floor(u.sc / BAND)
+  return true
+end
+local function add(q, t, tn, k, turn)
+  local u = {k = k, q = q, t = t, tn = tn, qt = q .. '|' .. tn, off = 0, turn = turn}
+  units[#units + 1] = u
+  local l = byqt[u.qt]
+  if not l then
+    l = {}
+    byqt[u.qt] = l
+  end
+  l[#l + 1] = u
+  return u
+end
+-- Per (queue, type) tenant window: the first W tenants of
+-- tenants:<q>|<t> in turn order (one job each fills the call); more only
+-- if those cannot fill it. A tenant's first fetch is sized for its share.
+local W = math.min(max, 1000)
+local windows = {}
+local function load_window(w)
+  local r = redis.call('ZRANGE', w.tk, w.off, w.off + W - 1, 'WITHSCORES')
+  w.off = w.off + #r / 2
+  w.more = #r == 2 * W
+  if #r == 0 then return end
+  local n0 = math.min(CH, math.max(4, math.ceil(2 * max / (#r / 2))))
+  w.last = tonumber(r[#r])
+  local f = {}
+  for i = 1, #r, 2 do f[#f + 1] = w.q .. '|' .. r[i] end
+  local a = redis.call('HMGET', TT, unpack(f))
+  for i = 1, #r, 2 do
+    local tn, sc = r[i], tonumber(r[i + 1])
+    local qt = f[(i + 1) / 2]
+    local turn = sc % BAND
+    local known = TURN[qt] or tonumber(a[(i + 1) / 2])
+    if known and known > turn then
+      turn = known
+      touch(w.q, w.t, tn)  -- Its entry is behind its turn (served in another type).
+    end
+    if known then TURN[qt] = known end
+    local u = add(w.q, w.t, tn, P .. rkey(w.q, w.t, tn), turn)
+    fetch(u, n0)
+    -- An entry whose set is empty (none should be) is dropped by flush().
+    if not head(u) then touch(w.q, w.t, tn) end
+  end
+  comp[w.q] = true
+end
 for _, p in ipairs(redis.call('SMEMBERS', P .. 'job-pairs')) do
   local bar = string.find(p, '|', 1, true)
   local q, t = string.sub(p, 1, bar - 1), string.sub(p, bar + 1)
   if (want == nil or want[q]) and not pq[q] and not pt[t] and (room[t] == nil or room[t] > 0) then
-    local r = redis.call('ZRANGE', P .. 'ready:' .. p, 0, max - 1, 'WITHSCORES')
-    if #r > 0 then lists[#lists + 1] = {r = r, i = 1, q = q, t = t, k = P .. 'ready:' .. p} end
+    local u = add(q, t, '', P .. 'ready:' .. p, 0)
+    fetch(u, max)
+    if not head(u) then u.done = true end
+    local w = {q = q, t = t, tk = P .. 'tenants:' .. p, off = 0}
+    load_window(w)
+    if w.more then windows[#windows + 1] = w end
+  end
+end
+-- The turn of no tenant in a queue that has tenants too.
+for _, u in ipairs(units) do
+  if u.tn == '' and comp[u.q] then
+    if TURN[u.qt] == nil then TURN[u.qt] = tonumber(redis.call('HGET', TT, u.qt)) or 0 end
+    u.turn = TURN[u.qt]
   end
 end
 local out = {}
 -- Nothing ready for a worker that takes from every queue: the wake-up
 -- tokens left are stale (their jobs were taken), so no idle worker spins
 -- on them.
-if #lists == 0 then
+local any = false
+for _, u in ipairs(units) do if not u.done then any = true end end
+if not any then
+  flush()
   if want == nil then redis.call('DEL', P .. 'wake') end
   return out
 end
@@ -558,25 +804,74 @@ local function inc(x) return INC[x] or fmt((tonumber(x) or 0) + 1) end
 -- The lease expiry for a visibility timeout: {ms text, six digits, expiry}.
 local EXP = {}
 local LK, PJ = P .. 'leases', P .. 'job:'
+-- a's head before b's: score (priority, then ready time), then member.
+local function older(a, b)
+  local x, y = a.sc, b.sc
+  return x < y or (x == y and bless(a.r[a.i], b.r[b.i]))
+end
+local function open(u)
+  if u.stale then head(u) end
+  if u.done then return false end
+  if room[u.t] ~= nil and room[u.t] <= 0 then return false end
+  local tr = troom(u.q, u.tn, u.qt)
+  return tr == nil or tr > 0
+end
+local turned = {}  -- "<q>|<tn>" whose turn this call changed.
 
 local tail = '","to":"running","at_ns":' .. now .. ',"reason":' .. ARGV[5] .. ',"worker":' ..
              ARGV[4] .. '}'
-while #out < max do
-  local best = nil
-  for _, l in ipairs(lists) do
-    if l.i < #l.r and (room[l.t] == nil or room[l.t] > 0) then
-      if best == nil then
-        best = l
-      else
-        local a, b = tonumber(l.r[l.i + 1]), tonumber(best.r[best.i + 1])
-        if a < b or (a == b and bless(l.r[l.i], best.r[best.i])) then best = l end
+-- The next unit to serve, nil for none. Per queue: priority, turn, age;
+-- across queues: priority, age. Without tenants anywhere (every unit no
+-- tenant's, turn 0) that is one pass over the units.
+local tenants = next(comp) ~= nil
+local function pick()
+  if not tenants then
+    local best = nil
+    for _, u in ipairs(units) do
+      if open(u) and (best == nil or older(u, best)) then
+        best = u
       end
     end
+    return best
   end
+  while true do
+    local qbest = {}
+    for _, u in ipairs(units) do
+      if open(u) then
+        local b = qbest[u.q]
+        if b == nil or u.band < b.band or
+           (u.band == b.band and (u.turn < b.turn or (u.turn == b.turn and older(u, b)))) then
+          qbest[u.q] = u
+        end
+      end
+    end
+    -- A tenant not yet in a window may come before the best of its queue.
+    local grew = false
+    for _, w in ipairs(windows) do
+      local b = qbest[w.q]
+      if w.more and (b == nil or b.band * BAND + b.turn > w.last) then
+        load_window(w)
+        grew = true
+      end
+    end
+    if not grew then
+      local best = nil
+      for _, u in pairs(qbest) do
+        if best == nil or u.band < best.band or (u.band == best.band and older(u, best)) then
+          best = u
+        end
+      end
+      return best
+    end
+  end
+end
+while #out < max do
+  local best = pick()
   if best == nil then break end
-  local m, q, t, rkey = best.r[best.i], best.q, best.t, best.k
-  local rms = tonumber(best.r[best.i + 1]) % BAND
+  local m, q, t, tn, rk = best.r[best.i], best.q, best.t, best.tn, best.k
+  local rms = best.sc % BAND
   best.i = best.i + 2
+  best.stale = true
   -- Passed over if ready only from a time after this call's now: made
   -- ready by a process whose clock is ahead, or enqueued between the
   -- caller's clock read and this call. engine::Deliver would refuse it; a
@@ -586,14 +881,24 @@ while #out < max do
     local id = string.sub(m, 7)
     local jk = PJ .. id
     -- q and t (F's 3rd and 4th; '_' is no field) are the ready set's.
-    local f = redis.call('HMGET', jk, 'env', 'd', '_', '_', 'st', 'att', 'ep', 'upd', 'cp', 'tok',
-                         'lexp', 'aud', 'cx', 'vis', 'hn')
+    local f = redis.call('HMGET', jk, 'env', 'd', '_', '_', 'st', 'att', 'ep', 'upd', 'cp',
+                         'tok', 'lexp', 'aud', 'cx', 'vis', 'hn')
     if f[5] ~= 'queued' and f[5] ~= 'retry_scheduled' then
       flush()
-      return redis.error_reply('jobpact: index out of step: job ' .. id .. ' in a ready set is ' ..
-                               tostring(f[5]))
+      return redis.error_reply('jobpact: index out of step: job ' .. id ..
+                               ' in a ready set is ' .. tostring(f[5]))
     end
     if room[t] then room[t] = room[t] - 1 end
+    if TROOM[best.qt] then TROOM[best.qt] = TROOM[best.qt] - 1 end
+    -- The tenant's turn: the queue's next, for all its units.
+    if comp[q] then
+      local c = counter(q) + 1
+      CTR[q] = c
+      TURN[best.qt] = c
+      turned[best.qt] = true
+      for _, v in ipairs(byqt[best.qt]) do v.turn = c end
+    end
+    if tn ~= '' then touch(q, t, tn) end
     seq = seq + 1
     local tok = ARGV[3] .. '#' .. fmt(seq)
     -- The expiry: now + the visibility timeout, as ms and six digits.
@@ -614,16 +919,29 @@ while #out < max do
     local drop = hpush(kv, f[15], '{"from":"' .. f[5] .. tail, inc)
     redis.call('HSET', jk, unpack(kv))
     if drop then redis.call('HDEL', jk, drop) end
-    zset(rkey, m, false)
+    zset(rk, m, false)
     zset(LK, lm, msx)
     f[3] = q
     f[4] = t
-    count(f[5], q, t, -1)
-    count('running', q, t, 1)
+    count(f[5], q, t, -1, tn)
+    count('running', q, t, 1, tn)
     f[15] = nil
     f[14] = nil
     out[#out + 1] = {id, tok, lexp, f}
   end
+end
+-- The turns served, and each queue's counter, for the next lease anywhere.
+local tv = {}
+for qt in pairs(turned) do
+  tv[#tv + 1] = qt
+  tv[#tv + 1] = fmt(TURN[qt])
+end
+if #tv > 0 then
+  for q, c in pairs(CTR) do
+    tv[#tv + 1] = q
+    tv[#tv + 1] = fmt(c)
+  end
+  redis.call('HSET', TT, unpack(tv))
 end
 flush()
 if #out < max and want == nil then redis.call('DEL', P .. 'wake') end
@@ -782,24 +1100,31 @@ return {n, #r / 2}
 
 // ReadStats. ARGV: now. Promotes due jobs, then returns {the counters
 // (flat), the pairs, per pair the time of its oldest ready job ('' none)}.
-// The oldest of a pair is the first of some priority band: one seek per
-// band in use, never a scan of the jobs.
+// The oldest of a pair is the first of some priority band of one of its
+// ready sets (no tenant's and each tenant's with ready jobs): one seek per
+// band in use per set, never a scan of the jobs.
 const char* const kStats = R"lua(
 promote(ARGV[1])
+flush()
 local ps = redis.call('SMEMBERS', P .. 'job-pairs')
 local oldest = {}
 for _, p in ipairs(ps) do
-  local key = P .. 'ready:' .. p
-  local lo = '-inf'
+  local keys = {P .. 'ready:' .. p}
+  for _, tn in ipairs(redis.call('ZRANGE', P .. 'tenants:' .. p, 0, -1)) do
+    keys[#keys + 1] = P .. 'ready:' .. p .. '|' .. tn
+  end
   local best = ''
-  for _ = 1, 2001 do
-    local r = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-    if #r == 0 then break end
-    local sc = tonumber(r[2])
-    local band = math.floor(sc / BAND)
-    local at = mns(sc - band * BAND, r[1])
-    if best == '' or le(at, best) then best = at end
-    lo = fmt((band + 1) * BAND)
+  for _, key in ipairs(keys) do
+    local lo = '-inf'
+    for _ = 1, 2001 do
+      local r = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+      if #r == 0 then break end
+      local sc = tonumber(r[2])
+      local band = math.floor(sc / BAND)
+      local at = mns(sc - band * BAND, r[1])
+      if best == '' or le(at, best) then best = at end
+      lo = fmt((band + 1) * BAND)
+    end
   end
   oldest[#oldest + 1] = best
 end
@@ -817,6 +1142,8 @@ if ARGV[1] == 'set' then
   elseif kind == 'pause_queue' then redis.call('SADD', P .. 'control-paused-queues', subject)
   elseif kind == 'concurrency_limit' then redis.call('HSET', P .. 'control-limits', subject, ARGV[6])
   elseif kind == 'max_queue_depth' then redis.call('HSET', P .. 'control-max-depth', subject, ARGV[6])
+  elseif kind == 'tenant_concurrency_limit' then
+    redis.call('HSET', P .. 'control-limits', '|' .. subject, ARGV[6])
   end
 else
   if redis.call('HDEL', C, ARGV[2]) == 0 then return {5} end
@@ -824,6 +1151,8 @@ else
   elseif kind == 'pause_queue' then redis.call('SREM', P .. 'control-paused-queues', subject)
   elseif kind == 'concurrency_limit' then redis.call('HDEL', P .. 'control-limits', subject)
   elseif kind == 'max_queue_depth' then redis.call('HDEL', P .. 'control-max-depth', subject)
+  elseif kind == 'tenant_concurrency_limit' then
+    redis.call('HDEL', P .. 'control-limits', '|' .. subject)
   end
 end
 redis.call('RPUSH', P .. 'control-audit', ARGV[7])

@@ -524,6 +524,161 @@ TEST_F(RedisQueueTest, StatsComeFromCountersNotFromAScanOfTheJobs) {
   EXPECT_LE(calls["zrangebyscore"], 4 * 6 + 1);
 }
 
+// --- Tenant fairness and the per-tenant cap (issue 11) beyond the suite ---
+
+// A job of `tenant` (empty: none).
+Envelope TenantJob(Envelope env, std::string tenant) {
+  env.tenant_id = std::move(tenant);
+  return env;
+}
+
+TEST_F(RedisQueueTest, TenantsTakeTurnsAcrossLeasesAndProcesses) {
+  // The turn is stored in the namespace: two stores (two processes), each
+  // leasing one job at a time in alternation, still hand the tenants out
+  // in turn, the higher priority first.
+  std::shared_ptr<StoreBackend> other = SecondStore();
+  ASSERT_NE(other, nullptr);
+  for (int i = 0; i < 3; ++i) {
+    for (const char* tenant : {"acme", "bolt", "corp"}) {
+      Put(TenantJob(Job(std::string("job_") + tenant + std::to_string(i)), tenant));
+    }
+    clock_->Advance(Millis(1));
+  }
+  Put(TenantJob(Job("job_urgent", "t", 7), "corp"));
+  std::vector<std::string> order;
+  for (int i = 0; i < 10; ++i) {
+    StoreBackend& store = i % 2 == 0 ? *queue_ : *other;
+    JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> got,
+                                 store.Dequeue({{}, 1, "w" + std::to_string(i)}));
+    ASSERT_EQ(got.size(), 1u);
+    order.push_back(got[0].job.envelope.job_id);
+  }
+  EXPECT_THAT(order, ElementsAre("job_urgent", "job_acme0", "job_bolt0", "job_corp0", "job_acme1",
+                                 "job_bolt1", "job_corp1", "job_acme2", "job_bolt2", "job_corp2"));
+}
+
+TEST_F(RedisQueueTest, TheTurnIsTheQueuesAcrossItsJobTypes) {
+  // acme has jobs of two types, bolt of one: they still alternate (acme
+  // is not served once per type).
+  for (int i = 0; i < 3; ++i) {
+    Put(TenantJob(Job("job_ax" + std::to_string(i), "x"), "acme"));
+    Put(TenantJob(Job("job_ay" + std::to_string(i), "y"), "acme"));
+    Put(TenantJob(Job("job_bx" + std::to_string(i), "x"), "bolt"));
+    clock_->Advance(Millis(1));
+  }
+  std::string tenants;
+  for (int i = 0; i < 6; ++i) {
+    JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> got, queue_->Dequeue({{}, 1, "w"}));
+    ASSERT_EQ(got.size(), 1u);
+    tenants += got[0].job.envelope.tenant_id[0];
+  }
+  EXPECT_EQ(tenants, "ababab");
+}
+
+TEST_F(RedisQueueTest, TenantIdsAreEscapedIntoKeysAndStayDistinct) {
+  // Tenant ids are any printable ASCII: '|' (which ends a queue and a type
+  // in a key), '%' (the escape), braces and another namespace's prefix.
+  // Each is a tenant of its own under the cap, and no key leaves the
+  // namespace.
+  const std::string other_ns = redis_testing::FreshNamespace();
+  const std::string other = "jobpact:{" + other_ns + "}:";
+  const std::vector<std::string> tenants = {"x|y", "x%7Cy", "x%257Cy", "}:" + other + "ready:q",
+                                            "A",   "%41"};
+  for (std::size_t i = 0; i < tenants.size(); ++i) {
+    for (int k = 0; k < 2; ++k) {
+      Put(TenantJob(Job("job_" + std::to_string(i) + "_" + std::to_string(k)), tenants[i]));
+    }
+  }
+  ControlRule cap;
+  cap.kind = ControlKind::kTenantConcurrencyLimit;
+  cap.subject = "default";
+  cap.limit = 1;
+  cap.actor = "alice";
+  cap.reason = "test";
+  ASSERT_THAT(queue_->SetControl(cap), IsOk());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> got, queue_->Dequeue({{}, 100, "w"}));
+  std::set<std::string> seen;
+  for (const Delivery& d : got) seen.insert(d.job.envelope.tenant_id);
+  EXPECT_EQ(got.size(), tenants.size()) << "one job of each tenant, none of any twice";
+  EXPECT_EQ(seen, std::set<std::string>(tenants.begin(), tenants.end()));
+  for (const std::string& k : Keys(*client_, "*" + other_ns + "*")) {
+    EXPECT_EQ(k.rfind(prefix_, 0), 0u) << k;
+  }
+  EXPECT_TRUE(Keys(*client_, other + "*").empty());
+  // Finished, every tenant's running count is gone (no field left at 0).
+  for (Delivery& d : got) {
+    Completion done;
+    done.to = JobStatus::kSucceeded;
+    done.reason = "succeeded";
+    ASSERT_THAT(queue_->Complete(d, done), IsOk());
+  }
+  JOBPACT_ASSERT_OK_AND_ASSIGN(Reply running,
+                               client_->Command({"HLEN", prefix_ + "tenant-running"}));
+  EXPECT_EQ(running.integer, 0);
+}
+
+TEST_F(RedisQueueTest, JobsWithoutATenantAreOneTenantUnderTheCap) {
+  // Their running count is the queue's less the tenants' (no count of
+  // their own): a cap of 1 lets one of them run beside one of acme's.
+  for (int i = 0; i < 3; ++i) Put(Job("job_n" + std::to_string(i)));
+  for (int i = 0; i < 2; ++i) Put(TenantJob(Job("job_a" + std::to_string(i)), "acme"));
+  ControlRule cap;
+  cap.kind = ControlKind::kTenantConcurrencyLimit;
+  cap.subject = "default";
+  cap.limit = 1;
+  cap.actor = "alice";
+  cap.reason = "test";
+  ASSERT_THAT(queue_->SetControl(cap), IsOk());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> got, queue_->Dequeue({{}, 10, "w"}));
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_NE(got[0].job.envelope.tenant_id, got[1].job.envelope.tenant_id);
+  Delivery& none = got[0].job.envelope.tenant_id.empty() ? got[0] : got[1];
+  Completion done;
+  done.to = JobStatus::kSucceeded;
+  done.reason = "succeeded";
+  ASSERT_THAT(queue_->Complete(none, done), IsOk());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> next, queue_->Dequeue({{}, 10, "w"}));
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].job.envelope.tenant_id, "");
+}
+
+TEST_F(RedisQueueTest, AJobStoredBeforeTenantsWereKeptIsLeasedAsNoTenants) {
+  // The layout before issue 11: a job of a tenant in its (queue, type)
+  // ready set, with no tn field. It is leased as no tenant's (counted in
+  // no tenant's running jobs, the others' counts untouched): no migration
+  // needed.
+  Put(TenantJob(Job("job_old"), "acme"));
+  const std::string tenant_set = prefix_ + "ready:default|t|acme";
+  JOBPACT_ASSERT_OK_AND_ASSIGN(Reply members,
+                               client_->Command({"ZRANGE", tenant_set, "0", "-1", "WITHSCORES"}));
+  ASSERT_EQ(members.elements.size(), 2u);
+  const std::string member = members.elements[0].str;
+  const std::string score = members.elements[1].str;
+  // Rewritten as the old layout had it.
+  for (const std::vector<std::string>& cmd :
+       {std::vector<std::string>{"DEL", tenant_set, prefix_ + "tenants:default|t"},
+        {"ZADD", prefix_ + "ready:default|t", score, member},
+        {"HDEL", prefix_ + "job:job_old", "tn"},
+        {"HSET", prefix_ + "job:job_old", "ixk", "ready:default|t"}}) {
+    JOBPACT_ASSERT_OK_AND_ASSIGN(Reply r, client_->Command(cmd));
+    ASSERT_FALSE(r.is_error()) << r.str;
+  }
+  Put(TenantJob(Job("job_new"), "acme"));
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> got, queue_->Dequeue({{}, 10, "w"}));
+  ASSERT_EQ(got.size(), 2u);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(Reply running,
+                               client_->Command({"HGETALL", prefix_ + "tenant-running"}));
+  ASSERT_EQ(running.elements.size(), 4u);
+  for (Delivery& d : got) {
+    Completion done;
+    done.to = JobStatus::kSucceeded;
+    done.reason = "succeeded";
+    ASSERT_THAT(queue_->Complete(d, done), IsOk());
+  }
+  JOBPACT_ASSERT_OK_AND_ASSIGN(running, client_->Command({"HLEN", prefix_ + "tenant-running"}));
+  EXPECT_EQ(running.integer, 0);
+}
+
 TEST_F(RedisQueueTest, ARestartOfAnAppendFsyncAlwaysServerLosesNoAcknowledgedWrite) {
   // A random high port (redis_test_server.cc's free-port helper is
   // private to it); a taken one fails the start and the next is tried.
