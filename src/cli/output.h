@@ -43,6 +43,7 @@ using internal::JobSummaryToJson;
 using internal::JobToJson;
 using internal::LockToJson;
 using internal::PolicyToJson;
+using internal::RateLimiterToJson;
 using internal::SecondsOf;
 using internal::StatsToJson;
 using internal::TimeJson;

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -216,6 +217,74 @@ TEST_F(RunbookTest, BacklogGrowthCapTheQueueSoProducersBackOff) {
   for (int i = 0; i < 5; ++i) Enqueue(Job("report.bulk"));
   EXPECT_EQ(Run(), 6);
   EXPECT_EQ(ran.load(), 9);
+}
+
+// Backlog growth from one tenant's flood: the per-tenant cap (set with the
+// CLI, listed by `control show`) keeps the flood from taking every worker:
+// a lease hands out at most the cap of each tenant's jobs, the others'
+// besides.
+TEST_F(RunbookTest, BacklogGrowthFromOneTenantCapEachTenant) {
+  for (int i = 0; i < 20; ++i) {
+    Envelope e = Job("report.bulk");
+    e.tenant_id = "acme";
+    Enqueue(e);
+  }
+  for (int i = 0; i < 2; ++i) {
+    Envelope e = Job("report.bulk");
+    e.tenant_id = "bolt";
+    Enqueue(e);
+  }
+  Ran capped = Cli({"concurrency", "default", "1", "--per-tenant", "--reason",
+                    "INC-1: acme's import takes every worker"});
+  ASSERT_EQ(capped.rc, 0) << capped;
+  EXPECT_THAT(CliJson({"control", "show"}).dump(), HasSubstr("tenant_concurrency_limit"));
+
+  DequeueRequest req;
+  req.max_jobs = 16;
+  req.worker_id = "w1";
+  Result<std::vector<Delivery>> got = backend_->queue()->Dequeue(req);
+  ASSERT_THAT(got.status(), IsOk());
+  std::map<std::string, int> by_tenant;
+  for (const Delivery& d : *got) ++by_tenant[d.job.envelope.tenant_id];
+  EXPECT_EQ(by_tenant["acme"], 1);
+  EXPECT_EQ(by_tenant["bolt"], 1);
+
+  Ran lifted = Cli({"concurrency", "default", "--per-tenant", "--clear", "--reason",
+                    "INC-1: import done"});
+  ASSERT_EQ(lifted.rc, 0) << lifted;
+  got = backend_->queue()->Dequeue(req);
+  ASSERT_THAT(got.status(), IsOk());
+  EXPECT_EQ(got->size(), 16u) << "the cap lifted, a lease fills up again";
+}
+
+// Retry storm from an overloaded dependency: the operator holds its calls
+// (`concurrency DEP 0 --dependency`), the held jobs wait without spending
+// attempts and jobpact_concurrency_limited_total moves; a limit of 1 lets
+// them through one at a time.
+TEST_F(RunbookTest, RetryStormFromAnOverloadedDependencyHoldItsConcurrency) {
+  std::atomic<int> charged{0};
+  HandlerOptions psp;
+  psp.dependency = "psp";
+  ASSERT_THAT(Runner().Handle("payment.charge", [&](JobContext&) { ++charged; return Status::Ok(); },
+                              psp),
+              IsOk());
+  Ran held = Cli({"concurrency", "psp", "0", "--dependency", "--reason",
+                  "INC-2: PSP times out under load"});
+  ASSERT_EQ(held.rc, 0) << held;
+  const std::string id = Enqueue(Job("payment.charge"));
+  EXPECT_EQ(Run(), 1);
+  EXPECT_EQ(charged.load(), 0);
+  EXPECT_EQ(StatusOf(id), JobStatus::kRetryScheduled);
+  EXPECT_EQ(Count(metric::kConcurrencyLimited, "payment.charge"), 1);
+  EXPECT_THAT(CliJson({"jobs", "show", id}).dump(), HasSubstr("concurrency_limited"));
+
+  Ran one = Cli({"concurrency", "psp", "1", "--dependency", "--reason", "INC-2: recovering"});
+  ASSERT_EQ(one.rc, 0) << one;
+  clock_->Advance(Seconds(2));
+  EXPECT_EQ(Run(), 1);
+  EXPECT_EQ(charged.load(), 1);
+  EXPECT_EQ(StatusOf(id), JobStatus::kSucceeded);
+  EXPECT_EQ(CliJson({"jobs", "show", id})["attempt"], 1) << "the wait spent nothing";
 }
 
 // Retry storm from a rate-limiting upstream: one 429 with Retry-After holds
