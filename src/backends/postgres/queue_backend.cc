@@ -51,12 +51,11 @@ namespace {
 constexpr std::size_t kMaxIndexedBytes = 1024;
 
 Status CheckIndexable(const Envelope& env) {
-  const std::pair<const char*, const std::string*> fields[] = {
-      {"job_id", &env.job_id},
-      {"job_type", &env.job_type},
-      {"queue", &env.queue},
-      {"dedup_key", &env.dedup_key},
-      {"tenant_id", &env.tenant_id}};
+  const std::pair<const char*, const std::string*> fields[] = {{"job_id", &env.job_id},
+                                                               {"job_type", &env.job_type},
+                                                               {"queue", &env.queue},
+                                                               {"dedup_key", &env.dedup_key},
+                                                               {"tenant_id", &env.tenant_id}};
   for (const auto& [name, value] : fields) {
     if (value->size() > kMaxIndexedBytes) {
       return Status::InvalidArgument(std::string("the PostgreSQL store takes at most ") +
@@ -224,14 +223,17 @@ std::string LeaseSql(bool some_queues) {
   const std::string in_queues = some_queues ? "AND x.queue = ANY ($3::text[]) " : "";
   const std::string unit_order = "ORDER BY x.queue, x.job_type, x.tenant_id LIMIT 1";
   return "WITH RECURSIVE units(queue, job_type, tenant_id) AS ((SELECT x.queue, x.job_type, "
-         "x.tenant_id FROM {t}jobs x WHERE " + ready + in_queues + unit_order +
+         "x.tenant_id FROM {t}jobs x WHERE " +
+         ready + in_queues + unit_order +
          ") UNION ALL SELECT n.queue, n.job_type, n.tenant_id FROM units p CROSS JOIN LATERAL "
-         "(SELECT x.queue, x.job_type, x.tenant_id FROM {t}jobs x WHERE " + ready + in_queues +
+         "(SELECT x.queue, x.job_type, x.tenant_id FROM {t}jobs x WHERE " +
+         ready + in_queues +
          "AND (x.queue, x.job_type, x.tenant_id) > (p.queue, p.job_type, p.tenant_id) " +
          unit_order +
          ") n), cand AS (SELECT j.*, row_number() OVER (PARTITION BY j.queue, j.tenant_id, "
          "j.priority ORDER BY j.ready_at_ns, j.job_id) AS rn FROM units u CROSS JOIN LATERAL "
-         "(SELECT " JOBPACT_PG_JOB_COLUMNS ", tenant_id FROM {t}jobs x WHERE " + ready +
+         "(SELECT " JOBPACT_PG_JOB_COLUMNS ", tenant_id FROM {t}jobs x WHERE " +
+         ready +
          "AND x.queue = u.queue AND x.job_type = u.job_type AND x.tenant_id = u.tenant_id AND "
          "x.ready_at_ns <= $1 ORDER BY x.priority DESC, x.ready_at_ns, x.job_id LIMIT $2 FOR "
          "UPDATE SKIP LOCKED) j WHERE NOT EXISTS (SELECT 1 FROM {t}control c WHERE "
@@ -711,11 +713,19 @@ Status PostgresQueueBackend::CompleteClaimOn(Connection& conn, const JobChange& 
 
 Status PostgresQueueBackend::LoadLeaseLimits(Connection& conn, LeaseLimits* limits) {
   *limits = LeaseLimits();
+  // In the same round trip: this transaction's statements run their
+  // generic plans. The lease query's (the same index seeks, LATERAL scans
+  // and sorts for any time and batch size) costs a fraction of planning it
+  // anew for each lease, which the server otherwise chooses to do:
+  // measured 0.14 ms against 1.0 ms of server time a statement, a backlog
+  // of 20,000 jobs without tenants.
   JOBPACT_ASSIGN_OR_RETURN(
       PgResult any,
-      conn.Exec(core_->Sql("SELECT 1 FROM {t}control WHERE kind IN ('concurrency_limit', "
-                           "'tenant_concurrency_limit') LIMIT 1"),
-                Params(), "Dequeue"));
+      conn.SimpleResult(core_->Sql("SET LOCAL plan_cache_mode = force_generic_plan; SELECT 1 "
+                                   "FROM {t}control WHERE kind IN ('concurrency_limit', "
+                                   "'tenant_concurrency_limit') LIMIT 1")
+                            .c_str(),
+                        "Dequeue"));
   if (any.rows() == 0) return Status::Ok();
   // Leases of a schema with concurrency limits or tenant caps are
   // serialized (an advisory lock held to COMMIT), so that two workers
@@ -756,8 +766,7 @@ Status PostgresQueueBackend::LoadLeaseLimits(Connection& conn, LeaseLimits* limi
   return Status::Ok();
 }
 
-bool PostgresQueueBackend::LeaseLimits::Fits(const std::string& job_type,
-                                             const std::string& queue,
+bool PostgresQueueBackend::LeaseLimits::Fits(const std::string& job_type, const std::string& queue,
                                              const std::string& tenant) const {
   const auto type = type_room.find(job_type);
   if (type != type_room.end() && type->second <= 0) return false;
@@ -767,8 +776,7 @@ bool PostgresQueueBackend::LeaseLimits::Fits(const std::string& job_type,
   return running == tenant_running.end() || running->second < cap->second;
 }
 
-void PostgresQueueBackend::LeaseLimits::Take(const std::string& job_type,
-                                             const std::string& queue,
+void PostgresQueueBackend::LeaseLimits::Take(const std::string& job_type, const std::string& queue,
                                              const std::string& tenant) {
   const auto type = type_room.find(job_type);
   if (type != type_room.end()) --type->second;
