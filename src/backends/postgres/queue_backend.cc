@@ -719,13 +719,10 @@ Status PostgresQueueBackend::LoadLeaseLimits(Connection& conn, LeaseLimits* limi
   // anew for each lease, which the server otherwise chooses to do:
   // measured 0.14 ms against 1.0 ms of server time a statement, a backlog
   // of 20,000 jobs without tenants.
-  JOBPACT_ASSIGN_OR_RETURN(
-      PgResult any,
-      conn.SimpleResult(core_->Sql("SET LOCAL plan_cache_mode = force_generic_plan; SELECT 1 "
-                                   "FROM {t}control WHERE kind IN ('concurrency_limit', "
-                                   "'tenant_concurrency_limit') LIMIT 1")
-                            .c_str(),
-                        "Dequeue"));
+  const std::string& probe = core_->Sql(
+      "SET LOCAL plan_cache_mode = force_generic_plan; SELECT 1 FROM {t}control "
+      "WHERE kind IN ('concurrency_limit', 'tenant_concurrency_limit') LIMIT 1");
+  JOBPACT_ASSIGN_OR_RETURN(PgResult any, conn.SimpleResult(probe.c_str(), "Dequeue"));
   if (any.rows() == 0) return Status::Ok();
   // Leases of a schema with concurrency limits or tenant caps are
   // serialized (an advisory lock held to COMMIT), so that two workers
