@@ -10,6 +10,10 @@
 //   BM_PostgresLeaseWithBacklog/R  one Dequeue(16) + CompleteBatch(16) with R
 //                                  ready jobs waiting (R = 1,000,000: the
 //                                  partial ready index keeps it flat)
+//   BM_PostgresLeaseWithTenantBurst/R  the same with R jobs of one tenant and
+//                                  20 of another waiting (tenant fairness,
+//                                  issue 11: a lease reads at most 16 jobs
+//                                  of each tenant, however many A has)
 //
 // items_per_second is jobs/s (wall clock).
 //
@@ -256,6 +260,44 @@ void BM_PostgresLeaseWithBacklog(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * 16);
 }
+// Tenant A's burst of R jobs, then tenant B's 20 (copies by SQL, as
+// above; schema version 3's tenant_id column). Each lease takes turns, so
+// the first two take B's jobs alongside A's; the cost must not grow with R.
+void BM_PostgresLeaseWithTenantBurst(benchmark::State& state) {
+  const std::int64_t backlog = state.range(0);
+  BenchSchema db;
+  if (db.get() == nullptr) return state.SkipWithError(db.error().c_str());
+  QueueBackend& q = *db.get()->queue();
+  if (!q.Enqueue(MakeEnvelope(0), {}).ok()) return state.SkipWithError("enqueue failed");
+  const std::string t = "\"" + db.schema() + "\".jobs";
+  const std::string fill =
+      "INSERT INTO " + t +
+      " (job_id, job_type, queue, priority, status, attempt, max_attempts, ready_at_ns, "
+      "enqueued_at_ns, updated_at_ns, epoch, visibility_timeout_ns, envelope, history, "
+      "tenant_id) SELECT 'bk_' || lpad(g::text, 9, '0'), job_type, queue, priority, status, "
+      "attempt, max_attempts, ready_at_ns + g, enqueued_at_ns, updated_at_ns, epoch, "
+      "visibility_timeout_ns, envelope, history, CASE WHEN g < " +
+      std::to_string(backlog) + " THEN 'tenant-a' ELSE 'tenant-b' END FROM " + t +
+      ", generate_series(1, " + std::to_string(backlog + 20) + ") g";
+  if (std::string e = db.Sql(fill); !e.empty()) return state.SkipWithError(e.c_str());
+  if (std::string e = db.Sql("VACUUM ANALYZE " + t); !e.empty()) {
+    return state.SkipWithError(e.c_str());
+  }
+  for (auto _ : state) {
+    int got = 0;
+    if (!LeaseAndComplete(q, 16, "w", &got) || got != 16) {
+      return state.SkipWithError("lease failed");
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * 16);
+}
+BENCHMARK(BM_PostgresLeaseWithTenantBurst)
+    ->Arg(10000)
+    ->Arg(1000000)
+    ->Iterations(300)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
 BENCHMARK(BM_PostgresLeaseWithBacklog)->Arg(10000)->Arg(1000000)->Iterations(300)->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 

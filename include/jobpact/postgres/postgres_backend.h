@@ -166,8 +166,9 @@ class JOBPACT_EXPORT PostgresBackend {
   // whose library can still use a schema of this version (written as
   // min_compatible_version when this build migrates).
   // Version 2 added the rate_limits table (a version-1 library works on
-  // it, so the minimum stays 1).
-  static constexpr int kSchemaVersion = 2;
+  // it, so the minimum stays 1); version 3 the tenant column, its indexes
+  // and tenant_turns (tenant fairness, issue 11; additive, likewise).
+  static constexpr int kSchemaVersion = 3;
   static constexpr int kMinCompatibleVersion = 1;
 
   // Connects (one connection, to check the server and the schema), creates

@@ -17,10 +17,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "jobpact/store_backend.h"
@@ -117,6 +119,24 @@ class PostgresQueueBackend final : public StoreBackend {
   }
 
  private:
+  // What the concurrency limits and tenant caps leave for this lease.
+  struct LeaseLimits {
+    // Per limited job type: how many more may start.
+    std::map<std::string, std::int64_t, std::less<>> type_room;
+    // Per capped queue: its tenant cap; per (queue, tenant) of those
+    // queues: its running jobs.
+    std::map<std::string, std::int64_t, std::less<>> tenant_cap;
+    std::map<std::pair<std::string, std::string>, std::int64_t> tenant_running;
+
+    // True if a job of `job_type` and `tenant` in `queue` may start.
+    bool Fits(const std::string& job_type, const std::string& queue,
+              const std::string& tenant) const;
+    // Counts such a job as started.
+    void Take(const std::string& job_type, const std::string& queue, const std::string& tenant);
+  };
+  // Reads the limits into *limits; while any is set, first takes the lock
+  // that serializes limited leases (to the end of the transaction).
+  Status LoadLeaseLimits(internal::Connection& conn, LeaseLimits* limits);
   // Writes `c` over its row if the row matches c.expect (and appends its
   // history entry, naming `worker` in it if given). kAborted or kNotFound
   // when it does not.

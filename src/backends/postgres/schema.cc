@@ -137,6 +137,37 @@ CREATE TABLE {t}rate_limits (
   updated_at_ns       bigint NOT NULL
 );
 )sql",
+    // Version 3: tenant fairness and the per-tenant concurrency cap (issue
+    // 11). The envelope's tenant as a column of its own ('' for none),
+    // written at insert and filled here for the jobs already stored (an
+    // envelope that does not parse as JSON has none); the ready index by
+    // (queue, job type, tenant), so the lease step finds each tenant's
+    // first jobs by index seeks however many jobs a tenant has; running
+    // jobs by (queue, tenant), which the cap counts; and which tenant of
+    // each queue the lease step served last (the turn, shared by every
+    // process). Additive: a version-2 library ignores all of it (the jobs
+    // it enqueues have tenant '', one tenant for fairness and the cap), so
+    // kMinCompatibleVersion stays 1.
+    R"sql(
+ALTER TABLE {t}jobs ADD COLUMN tenant_id text COLLATE "C" NOT NULL DEFAULT '';
+CREATE FUNCTION pg_temp.jobpact_tenant_of(envelope text) RETURNS text
+  LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  RETURN coalesce(envelope::jsonb ->> 'tenant_id', '');
+EXCEPTION WHEN others THEN
+  RETURN '';
+END $$;
+UPDATE {t}jobs SET tenant_id = pg_temp.jobpact_tenant_of(envelope)
+  WHERE envelope LIKE '%"tenant_id"%';
+DROP FUNCTION pg_temp.jobpact_tenant_of(text);
+CREATE INDEX jobs_ready_by_tenant ON {t}jobs (queue, job_type, tenant_id, priority DESC,
+  ready_at_ns, job_id) WHERE status IN ('queued', 'retry_scheduled');
+CREATE INDEX jobs_running_tenant ON {t}jobs (queue, tenant_id) WHERE status = 'running';
+CREATE TABLE {t}tenant_turns (
+  queue       text COLLATE "C" PRIMARY KEY,
+  last_tenant text COLLATE "C" NOT NULL
+);
+)sql",
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == PostgresBackend::kSchemaVersion,

@@ -32,6 +32,7 @@ namespace postgres {
 namespace {
 
 using ::testing::AllOf;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using jobpact::testing::IsOk;
@@ -308,8 +309,11 @@ TEST_F(PostgresBackendTest, AVersion1SchemaGainsTheRateLimitsTableAndKeepsItsJob
   OpenBackend();
   ASSERT_THAT(backend_->queue()->Enqueue(Job("job_1"), {}).status(), IsOk());
   backend_.reset();
-  // What a version-1 library leaves: everything but the rate limiters.
+  // What a version-1 library leaves: everything but the rate limiters (and
+  // version 3's tenant column, its indexes and tenant_turns).
   ASSERT_EQ(Sql("DROP TABLE {s}.rate_limits"), "");
+  ASSERT_EQ(Sql("DROP TABLE {s}.tenant_turns"), "");
+  ASSERT_EQ(Sql("ALTER TABLE {s}.jobs DROP COLUMN tenant_id"), "");
   ASSERT_EQ(Sql("UPDATE {s}.schema_version SET version = 1, min_compatible_version = 1"), "");
   OpenBackend();
   EXPECT_EQ(backend_->schema_version(), PostgresBackend::kSchemaVersion);
@@ -322,6 +326,122 @@ TEST_F(PostgresBackendTest, AVersion1SchemaGainsTheRateLimitsTableAndKeepsItsJob
   EXPECT_FALSE(backend_->rate_limits()->Take("type:test.job", one_per_second)->allowed);
   EXPECT_EQ(Sql("SELECT key FROM {s}.rate_limits"), "type:test.job");
   EXPECT_EQ(backend_->bundle().rate_limits, backend_->rate_limits());
+}
+
+TEST_F(PostgresBackendTest, AVersion2SchemaGainsTenantsAndKeepsItsJobsWithTheirTenants) {
+  OpenBackend();
+  Envelope acme = Job("job_acme");
+  acme.tenant_id = "acme";
+  ASSERT_THAT(backend_->queue()->Enqueue(acme, {}).status(), IsOk());
+  ASSERT_THAT(backend_->queue()->Enqueue(Job("job_none"), {}).status(), IsOk());
+  backend_.reset();
+  // What a version-2 library leaves: no tenant column, no turns. And a row
+  // whose envelope is not JSON (a hand edit): it migrates with no tenant.
+  ASSERT_EQ(Sql("DROP TABLE {s}.tenant_turns"), "");
+  ASSERT_EQ(Sql("ALTER TABLE {s}.jobs DROP COLUMN tenant_id"), "");
+  ASSERT_EQ(Sql("INSERT INTO {s}.jobs (job_id, job_type, queue, priority, status, attempt, "
+                "max_attempts, ready_at_ns, enqueued_at_ns, updated_at_ns, "
+                "visibility_timeout_ns, envelope) SELECT 'job_bad', job_type, queue, priority, "
+                "'dead_lettered', attempt, max_attempts, ready_at_ns, enqueued_at_ns, "
+                "updated_at_ns, visibility_timeout_ns, '{\"tenant_id\": not json' FROM "
+                "{s}.jobs WHERE job_id = 'job_none'"),
+            "");
+  ASSERT_EQ(Sql("UPDATE {s}.schema_version SET version = 2, min_compatible_version = 1"), "");
+  OpenBackend();
+  EXPECT_EQ(backend_->schema_version(), PostgresBackend::kSchemaVersion);
+  EXPECT_EQ(Sql("SELECT string_agg(job_id || '=' || tenant_id, ',' ORDER BY job_id) FROM "
+                "{s}.jobs"),
+            "job_acme=acme,job_bad=,job_none=");
+  EXPECT_EQ(Sql("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + options_.schema +
+                "' AND indexname IN ('jobs_ready_by_tenant', 'jobs_running_tenant')"),
+            "2");
+  // Both jobs lease, in turn (acme's first: after '', the turn of none).
+  DequeueRequest req;
+  req.worker_id = "w1";
+  req.max_jobs = 10;
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> got, backend_->queue()->Dequeue(req));
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].job.envelope.job_id, "job_acme");
+  EXPECT_EQ(got[1].job.envelope.job_id, "job_none");
+}
+
+TEST_F(PostgresBackendTest, TenantsTakeTurnsAcrossLeasesAndProcesses) {
+  // Two backends on one schema are two processes: the turn is the
+  // database's (tenant_turns), so workers leasing one job at a time from
+  // either alternate tenants between them.
+  OpenBackend();
+  std::shared_ptr<PostgresBackend> second = MustOpen(options_);
+  ASSERT_NE(second, nullptr);
+  for (int i = 0; i < 3; ++i) {
+    for (const char* tenant : {"acme", "bolt"}) {
+      Envelope env = Job(std::string("job_") + tenant + std::to_string(i));
+      env.tenant_id = tenant;
+      ASSERT_THAT(backend_->queue()->Enqueue(env, {}).status(), IsOk());
+    }
+    clock_->Advance(Millis(1));
+  }
+  std::vector<std::string> order;
+  for (int i = 0; i < 6; ++i) {
+    QueueBackend& q = i % 2 == 0 ? *backend_->queue() : *second->queue();
+    order.push_back(TakeOne(q, i % 2 == 0 ? "w1" : "w2").job.envelope.job_id);
+  }
+  EXPECT_THAT(order, ElementsAre("job_acme0", "job_bolt0", "job_acme1", "job_bolt1", "job_acme2",
+                                 "job_bolt2"));
+  EXPECT_EQ(Sql("SELECT queue || '=' || last_tenant FROM {s}.tenant_turns"), "default=bolt");
+}
+
+TEST_F(PostgresBackendTest, JobsWithoutTenantsNeverWriteTheTurn) {
+  // The common case costs no write: a queue whose jobs have no tenant
+  // keeps no turn row.
+  OpenBackend();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_THAT(backend_->queue()->Enqueue(Job("job_" + std::to_string(i)), {}).status(), IsOk());
+  }
+  for (int i = 0; i < 3; ++i) (void)TakeOne(*backend_->queue());
+  EXPECT_EQ(Sql("SELECT count(*) FROM {s}.tenant_turns"), "0");
+}
+
+TEST_F(PostgresBackendTest, ConcurrentLeasesDoNotOvershootATenantCap) {
+  // Eight backends (eight processes) lease at once from two tenants under
+  // a cap of 3: the cap is counted under the limits lock, so no tenant
+  // ever has more than 3 running.
+  OpenBackend();
+  for (int i = 0; i < 40; ++i) {
+    Envelope env = Job("job_" + std::to_string(i));
+    env.tenant_id = i % 2 == 0 ? "acme" : "bolt";
+    ASSERT_THAT(backend_->queue()->Enqueue(env, {}).status(), IsOk());
+  }
+  ControlRule cap;
+  cap.kind = ControlKind::kTenantConcurrencyLimit;
+  cap.subject = "default";
+  cap.limit = 3;
+  cap.actor = "alice";
+  cap.reason = "test";
+  ASSERT_THAT(backend_->admin()->SetControl(cap), IsOk());
+  std::vector<std::shared_ptr<PostgresBackend>> backends;
+  for (int i = 0; i < 8; ++i) {
+    backends.push_back(MustOpen(options_));
+    ASSERT_NE(backends.back(), nullptr);
+  }
+  std::vector<std::thread> threads;
+  std::vector<int> taken(backends.size(), 0);
+  for (std::size_t i = 0; i < backends.size(); ++i) {
+    threads.emplace_back([&, i] {
+      DequeueRequest req;
+      req.worker_id = "w" + std::to_string(i);
+      req.max_jobs = 2;
+      auto got = backends[i]->queue()->Dequeue(req);
+      if (got.ok()) taken[i] = static_cast<int>(got->size());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  int total = 0;
+  for (int n : taken) total += n;
+  EXPECT_EQ(total, 6);
+  EXPECT_EQ(Sql("SELECT string_agg(tenant_id || '=' || n, ',' ORDER BY tenant_id) FROM (SELECT "
+                "tenant_id, count(*) AS n FROM {s}.jobs WHERE status = 'running' GROUP BY "
+                "tenant_id) r"),
+            "acme=3,bolt=3");
 }
 
 TEST_F(PostgresBackendTest, TwoBackendsOnOneSchemaShareARateLimiterAndItsBackoff) {
@@ -387,10 +507,10 @@ TEST_F(PostgresBackendTest, NoNameOrPayloadCanInjectSql) {
   EXPECT_EQ(limiters[0].override_actor, text);
   EXPECT_EQ(limiters[0].override_reason, text);
   // Everything is still there: schema_version, jobs, locks, idempotency,
-  // control, control_audit, policies, rate_limits.
+  // control, control_audit, policies, rate_limits, tenant_turns.
   EXPECT_EQ(Sql("SELECT count(*) FROM {s}.jobs"), "1");
   EXPECT_EQ(Sql("SELECT count(*) FROM pg_tables WHERE schemaname = '" + options_.schema + "'"),
-            "8");
+            "9");
 }
 
 TEST_F(PostgresBackendTest, ABatchOfCompletionsRollsBackOnlyTheRefusedOnes) {
