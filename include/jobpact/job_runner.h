@@ -212,7 +212,7 @@ struct JobRunnerOptions {
   // "concurrency_limited" and no attempt spent. An operator's
   // ControlKind::kDependencyConcurrencyLimit (`jobpact concurrency DEP N
   // --dependency`) replaces the number here in every runner within
-  // control_refresh_interval, and can limit a dependency not listed.
+  // poll_interval, and can limit a dependency not listed.
   std::map<std::string, int, std::less<>> dependency_concurrency;
 
   // --- Logs: one structured spdlog line per transition ---

@@ -96,8 +96,8 @@ enum class ControlKind {
                                 // across every runner sharing the LockStore,
                                 // in place of the runners'
                                 // JobRunnerOptions::dependency_concurrency;
-                                // runners see a change within their control
-                                // refresh interval.
+                                // runners see a change within their
+                                // poll_interval.
 };
 // "pause_type", "pause_queue", "concurrency_limit", "route_to_dlq",
 // "max_queue_depth", "tenant_concurrency_limit",

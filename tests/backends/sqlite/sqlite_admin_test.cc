@@ -286,6 +286,7 @@ TEST_F(SqliteAdminTest, AVersionOneFileIsMigratedInPlaceWithItsJobs) {
     // Take the file back to schema version 1, as the previous release left it.
     RawDb raw(path_);
     ASSERT_EQ(raw.Exec("DROP TABLE jobpact_tenant_turns; DROP INDEX jobpact_jobs_ready_by_tenant; "
+                       "DROP INDEX jobpact_jobs_running_tenant; "
                        "ALTER TABLE jobpact_jobs DROP COLUMN tenant_id; "
                        "DROP TABLE jobpact_rate_limits; "
                        "DROP TABLE jobpact_control; DROP TABLE jobpact_control_audit; "
