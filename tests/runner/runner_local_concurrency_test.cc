@@ -64,14 +64,19 @@ TEST(RunnerLocalConcurrencyTest, AtMostNHandlersOfTheTypeRunAtOnceInTheProcess) 
   for (int i = 0; i < 3; ++i) ids.push_back(EnqueueOk(h, MakeJob("pdf.render")));
   ASSERT_THAT(h.runner().Start(), IsOk());
 
-  // Two run; the third delivery is turned away, without an attempt.
+  // Two run; the third delivery is turned away, without an attempt (the
+  // counter moves before the outcome is written: wait for the record).
+  auto held_job = [&] {
+    return std::find_if(ids.begin(), ids.end(), [&](const std::string& id) {
+      return h.StatusOf(id) == JobStatus::kRetryScheduled;
+    });
+  };
   ASSERT_TRUE(WaitFor([&] {
     return render.entered.load() == 2 &&
-           h.metrics().CounterTotal(metric::kConcurrencyLimited, "pdf.render") >= 1;
+           h.metrics().CounterTotal(metric::kConcurrencyLimited, "pdf.render") >= 1 &&
+           held_job() != ids.end();
   }));
-  const auto held = std::find_if(ids.begin(), ids.end(), [&](const std::string& id) {
-    return h.StatusOf(id) == JobStatus::kRetryScheduled;
-  });
+  const auto held = held_job();
   ASSERT_NE(held, ids.end());
   const JobRecord r = h.Job(*held);
   EXPECT_EQ(r.history.back().reason, reason::kConcurrencyLimited);
