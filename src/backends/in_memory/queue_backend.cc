@@ -314,13 +314,11 @@ class InMemoryQueueBackend::Impl {
     // what the control state holds; and how many more jobs each limited
     // type may run.
     std::map<std::string_view, int> room;
-    for (const ControlRule& rule : control_.rules) {
-      if (rule.kind == ControlKind::kConcurrencyLimit) room[rule.subject] = rule.limit;
-    }
     // And how many more jobs each tenant of a queue with a per-tenant cap
     // may run, keyed (queue, tenant).
     std::map<std::string_view, int> caps;
     for (const ControlRule& rule : control_.rules) {
+      if (rule.kind == ControlKind::kConcurrencyLimit) room[rule.subject] = rule.limit;
       if (rule.kind == ControlKind::kTenantConcurrencyLimit) caps[rule.subject] = rule.limit;
     }
     std::map<std::pair<std::string_view, std::string_view>, int> tenant_room;
@@ -376,7 +374,8 @@ class InMemoryQueueBackend::Impl {
                                   [&](const QueueState* q) { return q->type == r->first; }),
                    from.end());
       }
-      if (auto t = tenant_room.find({best->queue, best->tenant});
+      if (auto t = tenant_room.empty() ? tenant_room.end()
+                                       : tenant_room.find({best->queue, best->tenant});
           t != tenant_room.end() && --t->second <= 0) {
         // This delivery takes the tenant's last free slot in its queue.
         const std::pair<std::string_view, std::string_view> full = t->first;
