@@ -789,18 +789,21 @@ end
 -- Tokens "<worker>#<n>", n unique in the namespace (some numbers unused).
 local seq = redis.call('INCRBY', P .. 'lease-seq', max) - max
 local nm, nsub = msof(now), tonumber(sub6(now))
--- n + 1 as text for the usual small n (epoch, attempt, history count),
--- without a string.format per job.
+-- n + 1 as text (epoch, attempt, history count), formatted once per
+-- distinct n in a call: a batch's jobs mostly share their counts. Filled
+-- as needed, never ahead: a table of the first hundred built up front
+-- cost more than a whole one-job lease (255 k instructions in the server,
+-- measured with callgrind).
 local INC = {}
-do
-  local prev = '0'
-  for i = 1, 100 do
-    local x = fmt(i)
-    INC[prev] = x
-    prev = x
+local function inc(x)
+  x = x or '0'
+  local y = INC[x]
+  if not y then
+    y = fmt((tonumber(x) or 0) + 1)
+    INC[x] = y
   end
+  return y
 end
-local function inc(x) return INC[x] or fmt((tonumber(x) or 0) + 1) end
 -- The lease expiry for a visibility timeout: {ms text, six digits, expiry}.
 local EXP = {}
 local LK, PJ = P .. 'leases', P .. 'job:'
