@@ -7,12 +7,14 @@
 #include <sys/time.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <string>
 #include <utility>
 
+#include "src/backends/redis/resp.h"
 #include "src/internal/guarded.h"
 
 namespace jobpact {
@@ -228,9 +230,7 @@ Result<std::unique_ptr<RedisClient::Conn>> RedisClient::OpenUnlocked() {
     hello.push_back({"AUTH", options_.password});
   }
   hello.push_back({"SELECT", std::to_string(options_.database)});
-  std::vector<const std::vector<std::string>*> cmds;
-  for (const auto& c : hello) cmds.push_back(&c);
-  Result<std::vector<Reply>> replies = RoundTrip(*conn, cmds);
+  Result<std::vector<Reply>> replies = RoundTrip(*conn, hello);
   if (!replies.ok()) {
     if (replies.status().code() == StatusCode::kDeadlineExceeded) {
       return Unavailable("connected, but no answer to AUTH/SELECT within " +
@@ -353,30 +353,29 @@ int RedisClient::OpenConnections() const {
 }
 
 Result<std::vector<Reply>> RedisClient::RoundTrip(
-    Conn& conn, const std::vector<const std::vector<std::string>*>& commands) {
+    Conn& conn, const std::vector<std::vector<std::string>>& commands) {
+  std::size_t size = 0;
+  for (const std::vector<std::string>& cmd : commands) {
+    if (cmd.empty()) return Status::InvalidArgument("redis " + server_name_ + ": empty command");
+    size += RespSizeBound(cmd);
+  }
+  std::string request;
+  request.reserve(size);
+  for (const std::vector<std::string>& cmd : commands) AppendRespCommand(&request, cmd);
+  return RoundTrip(conn, request, commands.size());
+}
+
+Result<std::vector<Reply>> RedisClient::RoundTrip(Conn& conn, std::string_view request,
+                                                  std::size_t count) {
   SigpipeGuard no_sigpipe;
   redisContext* ctx = conn.ctx;
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  for (const std::vector<std::string>* cmd : commands) {
-    argv.clear();
-    lens.clear();
-    for (const std::string& a : *cmd) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    if (argv.empty()) {
-      return Status::InvalidArgument("redis " + server_name_ + ": empty command");
-    }
-    if (redisAppendCommandArgv(ctx, static_cast<int>(argv.size()), argv.data(), lens.data()) !=
-        REDIS_OK) {
-      conn.broken = true;
-      return ConnectionError(ctx, "sending a command");
-    }
+  if (redisAppendFormattedCommand(ctx, request.data(), request.size()) != REDIS_OK) {
+    conn.broken = true;
+    return ConnectionError(ctx, "sending a command");
   }
   std::vector<Reply> replies;
-  replies.reserve(commands.size());
-  for (std::size_t i = 0; i < commands.size(); ++i) {
+  replies.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
     void* raw = nullptr;
     errno = 0;
     if (redisGetReply(ctx, &raw) != REDIS_OK || raw == nullptr) {
@@ -394,7 +393,7 @@ Result<std::vector<Reply>> RedisClient::RoundTrip(
 Result<Reply> RedisClient::Command(const std::vector<std::string>& argv) {
   return Guarded("RedisClient::Command", [&]() -> Result<Reply> {
     JOBPACT_ASSIGN_OR_RETURN(std::unique_ptr<Conn> conn, Checkout());
-    Result<std::vector<Reply>> r = RoundTrip(*conn, {&argv});
+    Result<std::vector<Reply>> r = RoundTrip(*conn, {argv});
     Return(std::move(conn));
     if (!r.ok()) return r.status();
     return std::move(r->front());
@@ -405,11 +404,8 @@ Result<std::vector<Reply>> RedisClient::Pipeline(
     const std::vector<std::vector<std::string>>& commands) {
   return Guarded("RedisClient::Pipeline", [&]() -> Result<std::vector<Reply>> {
     if (commands.empty()) return std::vector<Reply>();
-    std::vector<const std::vector<std::string>*> cmds;
-    cmds.reserve(commands.size());
-    for (const auto& c : commands) cmds.push_back(&c);
     JOBPACT_ASSIGN_OR_RETURN(std::unique_ptr<Conn> conn, Checkout());
-    Result<std::vector<Reply>> r = RoundTrip(*conn, cmds);
+    Result<std::vector<Reply>> r = RoundTrip(*conn, commands);
     Return(std::move(conn));
     return r;
   });
@@ -417,17 +413,20 @@ Result<std::vector<Reply>> RedisClient::Pipeline(
 
 namespace {
 
-std::vector<std::string> EvalArgv(const char* verb, const std::string& script_or_sha,
-                                  const std::vector<std::string>& keys,
-                                  const std::vector<std::string>& args) {
-  std::vector<std::string> argv;
-  argv.reserve(3 + keys.size() + args.size());
-  argv.emplace_back(verb);
-  argv.push_back(script_or_sha);
-  argv.push_back(std::to_string(keys.size()));
-  argv.insert(argv.end(), keys.begin(), keys.end());
-  argv.insert(argv.end(), args.begin(), args.end());
-  return argv;
+// EVALSHA of the script's digest, or (`with_source`) EVAL of its source,
+// with `keys` and `args`, appended to `out`.
+void AppendEval(std::string* out, bool with_source, const Script& script,
+                const std::vector<std::string>& keys, const std::vector<std::string>& args) {
+  const std::string& body = with_source ? script.lua() : script.sha1();
+  out->reserve(out->size() + body.size() + RespSizeBound(keys) + RespSizeBound(args));
+  AppendRespCommand(out, 3 + keys.size() + args.size());
+  AppendRespArg(out, with_source ? "EVAL" : "EVALSHA");
+  AppendRespArg(out, body);
+  char digits[24];
+  AppendRespArg(out, std::string_view(digits, std::to_chars(digits, digits + sizeof digits,
+                                                            keys.size()).ptr - digits));
+  for (const std::string& k : keys) AppendRespArg(out, k);
+  for (const std::string& a : args) AppendRespArg(out, a);
 }
 
 bool IsNoScript(const Reply& r) { return r.is_error() && StartsWith(r.str, "NOSCRIPT"); }
@@ -437,13 +436,14 @@ bool IsNoScript(const Reply& r) { return r.is_error() && StartsWith(r.str, "NOSC
 Result<Reply> RedisClient::Eval(const Script& script, const std::vector<std::string>& keys,
                                 const std::vector<std::string>& args) {
   return Guarded("RedisClient::Eval", [&]() -> Result<Reply> {
-    std::vector<std::string> argv = EvalArgv("EVALSHA", script.sha1(), keys, args);
+    std::string request;
+    AppendEval(&request, false, script, keys, args);
     JOBPACT_ASSIGN_OR_RETURN(std::unique_ptr<Conn> conn, Checkout());
-    Result<std::vector<Reply>> r = RoundTrip(*conn, {&argv});
+    Result<std::vector<Reply>> r = RoundTrip(*conn, request, 1);
     if (r.ok() && IsNoScript(r->front())) {
-      argv[0] = "EVAL";
-      argv[1] = script.lua();
-      r = RoundTrip(*conn, {&argv});
+      request.clear();
+      AppendEval(&request, true, script, keys, args);
+      r = RoundTrip(*conn, request, 1);
     }
     Return(std::move(conn));
     if (!r.ok()) return r.status();
@@ -454,31 +454,25 @@ Result<Reply> RedisClient::Eval(const Script& script, const std::vector<std::str
 Result<std::vector<Reply>> RedisClient::EvalPipeline(const std::vector<ScriptCall>& calls) {
   return Guarded("RedisClient::EvalPipeline", [&]() -> Result<std::vector<Reply>> {
     if (calls.empty()) return std::vector<Reply>();
-    std::vector<std::vector<std::string>> argvs;
-    argvs.reserve(calls.size());
+    std::string request;
     for (const ScriptCall& c : calls) {
       if (c.script == nullptr) {
         return Status::InvalidArgument("RedisClient::EvalPipeline: a call has no script");
       }
-      argvs.push_back(EvalArgv("EVALSHA", c.script->sha1(), c.keys, c.args));
+      AppendEval(&request, false, *c.script, c.keys, c.args);
     }
-    std::vector<const std::vector<std::string>*> cmds;
-    cmds.reserve(argvs.size());
-    for (const auto& a : argvs) cmds.push_back(&a);
     JOBPACT_ASSIGN_OR_RETURN(std::unique_ptr<Conn> conn, Checkout());
-    Result<std::vector<Reply>> r = RoundTrip(*conn, cmds);
+    Result<std::vector<Reply>> r = RoundTrip(*conn, request, calls.size());
     if (r.ok()) {
       std::vector<std::size_t> again;
-      cmds.clear();
+      request.clear();
       for (std::size_t i = 0; i < r->size(); ++i) {
         if (!IsNoScript((*r)[i])) continue;
         again.push_back(i);
-        argvs[i][0] = "EVAL";
-        argvs[i][1] = calls[i].script->lua();
-        cmds.push_back(&argvs[i]);
+        AppendEval(&request, true, *calls[i].script, calls[i].keys, calls[i].args);
       }
       if (!again.empty()) {
-        Result<std::vector<Reply>> retried = RoundTrip(*conn, cmds);
+        Result<std::vector<Reply>> retried = RoundTrip(*conn, request, again.size());
         if (!retried.ok()) {
           r = retried.status();
         } else {
@@ -519,7 +513,7 @@ Result<Reply> RedisClient::BlockingCommand(const std::vector<std::string>& argv,
       Return(std::move(conn));
       return s;
     }
-    Result<std::vector<Reply>> r = RoundTrip(*conn, {&argv});
+    Result<std::vector<Reply>> r = RoundTrip(*conn, {argv});
     Return(std::move(conn));
     if (!r.ok()) return r.status();
     return std::move(r->front());

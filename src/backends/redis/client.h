@@ -26,6 +26,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "jobpact/clock.h"
@@ -137,10 +138,13 @@ class RedisClient {
   Result<std::unique_ptr<Conn>> Open(bool blocking);
   Result<std::unique_ptr<Conn>> OpenUnlocked();
 
-  // Sends `commands` and reads one reply per command on `conn`. On a
-  // connection failure marks `conn` broken and returns the error.
-  Result<std::vector<Reply>> RoundTrip(
-      Conn& conn, const std::vector<const std::vector<std::string>*>& commands);
+  // Sends `request` (`count` commands in the protocol's form: resp.h) and
+  // reads one reply per command on `conn`. On a connection failure marks
+  // `conn` broken and returns the error.
+  Result<std::vector<Reply>> RoundTrip(Conn& conn, std::string_view request, std::size_t count);
+  // The same for commands given as argument lists (none may be empty).
+  Result<std::vector<Reply>> RoundTrip(Conn& conn,
+                                       const std::vector<std::vector<std::string>>& commands);
 
   // The Status for a connection failure on `ctx`, naming the server.
   Status ConnectionError(redisContext* ctx, const char* during) const;
