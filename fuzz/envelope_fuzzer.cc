@@ -5,7 +5,11 @@
 // serializes to a document that parses back to the same serialization; the
 // hand-written JSON pre-scan says "certainly valid" only where nlohmann's
 // parser agrees (its one promise: a mistake may cost speed, never accept
-// bad input).
+// bad input). The fast reader and writer of the stored form
+// (src/core/envelope_fast.h) give exactly what the nlohmann path gives
+// wherever they answer: the same envelope (compared by the nlohmann
+// writer's bytes) or the same refusal, the same serialization, and a
+// payload they call canonical is what the parser's compact dump of it is.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -15,6 +19,7 @@
 #include "fuzz/fuzz_util.h"
 #include "jobpact/job.h"
 #include "src/core/bounded_json.h"
+#include "src/core/envelope_fast.h"
 #include "src/internal/stored_validation.h"
 
 namespace {
@@ -22,6 +27,22 @@ namespace {
 void CheckOne(std::string_view json, const jobpact::ValidationOptions& options) {
   std::vector<jobpact::FieldError> errors;
   jobpact::Result<jobpact::Envelope> env = jobpact::ParseEnvelope(json, options, &errors);
+  // The fast path against the parser alone.
+  jobpact::Result<jobpact::Envelope> slow =
+      jobpact::internal::ParseEnvelopeByParser(json, options, nullptr);
+  JOBPACT_FUZZ_CHECK(env.ok() == slow.ok(), "fast and parser paths disagree on acceptance");
+  if (env.ok()) {
+    JOBPACT_FUZZ_CHECK(jobpact::internal::SerializeEnvelopeByJson(*env) ==
+                           jobpact::internal::SerializeEnvelopeByJson(*slow),
+                       "fast and parser paths read different envelopes");
+    JOBPACT_FUZZ_CHECK(env->payload == slow->payload, "fast and parser paths read different payloads");
+    JOBPACT_FUZZ_CHECK(jobpact::SerializeEnvelope(*env) ==
+                           jobpact::internal::SerializeEnvelopeByJson(*env),
+                       "fast and nlohmann writers differ");
+  } else {
+    JOBPACT_FUZZ_CHECK(env.status().message() == slow.status().message(),
+                       env.status().ToString());
+  }
   if (!env.ok()) {
     JOBPACT_FUZZ_CHECK(env.status().code() == jobpact::StatusCode::kInvalidArgument,
                        env.status().ToString());
@@ -43,6 +64,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view json(reinterpret_cast<const char*>(data), size);
   CheckOne(json, jobpact::ValidationOptions{});
   CheckOne(json, jobpact::internal::StoredEnvelopeValidation());
+  if (jobpact::internal::IsCanonicalJson(json)) {
+    jobpact::internal::Json doc;
+    const jobpact::internal::BoundedParse parsed =
+        jobpact::internal::ParseBounded(json, jobpact::internal::kMaxPayloadDepth, &doc);
+    JOBPACT_FUZZ_CHECK(parsed.syntax_ok && !parsed.too_deep && !parsed.duplicate_keys,
+                       "canonical JSON the parser refuses");
+    JOBPACT_FUZZ_CHECK(jobpact::internal::DumpCompact(doc) == json,
+                       "canonical JSON the compact dump writes otherwise");
+  }
   for (int levels : {1, 3, jobpact::internal::kMaxPayloadDepth + 1}) {
     if (jobpact::internal::IsCertainlyValidJson(json, levels)) {
       JOBPACT_FUZZ_CHECK(jobpact::internal::IsValidBoundedByParser(json, levels),

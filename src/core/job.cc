@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "src/core/bounded_json.h"
+#include "src/core/envelope_fast.h"
 #include "src/internal/names.h"
 #include "src/internal/stored_validation.h"
 #include "src/internal/ulid.h"
@@ -626,6 +627,25 @@ std::vector<FieldError> ValidateStoredEnvelopeBounds(const Envelope& env,
 
 Result<Envelope> ParseEnvelope(std::string_view json, const ValidationOptions& options,
                                std::vector<FieldError>* errors) {
+  // The stored form first (envelope_fast.h); anything else, and anything
+  // with a problem to report, through the parser.
+  try {
+    Envelope env;
+    if (internal::ParseCanonicalEnvelope(json, &env)) {
+      std::vector<FieldError> rule_errors;
+      ValidateInto(env, options, Checks{/*payload_syntax=*/false, /*characters=*/true},
+                   &rule_errors);
+      if (rule_errors.empty()) return env;
+    }
+  } catch (const std::exception&) {  // Allocation failure: the parser path reports it.
+  }
+  return internal::ParseEnvelopeByParser(json, options, errors);
+}
+
+namespace internal {
+
+Result<Envelope> ParseEnvelopeByParser(std::string_view json, const ValidationOptions& options,
+                                       std::vector<FieldError>* errors) {
   Envelope env;
   std::vector<FieldError> problems;
   try {
@@ -648,7 +668,17 @@ Result<Envelope> ParseEnvelope(std::string_view json, const ValidationOptions& o
   return Status::InvalidArgument(std::move(message));
 }
 
+}  // namespace internal
+
 std::string SerializeEnvelope(const Envelope& env) {
+  std::string out;
+  if (internal::SerializeCanonicalEnvelope(env, &out)) return out;
+  return internal::SerializeEnvelopeByJson(env);
+}
+
+namespace internal {
+
+std::string SerializeEnvelopeByJson(const Envelope& env) {
   Json j = Json::object();
   if (!env.job_id.empty()) j["job_id"] = env.job_id;
   j["job_type"] = env.job_type;
@@ -701,6 +731,8 @@ std::string SerializeEnvelope(const Envelope& env) {
   j["priority"] = env.priority;
   return DumpCompact(j);
 }
+
+}  // namespace internal
 
 void PrepareForEnqueue(Envelope& env, TimePoint now) {
   if (env.job_id.empty()) env.job_id = NewJobId(now);
