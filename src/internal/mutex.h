@@ -1,8 +1,10 @@
 // Private: the library's mutexes, annotated for clang's thread safety
 // analysis (-Wthread-safety), in the manner of abseil's Mutex. Every lock in
-// src/ is one of these, so that clang checks each member's GUARDED_BY and
-// each helper's REQUIRES (CMakeLists.txt makes a violation an error;
-// scripts/thread_safety builds every library target with it).
+// src/ is one of these (or, for the metrics sinks' stripes, a spin lock
+// annotated the same way: series_table.h's StripeLock), so that clang
+// checks each member's GUARDED_BY and each helper's REQUIRES
+// (CMakeLists.txt makes a violation an error; scripts/thread_safety
+// builds every library target with it).
 //
 // Mutex: the in-memory stores' lock. Why not std::mutex: the stores'
 // critical sections are short (a lease or a completion, a microsecond or
@@ -58,9 +60,6 @@
   JOBPACT_THREAD_ANNOTATION(release_shared_capability(__VA_ARGS__))
 #define JOBPACT_REQUIRES_SHARED(...) \
   JOBPACT_THREAD_ANNOTATION(requires_shared_capability(__VA_ARGS__))
-#define JOBPACT_RELEASE_GENERIC(...) \
-  JOBPACT_THREAD_ANNOTATION(release_generic_capability(__VA_ARGS__))
-#define JOBPACT_RETURN_CAPABILITY(x) JOBPACT_THREAD_ANNOTATION(lock_returned(x))
 // Turns the analysis off for one function. Each use says why next to it.
 #define JOBPACT_NO_THREAD_SAFETY_ANALYSIS JOBPACT_THREAD_ANNOTATION(no_thread_safety_analysis)
 
