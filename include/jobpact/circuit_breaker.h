@@ -35,8 +35,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -174,50 +172,16 @@ class JOBPACT_EXPORT CircuitBreaker final {
                  std::shared_ptr<Clock> clock);
   friend class CircuitBreakers;
 
-  // Takes a permit; returns kClosed on success, else the state that refused
-  // it, with *retry_at set.
-  State AcquireImpl(Permit* permit, TimePoint* retry_at);
-  // Open -> half_open once the open period is over. REQUIRES: mu_ held.
-  void MaybeHalfOpenLocked(TimePoint now);
-  // The state as of `now`, without changing anything. REQUIRES: mu_ held.
-  State EffectiveStateLocked(TimePoint now) const;
-  void RecordLocked(bool failure, TimePoint now);
-  void TransitionLocked(State to, TimePoint now, int calls, int failures);
-  void ResetWindowLocked();
-  // retry_after() while half-open with every trial permit taken.
-  TimePoint HalfOpenBusyRetryAtLocked(TimePoint now) const;
-  // Delivers queued state changes, unless another thread is doing so.
-  // REQUIRES: mu_ not held.
-  void DeliverChanges();
-  // Records an outcome for `permit` (or for the current state if null).
-  void Record(const Permit* permit, bool failure);
+  // The breaker's state and the locks over it (circuit_breaker.cc), out
+  // of this header so that the locks are the library's annotated ones,
+  // which clang's thread safety analysis checks, and no private header
+  // leaks in here.
+  class Impl;
 
   // Immutable after construction.
   const std::string dependency_;
   const CircuitBreakerOptions options_;
-  const std::shared_ptr<Clock> clock_;
-  const int minimum_calls_;  // min(minimum_calls, window_size)
-
-  // Held while reading the Clock (so changes carry non-decreasing times).
-  mutable std::mutex mu_;
-  // Guarded by mu_.
-  State state_ = State::kClosed;
-  std::uint64_t generation_ = 0;        // Grows with every state change.
-  std::vector<std::uint8_t> outcomes_;  // Ring of the closed window, 1 = failure.
-  int next_ = 0;                        // Next slot to write in outcomes_.
-  int calls_ = 0;                       // Outcomes in the window / trial outcomes.
-  int failures_ = 0;
-  int trial_permits_ = 0;            // Half-open permits handed out.
-  TimePoint last_trial_activity_{};  // Half-open: last permit, outcome or release.
-  TimePoint open_until_{};
-  std::int64_t rejected_total_ = 0;
-  std::int64_t opened_total_ = 0;
-
-  // State changes waiting for on_state_change, in order. Lock order: mu_
-  // before changes_mu_; the callback runs with neither held.
-  std::mutex changes_mu_;
-  std::deque<CircuitStateChange> changes_;  // Guarded by changes_mu_.
-  bool delivering_ = false;                 // Guarded by changes_mu_.
+  const std::unique_ptr<Impl> impl_;
 };
 
 // Circuit breakers keyed by dependency name, created on first use with the
@@ -250,21 +214,15 @@ class JOBPACT_EXPORT CircuitBreakers final {
   std::string DescribeOverrides() const;
 
  private:
-  struct OverrideEntry {
-    CircuitBreakerOptions options;
-    std::string reason;
-  };
+  // The breakers, the overrides and their lock (circuit_breaker.cc).
+  struct Registry;
 
   CircuitBreakers(CircuitBreakerOptions defaults, std::shared_ptr<Clock> clock);
 
   // Immutable after construction.
   const CircuitBreakerOptions defaults_;
   const std::shared_ptr<Clock> clock_;
-
-  mutable std::shared_mutex mu_;
-  // Guarded by mu_.
-  std::map<std::string, std::unique_ptr<CircuitBreaker>, std::less<>> breakers_;
-  std::map<std::string, OverrideEntry, std::less<>> overrides_;
+  const std::unique_ptr<Registry> registry_;
 };
 
 }  // namespace jobpact

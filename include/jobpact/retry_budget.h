@@ -47,9 +47,7 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -177,55 +175,17 @@ class JOBPACT_EXPORT RetryBudget final {
   const RetryBudgetOptions& options() const { return options_; }
 
  private:
-  struct Bucket {
-    std::int64_t first_attempts = 0;
-    std::int64_t retries = 0;
-  };
+  // The window and the lock over it (retry_budget.cc), out of this header
+  // so that the lock is the library's annotated one, which clang's thread
+  // safety analysis checks, and no private header leaks in here.
+  class Impl;
 
   RetryBudget(const RetryBudgetOptions& options, std::shared_ptr<Clock> clock);
   friend class RetryBudgets;
 
-  // Moves the window to the slice holding `now`, forgetting expired slices.
-  // A clock that went backwards leaves the window where it is.
-  void AdvanceLocked(TimePoint now) const;
-  // The balance in millionths of a retry of a window holding these events.
-  std::int64_t BalanceUnits(std::int64_t first_attempts, std::int64_t retries) const;
-  // The balance in millionths of a retry. REQUIRES: mu_ held, window advanced.
-  std::int64_t BalanceUnitsLocked() const;
-  // The balances of slices current_slice_ .. last, counting the events
-  // known now and the booked retries (no new first attempts). REQUIRES:
-  // mu_ held, window advanced, last >= current_slice_.
-  std::vector<std::int64_t> FutureBalancesLocked(std::int64_t last) const;
-  // The bucket of the newest slice. REQUIRES: mu_ held.
-  Bucket& CurrentBucketLocked() const;
-  // TryRetry's decision. REQUIRES: mu_ held, window advanced.
-  bool CanRetryNowLocked() const;
-  // The earliest slice >= `first` where one more retry fits (see
-  // ReserveRetry and the file comment), or, if none can, the slice one
-  // window after the last known event. REQUIRES: mu_ held, window
-  // advanced, first > current_slice_.
-  std::int64_t EarliestSliceLocked(std::int64_t first) const;
-  TimePoint SliceStart(std::int64_t slice) const;
-
   // Immutable after construction.
   const RetryBudgetOptions options_;
-  const std::shared_ptr<Clock> clock_;
-  const Duration slice_;
-  const std::int64_t deposit_units_;  // percent, in millionths of a retry.
-  const std::int64_t reserve_units_;  // min_retries_per_second * window, ditto.
-
-  mutable std::mutex mu_;
-  // Guarded by mu_. Mutable: reads advance the window too.
-  mutable std::vector<Bucket> buckets_;
-  mutable std::int64_t current_slice_ = 0;   // Index of the newest slice.
-  mutable std::int64_t first_attempts_ = 0;  // Sums over buckets_.
-  mutable std::int64_t retries_ = 0;
-  // Retries booked for slices after current_slice_, by slice; moved into
-  // buckets_ by AdvanceLocked when their slice begins.
-  mutable std::map<std::int64_t, std::int64_t> reserved_;
-  mutable std::int64_t reserved_total_ = 0;
-  std::int64_t rejected_total_ = 0;
-  std::int64_t deferred_total_ = 0;
+  const std::unique_ptr<Impl> impl_;
 };
 
 // Retry budgets keyed by job type, created on first use with the default
@@ -269,21 +229,15 @@ class JOBPACT_EXPORT RetryBudgets final {
   std::string DescribeOverrides() const;
 
  private:
-  struct OverrideEntry {
-    RetryBudgetOptions options;
-    std::string reason;
-  };
+  // The budgets, the overrides and their lock (retry_budget.cc).
+  struct Registry;
 
   RetryBudgets(const RetryBudgetOptions& defaults, std::shared_ptr<Clock> clock);
 
   // Immutable after construction.
   const RetryBudgetOptions defaults_;
   const std::shared_ptr<Clock> clock_;
-
-  mutable std::shared_mutex mu_;
-  // Guarded by mu_.
-  std::map<std::string, std::unique_ptr<RetryBudget>, std::less<>> budgets_;
-  std::map<std::string, OverrideEntry, std::less<>> overrides_;
+  const std::unique_ptr<Registry> registry_;
 };
 
 }  // namespace jobpact

@@ -19,11 +19,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <exception>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -116,10 +114,10 @@ CacheValue Serve(CacheEntry e, CacheSource source, TimePoint now) {
 
 // One key's load in progress in this process.
 struct Flight {
-  std::mutex mu;
-  std::condition_variable done_cv;
-  bool done = false;                         // Guarded by mu.
-  std::optional<Result<CacheValue>> result;  // Guarded by mu.
+  internal::PlainMutex mu;
+  internal::CondVar done_cv;
+  bool done JOBPACT_GUARDED_BY(mu) = false;
+  std::optional<Result<CacheValue>> result JOBPACT_GUARDED_BY(mu);
 };
 
 }  // namespace
@@ -278,11 +276,11 @@ class CacheGuard::Impl : public std::enable_shared_from_this<CacheGuard::Impl> {
       if (it != flights_.end() && it->second == flight) flights_.erase(it);
     }
     {
-      std::lock_guard<std::mutex> lock(flight->mu);
+      internal::MutexLock lock(flight->mu);
       flight->result.emplace(result);
       flight->done = true;
     }
-    flight->done_cv.notify_all();
+    flight->done_cv.NotifyAll();
   }
 
   // A follower's copy of the leader's result: a value the leader got fresh
@@ -290,10 +288,12 @@ class CacheGuard::Impl : public std::enable_shared_from_this<CacheGuard::Impl> {
   // served for this caller too.
   Result<CacheValue> Follow(const Call& c, Flight& flight) {
     Count(metric::kCacheCoalesced, c);
-    std::unique_lock<std::mutex> lock(flight.mu);
-    flight.done_cv.wait(lock, [&] { return flight.done; });
-    Result<CacheValue> r = *flight.result;
-    lock.unlock();
+    Result<CacheValue> r = Status::Internal("unset");
+    {
+      internal::MutexLock lock(flight.mu);
+      while (!flight.done) flight.done_cv.Wait(flight.mu);
+      r = *flight.result;
+    }
     if (r.ok()) {
       if (!r->stale()) r->source = CacheSource::kCoalesced;
       if (r->source == CacheSource::kStaleRevalidating)

@@ -1,8 +1,10 @@
 #include "jobpact/clock.h"
 
+#include <set>
 #include <thread>
 
 #include "jobpact/testing/manual_clock.h"
+#include "src/internal/mutex.h"
 
 namespace jobpact {
 
@@ -43,52 +45,70 @@ constexpr auto kDefaultStart = std::chrono::seconds(1767225600);  // 2026-01-01T
 constexpr auto kWaiterPoll = std::chrono::milliseconds(2);
 }  // namespace
 
-ManualClock::ManualClock() : now_(TimePoint(kDefaultStart)) {}
-ManualClock::ManualClock(TimePoint start) : now_(start) {}
+struct ManualClock::State {
+  explicit State(TimePoint start) {
+    internal::MutexLock l(mu);  // Not shared yet: for the analysis only.
+    now = start;
+  }
+
+  // Wakes every thread in SleepUntil or WaitUntil, to re-check the time.
+  void WakeAll() JOBPACT_EXCLUDES(mu) {
+    internal::MutexLock l(mu);
+    sleepers.NotifyAll();
+    for (auto* cv : waiters) cv->notify_all();
+  }
+
+  mutable internal::PlainMutex mu;
+  internal::CondVar sleepers;  // Threads in SleepUntil.
+  TimePoint now JOBPACT_GUARDED_BY(mu);
+  // The condition variables of the threads in WaitUntil (the callers').
+  std::set<std::condition_variable*> waiters JOBPACT_GUARDED_BY(mu);
+};
+
+ManualClock::ManualClock() : ManualClock(TimePoint(kDefaultStart)) {}
+ManualClock::ManualClock(TimePoint start) : state_(std::make_unique<State>(start)) {}
+ManualClock::~ManualClock() = default;
 
 TimePoint ManualClock::Now() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return now_;
+  internal::MutexLock l(state_->mu);
+  return state_->now;
 }
 
 void ManualClock::SleepUntil(TimePoint deadline) {
-  std::unique_lock<std::mutex> l(mu_);
-  sleepers_.wait(l, [&] { return now_ >= deadline; });
+  State& s = *state_;
+  internal::MutexLock l(s.mu);
+  while (s.now < deadline) s.sleepers.Wait(s.mu);
 }
 
 void ManualClock::WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
                             TimePoint deadline) {
+  State& s = *state_;
   {
-    std::lock_guard<std::mutex> l(mu_);
-    if (now_ >= deadline) return;
-    waiters_.insert(&cv);
+    internal::MutexLock l(s.mu);
+    if (s.now >= deadline) return;
+    s.waiters.insert(&cv);
   }
+  // The caller's lock and condition variable: not ours to annotate.
   cv.wait_for(lock, kWaiterPoll);
-  std::lock_guard<std::mutex> l(mu_);
-  waiters_.erase(&cv);
+  internal::MutexLock l(s.mu);
+  s.waiters.erase(&cv);
 }
 
 void ManualClock::Advance(Duration d) {
   if (d <= Duration::zero()) return;
   {
-    std::lock_guard<std::mutex> l(mu_);
-    now_ += d;
+    internal::MutexLock l(state_->mu);
+    state_->now += d;
   }
-  WakeAll();
+  state_->WakeAll();
 }
 
 void ManualClock::SetTime(TimePoint t) {
   {
-    std::lock_guard<std::mutex> l(mu_);
-    now_ = t;
+    internal::MutexLock l(state_->mu);
+    state_->now = t;
   }
-  WakeAll();
-}
-
-void ManualClock::WakeAll() {
-  std::lock_guard<std::mutex> l(mu_);
-  sleepers_.notify_all();
-  for (auto* cv : waiters_) cv->notify_all();
+  state_->WakeAll();
 }
 
 }  // namespace testing

@@ -1,8 +1,9 @@
 #include "jobpact/random.h"
 
 #include <algorithm>
-#include <mutex>
 #include <random>
+
+#include "src/internal/mutex.h"
 
 namespace jobpact {
 
@@ -14,15 +15,15 @@ class SeededRandomSource final : public RandomSource {
  public:
   explicit SeededRandomSource(std::uint64_t seed) : engine_(seed) {}
   double NextUnit() override {
-    std::lock_guard<std::mutex> l(mu_);
+    internal::MutexLock l(mu_);
     return std::generate_canonical<double, 53>(engine_) * kBelowOne;
   }
 
  private:
   // generate_canonical may return exactly 1.0 on some implementations.
   static constexpr double kBelowOne = 1.0 - 1e-16;
-  std::mutex mu_;
-  std::mt19937_64 engine_;  // Guarded by mu_.
+  internal::PlainMutex mu_;
+  std::mt19937_64 engine_ JOBPACT_GUARDED_BY(mu_);
 };
 
 class SequenceRandomSource final : public RandomSource {
@@ -32,16 +33,16 @@ class SequenceRandomSource final : public RandomSource {
     for (double& s : samples_) s = std::clamp(s, 0.0, 0.9999999999999999);
   }
   double NextUnit() override {
-    std::lock_guard<std::mutex> l(mu_);
+    internal::MutexLock l(mu_);
     double s = samples_[next_];
     next_ = (next_ + 1) % samples_.size();
     return s;
   }
 
  private:
-  std::mutex mu_;
-  std::vector<double> samples_;
-  std::size_t next_ = 0;  // Guarded by mu_.
+  internal::PlainMutex mu_;
+  std::vector<double> samples_;  // Filled by the constructor, then only read.
+  std::size_t next_ JOBPACT_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <cctype>
 #include <cmath>
 #include <cstddef>
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "jobpact/job_status.h"
+#include "src/internal/mutex.h"
 
 namespace jobpact {
 namespace {
@@ -345,19 +347,31 @@ RetryDecision DecideRetry(const RetryPolicy& policy, FailureClass c, int attempt
 
 // --- PolicyRegistry ------------------------------------------------------------------
 
+struct PolicyRegistry::Policies {
+  mutable internal::PlainMutex mu;
+  RetryPolicy default_policy JOBPACT_GUARDED_BY(mu);
+  std::map<std::string, Entry, std::less<>> overrides JOBPACT_GUARDED_BY(mu);
+};
+
 PolicyRegistry::PolicyRegistry() : PolicyRegistry(RetryPolicy{}) {}
 
 // A constructor cannot return a Status; an invalid default given here is kept
 // as given (SetDefault is the checked path), and ComputeBackoff stays total.
-PolicyRegistry::PolicyRegistry(RetryPolicy global_default) : default_(std::move(global_default)) {}
+PolicyRegistry::PolicyRegistry(RetryPolicy global_default) : policies_(std::make_unique<Policies>()) {
+  internal::MutexLock lock(policies_->mu);  // Not shared yet: for the analysis only.
+  policies_->default_policy = std::move(global_default);
+}
+
+PolicyRegistry::~PolicyRegistry() = default;
 
 Status PolicyRegistry::SetDefault(RetryPolicy policy) {
   Status valid = ValidateRetryPolicy(policy);
   if (!valid.ok()) {
     return Status::InvalidArgument("default policy: " + valid.message());
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  default_ = std::move(policy);
+  Policies& p = *policies_;
+  internal::MutexLock lock(p.mu);
+  p.default_policy = std::move(policy);
   return Status::Ok();
 }
 
@@ -377,10 +391,11 @@ Status PolicyRegistry::Override(std::string_view job_type, RetryPolicy policy,
     return Status::InvalidArgument(fmt::format("override of '{}': {}", job_type, valid.message()));
   }
   Entry entry{std::string(job_type), std::move(policy), std::string(why)};
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = overrides_.find(job_type);
-  if (it == overrides_.end()) {
-    overrides_.emplace(entry.job_type, std::move(entry));
+  Policies& p = *policies_;
+  internal::MutexLock lock(p.mu);
+  auto it = p.overrides.find(job_type);
+  if (it == p.overrides.end()) {
+    p.overrides.emplace(entry.job_type, std::move(entry));
   } else {
     it->second = std::move(entry);
   }
@@ -388,22 +403,25 @@ Status PolicyRegistry::Override(std::string_view job_type, RetryPolicy policy,
 }
 
 RetryPolicy PolicyRegistry::Default() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return default_;
+  Policies& p = *policies_;
+  internal::MutexLock lock(p.mu);
+  return p.default_policy;
 }
 
 RetryPolicy PolicyRegistry::For(std::string_view job_type) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = overrides_.find(job_type);
-  return it == overrides_.end() ? default_ : it->second.policy;
+  Policies& p = *policies_;
+  internal::MutexLock lock(p.mu);
+  auto it = p.overrides.find(job_type);
+  return it == p.overrides.end() ? p.default_policy : it->second.policy;
 }
 
 std::vector<PolicyRegistry::Entry> PolicyRegistry::Entries() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  Policies& p = *policies_;
+  internal::MutexLock lock(p.mu);
   std::vector<Entry> out;
-  out.reserve(overrides_.size() + 1);
-  out.push_back(Entry{"", default_, ""});
-  for (const auto& [type, entry] : overrides_) out.push_back(entry);  // std::map: sorted.
+  out.reserve(p.overrides.size() + 1);
+  out.push_back(Entry{"", p.default_policy, ""});
+  for (const auto& [type, entry] : p.overrides) out.push_back(entry);  // std::map: sorted.
   return out;
 }
 

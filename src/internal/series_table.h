@@ -14,7 +14,6 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -23,6 +22,7 @@
 #include <vector>
 
 #include "jobpact/metrics_sink.h"
+#include "src/internal/mutex.h"
 
 // The hot path's helpers are small and called several times per sample:
 // inlined, they cost a third of what their calls did.
@@ -252,15 +252,16 @@ constexpr int kStripes = 8;
 // practice one thread at a time takes it (each thread sticks to its stripe;
 // readers pass through briefly), where std::mutex's lock and unlock cost
 // more than the sample itself. A waiter yields its time slice, so a holder
-// that was preempted is not spun against. Satisfies Lockable.
-class StripeLock {
+// that was preempted is not spun against. Satisfies Lockable; annotated
+// like Mutex, so the analysis checks the stripes too.
+class JOBPACT_CAPABILITY("mutex") StripeLock {
  public:
-  void lock() noexcept {
+  void lock() noexcept JOBPACT_ACQUIRE() {
     while (locked_.exchange(true, std::memory_order_acquire)) {
       while (locked_.load(std::memory_order_relaxed)) std::this_thread::yield();
     }
   }
-  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+  void unlock() noexcept JOBPACT_RELEASE() { locked_.store(false, std::memory_order_release); }
 
  private:
   std::atomic<bool> locked_{false};
@@ -307,7 +308,7 @@ class SinkSeries {
     const std::uint64_t hash = SeriesKeyHash::Of(key);
     Stripe& s = stripes_[MyStripe()];
     try {
-      std::lock_guard<StripeLock> lock(s.mu);
+      MutexLock lock(s.mu);
       s.counters.FindOrAdd(key, hash) += delta;
     } catch (...) {
     }
@@ -316,7 +317,7 @@ class SinkSeries {
     const SeriesKey key = SeriesKey::Of(name, labels);
     const std::uint64_t hash = SeriesKeyHash::Of(key);
     try {
-      std::lock_guard<std::mutex> lock(gauges_mu_);
+      MutexLock lock(gauges_mu_);
       gauges_.FindOrAdd(key, hash) = value;
     } catch (...) {
     }
@@ -329,7 +330,7 @@ class SinkSeries {
     const std::uint64_t hash = SeriesKeyHash::Of(key);
     Stripe& s = stripes_[MyStripe()];
     try {
-      std::lock_guard<StripeLock> lock(s.mu);
+      MutexLock lock(s.mu);
       add(s.histograms.FindOrAdd(key, hash));
     } catch (...) {
     }
@@ -339,40 +340,38 @@ class SinkSeries {
   template <typename F>
   void VisitStripes(F&& f) const {
     for (Stripe& s : stripes_) {
-      std::lock_guard<StripeLock> lock(s.mu);
+      MutexLock lock(s.mu);
       f(s.counters, s.histograms);
     }
   }
   // Calls f(gauges) under the gauges' lock.
   template <typename F>
   void VisitGauges(F&& f) const {
-    std::lock_guard<std::mutex> lock(gauges_mu_);
+    MutexLock lock(gauges_mu_);
     f(gauges_);
   }
 
   // Forgets every series.
   void Clear() {
     for (Stripe& s : stripes_) {
-      std::lock_guard<StripeLock> lock(s.mu);
+      MutexLock lock(s.mu);
       s.counters.Clear();
       s.histograms.Clear();
     }
-    std::lock_guard<std::mutex> lock(gauges_mu_);
+    MutexLock lock(gauges_mu_);
     gauges_.Clear();
   }
 
  private:
   struct alignas(64) Stripe {
     StripeLock mu;
-    // Guarded by mu.
-    SeriesTable<std::int64_t> counters;
-    SeriesTable<Histogram> histograms;
+    SeriesTable<std::int64_t> counters JOBPACT_GUARDED_BY(mu);
+    SeriesTable<Histogram> histograms JOBPACT_GUARDED_BY(mu);
   };
   // Mutable: readers take the locks.
   mutable std::array<Stripe, kStripes> stripes_;
-  mutable std::mutex gauges_mu_;
-  // Guarded by gauges_mu_.
-  SeriesTable<double> gauges_;
+  mutable PlainMutex gauges_mu_;
+  SeriesTable<double> gauges_ JOBPACT_GUARDED_BY(gauges_mu_);
 };
 
 }  // namespace internal

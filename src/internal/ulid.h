@@ -20,13 +20,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
 #include <string_view>
 
 #include "jobpact/clock.h"
+#include "src/internal/mutex.h"
 
 namespace jobpact {
 namespace internal {
@@ -42,6 +42,7 @@ class UlidGenerator {
   // forked worker does not repeat its parent's sequence.
   UlidGenerator() : deterministic_(false) {
     WatchForks();
+    MutexLock lock(mu_);  // Not shared yet: only for the analysis, once.
     Reseed();
   }
   // A fixed seed, for tests that want a reproducible random part. Not
@@ -75,7 +76,7 @@ class UlidGenerator {
     std::uint64_t hi;  // 48-bit time << 16 | top 16 random bits.
     std::uint64_t lo;  // Low 64 random bits.
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       // A fork since the last seed (a relaxed load, not a getpid() system
       // call per id): the child would otherwise repeat the parent's ids.
       if (!deterministic_ && ForkCount().load(std::memory_order_relaxed) != forks_seen_) Reseed();
@@ -128,27 +129,25 @@ class UlidGenerator {
                                                             : static_cast<std::uint64_t>(ms);
   }
 
-  // REQUIRES: mu_ held (or construction).
-  void Reseed() {
+  void Reseed() JOBPACT_REQUIRES(mu_) {
     std::random_device device;
     std::seed_seq seq{device(), device(), device(), device(), device(), device()};
     engine_.seed(seq);
     forks_seen_ = ForkCount().load(std::memory_order_relaxed);
   }
-  // REQUIRES: mu_ held.
-  void FreshRandom() {
+  void FreshRandom() JOBPACT_REQUIRES(mu_) {
     rand_lo_ = engine_();
     rand_hi_ = engine_() & 0xFFFF;
   }
 
-  std::mutex mu_;
-  std::mt19937_64 engine_;      // Guarded by mu_.
-  const bool deterministic_;    // Immutable after construction.
-  unsigned forks_seen_ = 0;     // Guarded by mu_. ForkCount() at the last seed.
-  bool has_last_ = false;       // Guarded by mu_.
-  std::uint64_t last_ms_ = 0;   // Guarded by mu_.
-  std::uint64_t rand_hi_ = 0;   // Guarded by mu_. 16 bits used.
-  std::uint64_t rand_lo_ = 0;   // Guarded by mu_.
+  PlainMutex mu_;
+  std::mt19937_64 engine_ JOBPACT_GUARDED_BY(mu_);
+  const bool deterministic_;  // Immutable after construction.
+  unsigned forks_seen_ JOBPACT_GUARDED_BY(mu_) = 0;  // ForkCount() at the last seed.
+  bool has_last_ JOBPACT_GUARDED_BY(mu_) = false;
+  std::uint64_t last_ms_ JOBPACT_GUARDED_BY(mu_) = 0;
+  std::uint64_t rand_hi_ JOBPACT_GUARDED_BY(mu_) = 0;  // 16 bits used.
+  std::uint64_t rand_lo_ JOBPACT_GUARDED_BY(mu_) = 0;
 };
 
 // The millisecond time stamp encoded in the first 10 characters of `ulid`,

@@ -6,12 +6,12 @@
 #ifndef JOBPACT_SRC_INTERNAL_WAKE_FANOUT_H_
 #define JOBPACT_SRC_INTERNAL_WAKE_FANOUT_H_
 
-#include <condition_variable>
+#include <chrono>
 #include <cstdint>
-#include <mutex>
 
 #include "jobpact/clock.h"
 #include "jobpact/result.h"
+#include "src/internal/mutex.h"
 
 namespace jobpact {
 namespace internal {
@@ -28,28 +28,34 @@ class WakeFanout {
   // The kernel keeps the time (a condition variable, a poll): nothing here
   // reads a clock.
   template <typename WaitSource>
-  Result<bool> Wait(Duration timeout, WaitSource&& wait_source) {
-    std::unique_lock<std::mutex> lock(mu_);
+  Result<bool> Wait(Duration timeout, WaitSource&& wait_source) JOBPACT_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     const std::uint64_t seen = wakeups_;
     if (waiting_) {
-      cv_.wait_for(lock, timeout, [&] { return wakeups_ != seen || !waiting_; });
+      const auto until = std::chrono::steady_clock::now() +
+                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
+      while (wakeups_ == seen && waiting_) {
+        if (!cv_.WaitUntil(mu_, until)) break;  // Timed out.
+      }
       return wakeups_ != seen;
     }
     waiting_ = true;
-    lock.unlock();
-    Result<bool> woken = wait_source(timeout);
-    lock.lock();
+    Result<bool> woken = Result<bool>(false);
+    {
+      MutexUnlock unlocked(mu_);
+      woken = wait_source(timeout);
+    }
     waiting_ = false;
     if (woken.ok() && *woken) ++wakeups_;
-    cv_.notify_all();
+    cv_.NotifyAll();
     return woken;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool waiting_ = false;      // Guarded by mu_: a caller waits on the source.
-  std::uint64_t wakeups_ = 0;  // Guarded by mu_.
+  PlainMutex mu_;
+  CondVar cv_;
+  bool waiting_ JOBPACT_GUARDED_BY(mu_) = false;  // A caller waits on the source.
+  std::uint64_t wakeups_ JOBPACT_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace internal

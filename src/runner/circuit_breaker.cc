@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <utility>
+#include <vector>
 
 #include "jobpact/job.h"  // FormatRfc3339
+#include "src/internal/mutex.h"
 
 namespace jobpact {
 namespace {
@@ -72,6 +75,67 @@ Status ValidateCircuitBreakerOptions(const CircuitBreakerOptions& o) {
 
 // --- CircuitBreaker --------------------------------------------------------------
 
+class CircuitBreaker::Impl {
+ public:
+  using State = CircuitState;
+
+  // `dependency` and `options` are the breaker's, which outlives this.
+  Impl(const std::string& dependency, const CircuitBreakerOptions& options,
+       std::shared_ptr<Clock> clock);
+
+  // Takes a permit; returns kClosed on success, else the state that refused
+  // it, with *retry_at set.
+  State AcquireImpl(Permit* permit, TimePoint* retry_at) JOBPACT_EXCLUDES(mu_, changes_mu_);
+  // Records an outcome for `permit` (or for the current state if null).
+  void Record(const Permit* permit, bool failure) JOBPACT_EXCLUDES(mu_, changes_mu_);
+  void Release(const Permit& permit) JOBPACT_EXCLUDES(mu_);
+  State state() JOBPACT_EXCLUDES(mu_);
+  TimePoint retry_after() JOBPACT_EXCLUDES(mu_);
+  CircuitBreakerSnapshot Snapshot() JOBPACT_EXCLUDES(mu_);
+
+ private:
+  // Open -> half_open once the open period is over.
+  void MaybeHalfOpenLocked(TimePoint now) JOBPACT_REQUIRES(mu_);
+  // The state as of `now`, without changing anything.
+  State EffectiveStateLocked(TimePoint now) const JOBPACT_REQUIRES(mu_);
+  void RecordLocked(bool failure, TimePoint now) JOBPACT_REQUIRES(mu_);
+  void TransitionLocked(State to, TimePoint now, int calls, int failures) JOBPACT_REQUIRES(mu_);
+  void ResetWindowLocked() JOBPACT_REQUIRES(mu_);
+  // retry_after() while half-open with every trial permit taken.
+  TimePoint HalfOpenBusyRetryAtLocked(TimePoint now) const JOBPACT_REQUIRES(mu_);
+  // Delivers queued state changes, unless another thread is doing so.
+  void DeliverChanges() JOBPACT_EXCLUDES(mu_, changes_mu_);
+
+  // Immutable after construction.
+  const std::string& dependency_;
+  const CircuitBreakerOptions& options_;
+  const std::shared_ptr<Clock> clock_;
+  const int minimum_calls_;  // min(minimum_calls, window_size)
+
+  // Held while reading the Clock (so changes carry non-decreasing times).
+  internal::PlainMutex mu_;
+  State state_ JOBPACT_GUARDED_BY(mu_) = State::kClosed;
+  // Grows with every state change.
+  std::uint64_t generation_ JOBPACT_GUARDED_BY(mu_) = 0;
+  // Ring of the closed window, 1 = failure.
+  std::vector<std::uint8_t> outcomes_ JOBPACT_GUARDED_BY(mu_);
+  int next_ JOBPACT_GUARDED_BY(mu_) = 0;   // Next slot to write in outcomes_.
+  int calls_ JOBPACT_GUARDED_BY(mu_) = 0;  // Outcomes in the window / trial outcomes.
+  int failures_ JOBPACT_GUARDED_BY(mu_) = 0;
+  int trial_permits_ JOBPACT_GUARDED_BY(mu_) = 0;  // Half-open permits handed out.
+  // Half-open: last permit, outcome or release.
+  TimePoint last_trial_activity_ JOBPACT_GUARDED_BY(mu_){};
+  TimePoint open_until_ JOBPACT_GUARDED_BY(mu_){};
+  std::int64_t rejected_total_ JOBPACT_GUARDED_BY(mu_) = 0;
+  std::int64_t opened_total_ JOBPACT_GUARDED_BY(mu_) = 0;
+
+  // State changes waiting for on_state_change, in order. Lock order: mu_
+  // before changes_mu_; the callback runs with neither held.
+  internal::PlainMutex changes_mu_;
+  std::deque<CircuitStateChange> changes_ JOBPACT_GUARDED_BY(changes_mu_);
+  bool delivering_ JOBPACT_GUARDED_BY(changes_mu_) = false;
+};
+
 Result<std::unique_ptr<CircuitBreaker>> CircuitBreaker::Create(std::string dependency,
                                                                CircuitBreakerOptions options,
                                                                std::shared_ptr<Clock> clock) {
@@ -85,28 +149,46 @@ CircuitBreaker::CircuitBreaker(std::string dependency, CircuitBreakerOptions opt
                                std::shared_ptr<Clock> clock)
     : dependency_(std::move(dependency)),
       options_(std::move(options)),
+      impl_(std::make_unique<Impl>(dependency_, options_, std::move(clock))) {}
+
+CircuitBreaker::Impl::Impl(const std::string& dependency, const CircuitBreakerOptions& options,
+                           std::shared_ptr<Clock> clock)
+    : dependency_(dependency),
+      options_(options),
       clock_(std::move(clock)),
-      minimum_calls_(std::min(options_.minimum_calls, options_.window_size)),
-      outcomes_(static_cast<std::size_t>(options_.window_size), 0) {}
+      minimum_calls_(std::min(options_.minimum_calls, options_.window_size)) {
+  // Not shared yet: the lock only keeps the analysis' rule simple.
+  internal::MutexLock lock(mu_);
+  outcomes_.assign(static_cast<std::size_t>(options_.window_size), 0);
+}
 
 CircuitBreaker::~CircuitBreaker() = default;
 
-CircuitState CircuitBreaker::EffectiveStateLocked(TimePoint now) const {
+void CircuitBreaker::RecordSuccess(const Permit& permit) { impl_->Record(&permit, false); }
+void CircuitBreaker::RecordFailure(const Permit& permit) { impl_->Record(&permit, true); }
+void CircuitBreaker::RecordSuccess() { impl_->Record(nullptr, false); }
+void CircuitBreaker::RecordFailure() { impl_->Record(nullptr, true); }
+void CircuitBreaker::Release(const Permit& permit) { impl_->Release(permit); }
+CircuitState CircuitBreaker::state() const { return impl_->state(); }
+TimePoint CircuitBreaker::retry_after() const { return impl_->retry_after(); }
+CircuitBreakerSnapshot CircuitBreaker::Snapshot() const { return impl_->Snapshot(); }
+
+CircuitState CircuitBreaker::Impl::EffectiveStateLocked(TimePoint now) const {
   if (state_ == State::kOpen && now >= open_until_) return State::kHalfOpen;
   return state_;
 }
 
-void CircuitBreaker::MaybeHalfOpenLocked(TimePoint now) {
+void CircuitBreaker::Impl::MaybeHalfOpenLocked(TimePoint now) {
   if (state_ == State::kOpen && now >= open_until_) TransitionLocked(State::kHalfOpen, now, 0, 0);
 }
 
-TimePoint CircuitBreaker::HalfOpenBusyRetryAtLocked(TimePoint now) const {
+TimePoint CircuitBreaker::Impl::HalfOpenBusyRetryAtLocked(TimePoint now) const {
   // The busy delay, or sooner if lost trial slots are reclaimed sooner.
   const TimePoint reclaim = last_trial_activity_ + options_.half_open_trial_timeout;
   return std::max(now, std::min(now + options_.half_open_busy_delay, reclaim));
 }
 
-void CircuitBreaker::ResetWindowLocked() {
+void CircuitBreaker::Impl::ResetWindowLocked() {
   std::fill(outcomes_.begin(), outcomes_.end(), 0);
   next_ = 0;
   calls_ = 0;
@@ -114,7 +196,7 @@ void CircuitBreaker::ResetWindowLocked() {
   trial_permits_ = 0;
 }
 
-void CircuitBreaker::TransitionLocked(State to, TimePoint now, int calls, int failures) {
+void CircuitBreaker::Impl::TransitionLocked(State to, TimePoint now, int calls, int failures) {
   const State from = state_;
   state_ = to;
   ++generation_;
@@ -141,34 +223,33 @@ void CircuitBreaker::TransitionLocked(State to, TimePoint now, int calls, int fa
   change.calls = calls;
   change.failures = failures;
   change.failure_rate = Rate(failures, calls);
-  std::lock_guard<std::mutex> lock(changes_mu_);
+  internal::MutexLock lock(changes_mu_);
   changes_.push_back(std::move(change));
 }
 
-void CircuitBreaker::DeliverChanges() {
-  std::unique_lock<std::mutex> lock(changes_mu_);
+void CircuitBreaker::Impl::DeliverChanges() {
+  internal::MutexLock lock(changes_mu_);
   if (delivering_) return;  // That thread delivers ours too, in order.
   delivering_ = true;
   while (!changes_.empty()) {
     CircuitStateChange change = std::move(changes_.front());
     changes_.pop_front();
-    lock.unlock();
+    internal::MutexUnlock unlocked(changes_mu_);
     try {
       options_.on_state_change(change);
     } catch (...) {
       // A callback must not throw; dropping the exception keeps the breaker
       // usable.
     }
-    lock.lock();
   }
   delivering_ = false;
 }
 
-CircuitState CircuitBreaker::AcquireImpl(Permit* permit, TimePoint* retry_at) {
+CircuitState CircuitBreaker::Impl::AcquireImpl(Permit* permit, TimePoint* retry_at) {
   State refused_in = State::kClosed;
   bool changed = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     // Read under mu_, so that changes carry non-decreasing times.
     const TimePoint now = clock_->Now();
     const std::uint64_t before = generation_;
@@ -207,7 +288,7 @@ CircuitState CircuitBreaker::AcquireImpl(Permit* permit, TimePoint* retry_at) {
 Result<CircuitBreaker::Permit> CircuitBreaker::Acquire() {
   Permit permit;
   TimePoint retry_at;
-  switch (AcquireImpl(&permit, &retry_at)) {
+  switch (impl_->AcquireImpl(&permit, &retry_at)) {
     case State::kClosed:
       return permit;
     case State::kOpen:
@@ -224,10 +305,10 @@ Result<CircuitBreaker::Permit> CircuitBreaker::Acquire() {
 bool CircuitBreaker::TryAcquire() {
   Permit permit;
   TimePoint retry_at;
-  return AcquireImpl(&permit, &retry_at) == State::kClosed;
+  return impl_->AcquireImpl(&permit, &retry_at) == State::kClosed;
 }
 
-void CircuitBreaker::RecordLocked(bool failure, TimePoint now) {
+void CircuitBreaker::Impl::RecordLocked(bool failure, TimePoint now) {
   switch (state_) {
     case State::kClosed: {
       const int n = options_.window_size;
@@ -263,10 +344,10 @@ void CircuitBreaker::RecordLocked(bool failure, TimePoint now) {
   }
 }
 
-void CircuitBreaker::Record(const Permit* permit, bool failure) {
+void CircuitBreaker::Impl::Record(const Permit* permit, bool failure) {
   bool changed = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     const TimePoint now = clock_->Now();  // Under mu_: see Acquire.
     const std::uint64_t before = generation_;
     MaybeHalfOpenLocked(now);
@@ -276,13 +357,9 @@ void CircuitBreaker::Record(const Permit* permit, bool failure) {
   if (changed && options_.on_state_change) DeliverChanges();
 }
 
-void CircuitBreaker::RecordSuccess(const Permit& permit) { Record(&permit, false); }
-void CircuitBreaker::RecordFailure(const Permit& permit) { Record(&permit, true); }
-void CircuitBreaker::RecordSuccess() { Record(nullptr, false); }
-void CircuitBreaker::RecordFailure() { Record(nullptr, true); }
 
-void CircuitBreaker::Release(const Permit& permit) {
-  std::lock_guard<std::mutex> lock(mu_);
+void CircuitBreaker::Impl::Release(const Permit& permit) {
+  internal::MutexLock lock(mu_);
   if (permit.trial && permit.generation == generation_ && state_ == State::kHalfOpen &&
       trial_permits_ > calls_) {
     --trial_permits_;
@@ -290,15 +367,15 @@ void CircuitBreaker::Release(const Permit& permit) {
   }
 }
 
-CircuitState CircuitBreaker::state() const {
+CircuitState CircuitBreaker::Impl::state() {
   const TimePoint now = clock_->Now();
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   return EffectiveStateLocked(now);
 }
 
-TimePoint CircuitBreaker::retry_after() const {
+TimePoint CircuitBreaker::Impl::retry_after() {
   const TimePoint now = clock_->Now();
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   switch (EffectiveStateLocked(now)) {
     case State::kOpen:
       return open_until_;
@@ -313,9 +390,9 @@ TimePoint CircuitBreaker::retry_after() const {
   return now;
 }
 
-CircuitBreakerSnapshot CircuitBreaker::Snapshot() const {
+CircuitBreakerSnapshot CircuitBreaker::Impl::Snapshot() {
   const TimePoint now = clock_->Now();
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   CircuitBreakerSnapshot s;
   s.state = EffectiveStateLocked(now);
   s.rejected_total = rejected_total_;
@@ -340,8 +417,24 @@ Result<std::unique_ptr<CircuitBreakers>> CircuitBreakers::Create(CircuitBreakerO
       new CircuitBreakers(std::move(defaults), std::move(clock)));
 }
 
+struct CircuitBreakers::Registry {
+  struct OverrideEntry {
+    CircuitBreakerOptions options;
+    std::string reason;
+  };
+
+  // Shared on the hot path (a job finding its dependency's breaker),
+  // exclusive to add a breaker or an override.
+  mutable internal::SharedMutex mu;
+  std::map<std::string, std::unique_ptr<CircuitBreaker>, std::less<>> breakers
+      JOBPACT_GUARDED_BY(mu);
+  std::map<std::string, OverrideEntry, std::less<>> overrides JOBPACT_GUARDED_BY(mu);
+};
+
 CircuitBreakers::CircuitBreakers(CircuitBreakerOptions defaults, std::shared_ptr<Clock> clock)
-    : defaults_(std::move(defaults)), clock_(std::move(clock)) {}
+    : defaults_(std::move(defaults)),
+      clock_(std::move(clock)),
+      registry_(std::make_unique<Registry>()) {}
 
 CircuitBreakers::~CircuitBreakers() = default;
 
@@ -357,37 +450,40 @@ Status CircuitBreakers::Override(std::string_view dependency, CircuitBreakerOpti
                     dependency));
   }
   if (!options.on_state_change) options.on_state_change = defaults_.on_state_change;
-  std::unique_lock<std::shared_mutex> lock(mu_);
-  if (breakers_.find(dependency) != breakers_.end()) {
+  Registry& r = *registry_;
+  internal::MutexLock lock(r.mu);
+  if (r.breakers.find(dependency) != r.breakers.end()) {
     return Status::FailedPrecondition(fmt::format(
         "the circuit breaker of {} is already in use; override it before the first call",
         dependency));
   }
-  overrides_.insert_or_assign(std::string(dependency),
-                              OverrideEntry{std::move(options), std::move(reason)});
+  r.overrides.insert_or_assign(std::string(dependency),
+                              Registry::OverrideEntry{std::move(options), std::move(reason)});
   return Status::Ok();
 }
 
 CircuitBreaker& CircuitBreakers::Get(std::string_view dependency) {
+  Registry& r = *registry_;
   {
-    std::shared_lock<std::shared_mutex> lock(mu_);
-    auto it = breakers_.find(dependency);
-    if (it != breakers_.end()) return *it->second;
+    internal::ReaderMutexLock lock(r.mu);
+    auto it = r.breakers.find(dependency);
+    if (it != r.breakers.end()) return *it->second;
   }
-  std::unique_lock<std::shared_mutex> lock(mu_);
-  auto it = breakers_.find(dependency);
-  if (it != breakers_.end()) return *it->second;  // Another thread made it first.
-  auto o = overrides_.find(dependency);
-  const CircuitBreakerOptions& options = o != overrides_.end() ? o->second.options : defaults_;
+  internal::MutexLock lock(r.mu);
+  auto it = r.breakers.find(dependency);
+  if (it != r.breakers.end()) return *it->second;  // Another thread made it first.
+  auto o = r.overrides.find(dependency);
+  const CircuitBreakerOptions& options = o != r.overrides.end() ? o->second.options : defaults_;
   auto breaker =
       std::unique_ptr<CircuitBreaker>(new CircuitBreaker(std::string(dependency), options, clock_));
-  return *breakers_.emplace(std::string(dependency), std::move(breaker)).first->second;
+  return *r.breakers.emplace(std::string(dependency), std::move(breaker)).first->second;
 }
 
 std::map<std::string, CircuitBreakerSnapshot> CircuitBreakers::Snapshots() const {
   std::map<std::string, CircuitBreakerSnapshot> out;
-  std::shared_lock<std::shared_mutex> lock(mu_);
-  for (const auto& [dependency, breaker] : breakers_) {
+  const Registry& r = *registry_;
+  internal::ReaderMutexLock lock(r.mu);
+  for (const auto& [dependency, breaker] : r.breakers) {
     out.emplace(dependency, breaker->Snapshot());
   }
   return out;
@@ -395,8 +491,9 @@ std::map<std::string, CircuitBreakerSnapshot> CircuitBreakers::Snapshots() const
 
 std::string CircuitBreakers::DescribeOverrides() const {
   std::string out;
-  std::shared_lock<std::shared_mutex> lock(mu_);
-  for (const auto& [dependency, entry] : overrides_) {
+  const Registry& r = *registry_;
+  internal::ReaderMutexLock lock(r.mu);
+  for (const auto& [dependency, entry] : r.overrides) {
     const CircuitBreakerOptions& o = entry.options;
     out += fmt::format(
         "{}: window_size={} minimum_calls={} failure_rate_threshold={} open_duration={}s "

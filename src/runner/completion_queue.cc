@@ -7,24 +7,24 @@ namespace jobpact {
 namespace internal {
 
 void CompletionQueue::Open() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   open_ = true;
 }
 
 bool CompletionQueue::Push(CompletionRequest&& request, const AfterAck& after) {
-  std::unique_lock<std::mutex> l(mu_);
-  room_.wait(l, [&] { return !open_ || requests_.size() < capacity_; });
+  MutexLock l(mu_);
+  while (open_ && requests_.size() >= capacity_) room_.Wait(mu_);
   if (!open_) return false;
   requests_.push_back(std::move(request));
   after_.push_back(after);
-  if (requests_.size() == 1) ready_.notify_one();
+  if (requests_.size() == 1) ready_.NotifyOne();
   return true;
 }
 
 bool CompletionQueue::Pop(std::size_t max, std::vector<CompletionRequest>* requests,
                           std::vector<AfterAck>* after) {
-  std::unique_lock<std::mutex> l(mu_);
-  ready_.wait(l, [&] { return !open_ || !requests_.empty(); });
+  MutexLock l(mu_);
+  while (open_ && requests_.empty()) ready_.Wait(mu_);
   if (requests_.empty()) return false;  // Closed and drained.
   if (requests_.size() <= max) {
     // Swapped, so that both sides keep reusing their buffers.
@@ -38,15 +38,15 @@ bool CompletionQueue::Pop(std::size_t max, std::vector<CompletionRequest>* reque
     after->assign(after_.begin(), after_.begin() + n);
     after_.erase(after_.begin(), after_.begin() + n);
   }
-  room_.notify_all();
+  room_.NotifyAll();
   return true;
 }
 
 void CompletionQueue::Close() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   open_ = false;
-  ready_.notify_all();
-  room_.notify_all();
+  ready_.NotifyAll();
+  room_.NotifyAll();
 }
 
 }  // namespace internal

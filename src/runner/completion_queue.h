@@ -15,12 +15,11 @@
 #ifndef JOBPACT_SRC_RUNNER_COMPLETION_QUEUE_H_
 #define JOBPACT_SRC_RUNNER_COMPLETION_QUEUE_H_
 
-#include <condition_variable>
 #include <cstddef>
-#include <mutex>
 #include <vector>
 
 #include "jobpact/queue_backend.h"
+#include "src/internal/mutex.h"
 
 namespace jobpact {
 namespace internal {
@@ -61,12 +60,13 @@ class CompletionQueue {
 
  private:
   const std::size_t capacity_;
-  std::mutex mu_;
-  std::condition_variable ready_;  // An outcome arrived, or closed.
-  std::condition_variable room_;   // An outcome left, or closed.
-  bool open_ = false;                      // Guarded by mu_.
-  std::vector<CompletionRequest> requests_;  // Guarded by mu_.
-  std::vector<AfterAck> after_;              // Guarded by mu_; after_[i] goes with requests_[i].
+  PlainMutex mu_;
+  CondVar ready_;  // An outcome arrived, or closed.
+  CondVar room_;   // An outcome left, or closed.
+  bool open_ JOBPACT_GUARDED_BY(mu_) = false;
+  std::vector<CompletionRequest> requests_ JOBPACT_GUARDED_BY(mu_);
+  // after_[i] goes with requests_[i].
+  std::vector<AfterAck> after_ JOBPACT_GUARDED_BY(mu_);
 };
 
 }  // namespace internal

@@ -15,7 +15,7 @@ Status ControlCache::Refresh() {
   stale_.store(false, std::memory_order_release);
   if (!read.ok()) return read.status();
   auto state = std::make_shared<const ControlState>(std::move(*read));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   empty_.store(state->rules.empty(), std::memory_order_release);
   state_ = std::move(state);
   return Status::Ok();
@@ -32,21 +32,21 @@ Status ControlCache::RefreshIfDue(TimePoint now) {
 std::shared_ptr<const ControlState> ControlCache::Get(Status* error) {
   Status s = RefreshIfDue(clock_.Now());
   if (error != nullptr) *error = std::move(s);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return state_;
 }
 
 bool ControlCache::TypePaused(std::string_view job_type, TimePoint now) {
   RefreshIfDue(now).IgnoreError();  // Fail static: the last state read stands.
   if (empty_.load(std::memory_order_acquire)) return false;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return state_->TypePaused(job_type);
 }
 
 bool ControlCache::RoutesToDlq(std::string_view job_type, FailureClass c, TimePoint now) {
   RefreshIfDue(now).IgnoreError();
   if (empty_.load(std::memory_order_acquire)) return false;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return state_->RoutesToDlq(job_type, c);
 }
 
@@ -54,7 +54,7 @@ std::optional<int> ControlCache::DependencyConcurrencyLimit(std::string_view dep
                                                            TimePoint now) {
   RefreshIfDue(now).IgnoreError();
   if (empty_.load(std::memory_order_acquire)) return std::nullopt;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return state_->DependencyConcurrencyLimit(dependency);
 }
 

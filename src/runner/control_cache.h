@@ -11,12 +11,12 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string_view>
 
 #include "jobpact/clock.h"
 #include "jobpact/queue_admin.h"
+#include "src/internal/mutex.h"
 
 namespace jobpact {
 namespace internal {
@@ -57,8 +57,8 @@ class ControlCache {
   // Set while the last state read holds no rule at all: the common case
   // costs two atomic loads per delivery, no lock.
   std::atomic<bool> empty_{true};
-  std::mutex mu_;
-  std::shared_ptr<const ControlState> state_;  // Guarded by mu_.
+  PlainMutex mu_;
+  std::shared_ptr<const ControlState> state_ JOBPACT_GUARDED_BY(mu_);
 };
 
 }  // namespace internal

@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <cstdio>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,8 +29,8 @@ namespace {
 // --- The static handler registry (JOBPACT_REGISTER_HANDLER) -----------------
 
 struct StaticRegistry {
-  std::mutex mu;
-  std::vector<std::pair<std::string, Handler>> handlers;  // Guarded by mu.
+  PlainMutex mu;
+  std::vector<std::pair<std::string, Handler>> handlers JOBPACT_GUARDED_BY(mu);
 };
 
 // Leaked on purpose: registrations run during static initialisation of other
@@ -97,7 +96,7 @@ class JobRunnerImpl final : public JobRunner {
 
 bool RegisterStaticHandler(const char* job_type, Handler handler) {
   StaticRegistry& r = Statics();
-  std::lock_guard<std::mutex> l(r.mu);
+  internal::MutexLock l(r.mu);
   r.handlers.emplace_back(job_type == nullptr ? "" : job_type, std::move(handler));
   return true;
 }
@@ -232,7 +231,7 @@ Result<std::unique_ptr<JobRunner>> JobRunner::Create(JobRunnerOptions o) {
   *core_ref = core;
   {
     internal::StaticRegistry& r = internal::Statics();
-    std::lock_guard<std::mutex> l(r.mu);
+    internal::MutexLock l(r.mu);
     for (const auto& [type, handler] : r.handlers) {
       Status s = core->Handle(type, handler, {});
       if (!s.ok()) {

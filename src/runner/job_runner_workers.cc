@@ -97,7 +97,7 @@ Status RunnerCore::RunMaintenance() {
 
 Result<int> RunnerCore::RunUntilIdle() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (state_ != State::kCreated) {
       return Status::FailedPrecondition(
           "RunUntilIdle: the runner was started or shut down; it runs jobs on its own threads");
@@ -129,7 +129,7 @@ Result<int> RunnerCore::RunUntilIdle() {
 // --- Workers ----------------------------------------------------------------------
 
 Status RunnerCore::Start() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (state_ != State::kCreated) {
     return Status::FailedPrecondition("Start: the runner was already started or shut down");
   }
@@ -186,12 +186,12 @@ void RunnerCore::IdleWait(std::uint64_t seen_enqueues) {
     idle_workers_.fetch_sub(1, std::memory_order_seq_cst);
     if (waited) return;
   }
-  std::unique_lock<std::mutex> l(work_mu_);
+  MutexLock l(work_mu_);
   idle_workers_.fetch_add(1, std::memory_order_seq_cst);
   const TimePoint until = clock().Now() + options_.poll_interval;
   while (!stopping_.load() && enqueue_seq_.load(std::memory_order_seq_cst) == seen_enqueues &&
          clock().Now() < until) {
-    clock().WaitUntil(l, work_cv_, until);
+    work_cv_.WaitUntil(work_mu_, clock(), until);
   }
   idle_workers_.fetch_sub(1, std::memory_order_seq_cst);
 }
@@ -229,7 +229,7 @@ void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
       continue;
     }
     {
-      std::lock_guard<std::mutex> l(slot->mu);
+      MutexLock l(slot->mu);
       slot->batch.swap(batch);
       slot->next = 0;
       slot->batch_lease_expires.clear();
@@ -247,7 +247,7 @@ void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
       // Shutdown() never gives the same leases back twice.
       std::vector<Delivery> rest;
       {
-        std::lock_guard<std::mutex> l(slot->mu);
+        MutexLock l(slot->mu);
         // A hung worker's remaining batch is not renewed any more (see
         // WatchSlot): those leases expire and are recovered like the rest of
         // a lost worker's work.
@@ -276,7 +276,7 @@ void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
     }
     if (per_worker_acks_) FlushAcks(*slot, true);
     {
-      std::lock_guard<std::mutex> l(slot->mu);
+      MutexLock l(slot->mu);
       batch.swap(slot->batch);  // The spent deliveries, for the next Dequeue.
       slot->batch.clear();
       slot->batch_lease_expires.clear();
@@ -285,7 +285,7 @@ void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
     busy_workers_.fetch_sub(1, std::memory_order_relaxed);
     bool hung;
     {
-      std::lock_guard<std::mutex> l(slot->mu);
+      MutexLock l(slot->mu);
       hung = slot->hung;
     }
     if (hung) {
@@ -300,9 +300,9 @@ void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
   }
   live_workers_.fetch_sub(1);
   {
-    std::lock_guard<std::mutex> l(exit_mu_);
+    MutexLock l(exit_mu_);
     slot->exited.store(true, std::memory_order_release);
-    exit_cv_.notify_all();
+    exit_cv_.NotifyAll();
   }
 }
 
@@ -313,7 +313,7 @@ bool RunnerCore::WatchSlot(const std::shared_ptr<WorkerSlot>& slot, TimePoint no
   // The slot lock is held across the renewals: a worker that finishes its
   // job waits for an in-flight renewal instead of racing it, so a lease is
   // never renewed after its outcome is written.
-  std::lock_guard<std::mutex> l(slot->mu);
+  MutexLock l(slot->mu);
   const bool acks_overdue = !slot->acks.empty() && now - slot->acks_since >= kWatchdogTick;
   if (slot->hung || slot->given_back) return acks_overdue;
   if (slot->running) {
@@ -363,7 +363,7 @@ void RunnerCore::WatchdogLoop() {
     const TimePoint now = clock().Now();
     std::vector<std::shared_ptr<WorkerSlot>> slots;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       slots = slots_;
     }
     std::vector<HungWorkerInfo> hung;
@@ -378,7 +378,7 @@ void RunnerCore::WatchdogLoop() {
                                   MetricLabels{info.job_type, {}, {}, {}}, 1);
       bool replaced = false;
       {
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(mu_);
         if (state_ == State::kRunning &&
             replacement_workers_.load() < options_.max_replacement_workers) {
           replacement_workers_.fetch_add(1);
@@ -403,10 +403,10 @@ void RunnerCore::WatchdogLoop() {
         }
       }
     }
-    std::unique_lock<std::mutex> l(background_mu_);
+    MutexLock l(background_mu_);
     const TimePoint until = clock().Now() + kWatchdogTick;
     while (!stop_background_.load(std::memory_order_acquire) && clock().Now() < until) {
-      clock().WaitUntil(l, background_cv_, until);
+      background_cv_.WaitUntil(background_mu_, clock(), until);
     }
   }
 }
@@ -414,10 +414,10 @@ void RunnerCore::WatchdogLoop() {
 void RunnerCore::MaintenanceLoop() {
   while (!stop_background_.load(std::memory_order_acquire)) {
     RunMaintenance().IgnoreError();  // Logged inside.
-    std::unique_lock<std::mutex> l(background_mu_);
+    MutexLock l(background_mu_);
     const TimePoint until = clock().Now() + options_.maintenance_interval;
     while (!stop_background_.load(std::memory_order_acquire) && clock().Now() < until) {
-      clock().WaitUntil(l, background_cv_, until);
+      background_cv_.WaitUntil(background_mu_, clock(), until);
     }
   }
 }
@@ -426,7 +426,7 @@ void RunnerCore::MaintenanceLoop() {
 
 Status RunnerCore::Shutdown(Duration grace) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (state_ == State::kStopped || state_ == State::kStopping) return Status::Ok();
     if (state_ == State::kCreated) {
       state_ = State::kStopped;
@@ -441,12 +441,12 @@ Status RunnerCore::Shutdown(Duration grace) {
   // of their batch back at the next job boundary.
   stopping_.store(true, std::memory_order_release);
   {
-    std::lock_guard<std::mutex> l(work_mu_);
-    work_cv_.notify_all();
+    MutexLock l(work_mu_);
+    work_cv_.NotifyAll();
   }
   std::vector<std::shared_ptr<WorkerSlot>> slots;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     slots = slots_;
   }
   // 2. Let running jobs finish until now + grace. Hung workers are not
@@ -454,26 +454,26 @@ Status RunnerCore::Shutdown(Duration grace) {
   auto all_done = [&] {
     for (const auto& slot : slots) {
       if (slot->exited.load(std::memory_order_acquire)) continue;
-      std::lock_guard<std::mutex> l(slot->mu);
+      MutexLock l(slot->mu);
       if (!slot->hung) return false;
     }
     return true;
   };
   const TimePoint until = clock().Now() + grace;
   {
-    std::unique_lock<std::mutex> l(exit_mu_);
-    while (!all_done() && clock().Now() < until) clock().WaitUntil(l, exit_cv_, until);
+    MutexLock l(exit_mu_);
+    while (!all_done() && clock().Now() < until) exit_cv_.WaitUntil(exit_mu_, clock(), until);
   }
   // 3. The watchdog renewed leases during the grace period; stop it and
   // maintenance now.
   stop_background_.store(true, std::memory_order_release);
   {
-    std::lock_guard<std::mutex> l(background_mu_);
-    background_cv_.notify_all();
+    MutexLock l(background_mu_);
+    background_cv_.NotifyAll();
   }
   std::thread watchdog, maintenance;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     watchdog = std::move(watchdog_);
     maintenance = std::move(maintenance_);
     slots = slots_;  // Includes replacements started meanwhile.
@@ -490,7 +490,7 @@ Status RunnerCore::Shutdown(Duration grace) {
     if (per_worker_acks_) FlushAcks(*slot, false);
     std::vector<Delivery> leases;
     {
-      std::lock_guard<std::mutex> l(slot->mu);
+      MutexLock l(slot->mu);
       if (slot->running && !slot->given_back) {
         slot->given_back = true;
         slot->job.cancel->shutdown.store(true, std::memory_order_release);
@@ -509,18 +509,18 @@ Status RunnerCore::Shutdown(Duration grace) {
   for (const auto& slot : slots) {
     std::thread t;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       t = std::move(slot->thread);
     }
     if (!t.joinable()) continue;
     bool exited;
     {
-      std::unique_lock<std::mutex> l(exit_mu_);
+      MutexLock l(exit_mu_);
       exited = slot->exited.load(std::memory_order_acquire);
     }
     bool in_handler;
     {
-      std::lock_guard<std::mutex> l(slot->mu);
+      MutexLock l(slot->mu);
       in_handler = slot->running;
     }
     if (exited || !in_handler) {
@@ -537,13 +537,13 @@ Status RunnerCore::Shutdown(Duration grace) {
     completions_->Close();
     std::thread writer;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       writer = std::move(completion_writer_);
     }
     if (writer.joinable()) writer.join();
   }
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     state_ = State::kStopped;
   }
   SetWorkerGauges();

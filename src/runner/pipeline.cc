@@ -313,7 +313,7 @@ void RunnerCore::InvokeUnderDeadline(DeliveryRun& run) {
   ContextImpl ctx(*this, d, cancel, run.deadline, run.fencing, run.lock_held, run.claim_held,
                   run.dependency_slot);
   if (run.slot != nullptr) {
-    std::lock_guard<std::mutex> l(run.slot->mu);
+    MutexLock l(run.slot->mu);
     run.slot->running = true;
     run.slot->job = RunningJob{&d,
                                &cancel,
@@ -328,7 +328,7 @@ void RunnerCore::InvokeUnderDeadline(DeliveryRun& run) {
   run.finished = clock().Now();
   run.operator_cancel = cancel.operator_cancel.load(std::memory_order_acquire);
   if (run.slot != nullptr) {
-    std::lock_guard<std::mutex> l(run.slot->mu);
+    MutexLock l(run.slot->mu);
     run.slot->running = false;
     run.slot->job = RunningJob{};
     run.given_back = run.slot->given_back;
@@ -522,7 +522,7 @@ void RunnerCore::Finish(DeliveryRun& run, Completion c) {
     if (run.cache.acks_type != run.env().job_type) run.cache.acks_type = run.env().job_type;
     {
       // The watchdog may take the kept outcomes at any time (FlushAcks).
-      std::lock_guard<std::mutex> l(run.slot->mu);
+      MutexLock l(run.slot->mu);
       if (run.slot->acks.empty()) run.slot->acks_since = clock().Now();
       run.slot->acks.push_back(CompletionRequest{std::move(run.d), std::move(c)});
       run.slot->acks_after.push_back(after);
@@ -572,7 +572,7 @@ void RunnerCore::FlushAcks(WorkerSlot& slot, bool from_worker) {
   std::vector<AfterAck> after;
   std::vector<std::size_t> at;
   {
-    std::lock_guard<std::mutex> l(slot.mu);
+    MutexLock l(slot.mu);
     if (slot.acks.empty()) return;
     acks.swap(slot.acks);
     after.swap(slot.acks_after);
@@ -582,7 +582,7 @@ void RunnerCore::FlushAcks(WorkerSlot& slot, bool from_worker) {
   if (!from_worker) return;
   // The worker's own batch is still in slot.batch (it flushes before it
   // swaps the batch out), so each delivery goes back to its place.
-  std::lock_guard<std::mutex> l(slot.mu);
+  MutexLock l(slot.mu);
   for (std::size_t i = 0; i < acks.size(); ++i) slot.batch[at[i]] = std::move(acks[i].delivery);
   if (slot.acks.empty()) {  // The vectors' buffers, for the next outcomes.
     acks.clear();

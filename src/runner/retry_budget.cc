@@ -7,6 +7,8 @@
 #include <limits>
 #include <utility>
 
+#include "src/internal/mutex.h"
+
 namespace jobpact {
 namespace {
 
@@ -81,6 +83,68 @@ Status ValidateRetryBudgetOptions(const RetryBudgetOptions& o) {
 
 // --- RetryBudget -----------------------------------------------------------------
 
+class RetryBudget::Impl {
+ public:
+  Impl(const RetryBudgetOptions& options, std::shared_ptr<Clock> clock);
+
+  void RecordFirstAttempt() JOBPACT_EXCLUDES(mu_);
+  bool TryRetry() JOBPACT_EXCLUDES(mu_);
+  RetryReservation ReserveRetry(std::optional<TimePoint> not_after) JOBPACT_EXCLUDES(mu_);
+  double Balance() JOBPACT_EXCLUDES(mu_);
+  RetryBudgetSnapshot Snapshot() JOBPACT_EXCLUDES(mu_);
+
+ private:
+  struct Bucket {
+    std::int64_t first_attempts = 0;
+    std::int64_t retries = 0;
+  };
+
+  // Moves the window to the slice holding `now`, forgetting expired slices.
+  // A clock that went backwards leaves the window where it is.
+  void AdvanceLocked(TimePoint now) JOBPACT_REQUIRES(mu_);
+  // The balance in millionths of a retry of a window holding these events.
+  std::int64_t BalanceUnits(std::int64_t first_attempts, std::int64_t retries) const;
+  // The balance in millionths of a retry. REQUIRES: window advanced.
+  std::int64_t BalanceUnitsLocked() const JOBPACT_REQUIRES(mu_);
+  // The balances of slices current_slice_ .. last, counting the events
+  // known now and the booked retries (no new first attempts). REQUIRES:
+  // window advanced, last >= current_slice_.
+  std::vector<std::int64_t> FutureBalancesLocked(std::int64_t last) const JOBPACT_REQUIRES(mu_);
+  // Retries booked for `slice`. (A member, not a lambda: the analysis
+  // checks a lambda's body as if no lock were held.)
+  std::int64_t BookedLocked(std::int64_t slice) const JOBPACT_REQUIRES(mu_);
+  // The bucket of the newest slice.
+  Bucket& CurrentBucketLocked() JOBPACT_REQUIRES(mu_);
+  // TryRetry's decision. REQUIRES: window advanced.
+  bool CanRetryNowLocked() const JOBPACT_REQUIRES(mu_);
+  // The earliest slice >= `first` where one more retry fits (see
+  // ReserveRetry and the file comment), or, if none can, the slice one
+  // window after the last known event. REQUIRES: window advanced,
+  // first > current_slice_.
+  std::int64_t EarliestSliceLocked(std::int64_t first) const JOBPACT_REQUIRES(mu_);
+  TimePoint SliceStart(std::int64_t slice) const;
+
+  // Immutable after construction.
+  const RetryBudgetOptions options_;
+  const std::shared_ptr<Clock> clock_;
+  const Duration slice_;
+  const std::int64_t deposit_units_;  // percent, in millionths of a retry.
+  const std::int64_t reserve_units_;  // min_retries_per_second * window, ditto.
+
+  // Reads take it too: they advance the window.
+  internal::PlainMutex mu_;
+  std::vector<Bucket> buckets_ JOBPACT_GUARDED_BY(mu_);
+  std::int64_t current_slice_ JOBPACT_GUARDED_BY(mu_) = 0;   // Index of the newest slice.
+  std::int64_t first_attempts_ JOBPACT_GUARDED_BY(mu_) = 0;  // Sums over buckets_.
+  std::int64_t retries_ JOBPACT_GUARDED_BY(mu_) = 0;
+  // Retries booked for slices after current_slice_, by slice; moved into
+  // buckets_ by AdvanceLocked when their slice begins.
+  std::map<std::int64_t, std::int64_t> reserved_ JOBPACT_GUARDED_BY(mu_);
+  std::int64_t reserved_total_ JOBPACT_GUARDED_BY(mu_) = 0;
+  std::int64_t rejected_total_ JOBPACT_GUARDED_BY(mu_) = 0;
+  std::int64_t deferred_total_ JOBPACT_GUARDED_BY(mu_) = 0;
+};
+
 Result<std::unique_ptr<RetryBudget>> RetryBudget::Create(RetryBudgetOptions options,
                                                          std::shared_ptr<Clock> clock) {
   JOBPACT_RETURN_IF_ERROR(ValidateRetryBudgetOptions(options));
@@ -89,19 +153,32 @@ Result<std::unique_ptr<RetryBudget>> RetryBudget::Create(RetryBudgetOptions opti
 }
 
 RetryBudget::RetryBudget(const RetryBudgetOptions& options, std::shared_ptr<Clock> clock)
+    : options_(options), impl_(std::make_unique<Impl>(options, std::move(clock))) {}
+
+RetryBudget::Impl::Impl(const RetryBudgetOptions& options, std::shared_ptr<Clock> clock)
     : options_(options),
       clock_(std::move(clock)),
       slice_(options.window / options.buckets),
       deposit_units_(std::llround(options.percent * kUnitsPerRetry)),
       reserve_units_(std::llround(options.min_retries_per_second * ToSeconds(options.window) *
-                                  kUnitsPerRetry)),
-      buckets_(static_cast<std::size_t>(options.buckets)) {
+                                  kUnitsPerRetry)) {
+  // Not shared yet: the lock only keeps the analysis' rule simple.
+  internal::MutexLock lock(mu_);
+  buckets_.resize(static_cast<std::size_t>(options.buckets));
   current_slice_ = FloorDiv(clock_->Now().time_since_epoch().count(), slice_.count());
 }
 
 RetryBudget::~RetryBudget() = default;
 
-void RetryBudget::AdvanceLocked(TimePoint now) const {
+void RetryBudget::RecordFirstAttempt() { impl_->RecordFirstAttempt(); }
+bool RetryBudget::TryRetry() { return impl_->TryRetry(); }
+RetryReservation RetryBudget::ReserveRetry(std::optional<TimePoint> not_after) {
+  return impl_->ReserveRetry(not_after);
+}
+double RetryBudget::Balance() const { return impl_->Balance(); }
+RetryBudgetSnapshot RetryBudget::Snapshot() const { return impl_->Snapshot(); }
+
+void RetryBudget::Impl::AdvanceLocked(TimePoint now) {
   const std::int64_t slice = FloorDiv(now.time_since_epoch().count(), slice_.count());
   if (slice <= current_slice_) return;  // Same slice, or the clock went back.
   const auto n = static_cast<std::int64_t>(buckets_.size());
@@ -131,7 +208,7 @@ void RetryBudget::AdvanceLocked(TimePoint now) const {
   }
 }
 
-std::int64_t RetryBudget::BalanceUnits(std::int64_t first_attempts, std::int64_t retries) const {
+std::int64_t RetryBudget::Impl::BalanceUnits(std::int64_t first_attempts, std::int64_t retries) const {
   const std::int64_t deposits = SaturatingMul(first_attempts, deposit_units_);
   const std::int64_t withdrawals = SaturatingMul(retries, kUnitsPerRetry);
   // reserve <= 1e18 and each term is in [0, INT64_MAX]: compute in two steps
@@ -142,17 +219,18 @@ std::int64_t RetryBudget::BalanceUnits(std::int64_t first_attempts, std::int64_t
   return credit - withdrawals;
 }
 
-std::int64_t RetryBudget::BalanceUnitsLocked() const {
+std::int64_t RetryBudget::Impl::BalanceUnitsLocked() const {
   return BalanceUnits(first_attempts_, retries_);
 }
 
-std::vector<std::int64_t> RetryBudget::FutureBalancesLocked(std::int64_t last) const {
+std::int64_t RetryBudget::Impl::BookedLocked(std::int64_t slice) const {
+  auto it = reserved_.find(slice);
+  return it == reserved_.end() ? 0 : it->second;
+}
+
+std::vector<std::int64_t> RetryBudget::Impl::FutureBalancesLocked(std::int64_t last) const {
   const auto n = static_cast<std::int64_t>(buckets_.size());
   const std::int64_t c = current_slice_;
-  auto booked = [this](std::int64_t slice) -> std::int64_t {
-    auto it = reserved_.find(slice);
-    return it == reserved_.end() ? 0 : it->second;
-  };
   std::vector<std::int64_t> out;
   out.reserve(static_cast<std::size_t>(last - c + 1));
   // Sums over the window (t - n, t], slid one slice at a time.
@@ -160,14 +238,14 @@ std::vector<std::int64_t> RetryBudget::FutureBalancesLocked(std::int64_t last) c
   std::int64_t retries = retries_;
   for (std::int64_t t = c; t <= last; ++t) {
     if (t > c) {
-      retries += booked(t);             // Slice t enters the window...
+      retries += BookedLocked(t);             // Slice t enters the window...
       const std::int64_t gone = t - n;  // ...and slice t - n leaves it.
       if (gone <= c) {
         const Bucket& b = buckets_[static_cast<std::size_t>(FloorMod(gone, n))];
         first_attempts -= b.first_attempts;
         retries -= b.retries;
       } else {
-        retries -= booked(gone);
+        retries -= BookedLocked(gone);
       }
     }
     out.push_back(BalanceUnits(first_attempts, retries));
@@ -175,7 +253,7 @@ std::vector<std::int64_t> RetryBudget::FutureBalancesLocked(std::int64_t last) c
   return out;
 }
 
-bool RetryBudget::CanRetryNowLocked() const {
+bool RetryBudget::Impl::CanRetryNowLocked() const {
   if (BalanceUnitsLocked() < kUnitsPerRetry) return false;
   if (reserved_.empty()) return true;
   // A retry now stays in the window until slice c + n - 1; every retry
@@ -190,7 +268,7 @@ bool RetryBudget::CanRetryNowLocked() const {
   return true;
 }
 
-std::int64_t RetryBudget::EarliestSliceLocked(std::int64_t first) const {
+std::int64_t RetryBudget::Impl::EarliestSliceLocked(std::int64_t first) const {
   const auto n = static_cast<std::int64_t>(buckets_.size());
   const std::int64_t c = current_slice_;
   const std::int64_t last_booked = reserved_.empty() ? c : reserved_.rbegin()->first;
@@ -218,26 +296,26 @@ std::int64_t RetryBudget::EarliestSliceLocked(std::int64_t first) const {
   return horizon;  // No floor and nothing left to pay for it.
 }
 
-TimePoint RetryBudget::SliceStart(std::int64_t slice) const {
+TimePoint RetryBudget::Impl::SliceStart(std::int64_t slice) const {
   return TimePoint(Duration(slice * slice_.count()));
 }
 
-RetryBudget::Bucket& RetryBudget::CurrentBucketLocked() const {
+RetryBudget::Impl::Bucket& RetryBudget::Impl::CurrentBucketLocked() {
   const auto n = static_cast<std::int64_t>(buckets_.size());
   return buckets_[static_cast<std::size_t>(FloorMod(current_slice_, n))];
 }
 
-void RetryBudget::RecordFirstAttempt() {
+void RetryBudget::Impl::RecordFirstAttempt() {
   const TimePoint now = clock_->Now();
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   AdvanceLocked(now);
   ++CurrentBucketLocked().first_attempts;
   ++first_attempts_;
 }
 
-bool RetryBudget::TryRetry() {
+bool RetryBudget::Impl::TryRetry() {
   const TimePoint now = clock_->Now();
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   AdvanceLocked(now);
   if (!CanRetryNowLocked()) {
     ++rejected_total_;
@@ -248,9 +326,9 @@ bool RetryBudget::TryRetry() {
   return true;
 }
 
-RetryReservation RetryBudget::ReserveRetry(std::optional<TimePoint> not_after) {
+RetryReservation RetryBudget::Impl::ReserveRetry(std::optional<TimePoint> not_after) {
   const TimePoint now = clock_->Now();
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   AdvanceLocked(now);
   if (CanRetryNowLocked()) {
     ++CurrentBucketLocked().retries;
@@ -272,16 +350,16 @@ RetryReservation RetryBudget::ReserveRetry(std::optional<TimePoint> not_after) {
   return RetryReservation{RetryReservation::Kind::kDeferred, at};
 }
 
-double RetryBudget::Balance() const {
+double RetryBudget::Impl::Balance() {
   const TimePoint now = clock_->Now();
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   AdvanceLocked(now);
   return static_cast<double>(BalanceUnitsLocked()) / kUnitsPerRetry;
 }
 
-RetryBudgetSnapshot RetryBudget::Snapshot() const {
+RetryBudgetSnapshot RetryBudget::Impl::Snapshot() {
   const TimePoint now = clock_->Now();
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   AdvanceLocked(now);
   RetryBudgetSnapshot s;
   s.balance = static_cast<double>(BalanceUnitsLocked()) / kUnitsPerRetry;
@@ -302,8 +380,21 @@ Result<std::unique_ptr<RetryBudgets>> RetryBudgets::Create(RetryBudgetOptions de
   return std::unique_ptr<RetryBudgets>(new RetryBudgets(defaults, std::move(clock)));
 }
 
+struct RetryBudgets::Registry {
+  struct OverrideEntry {
+    RetryBudgetOptions options;
+    std::string reason;
+  };
+
+  // Shared on the hot path (a worker finding its type's budget), exclusive
+  // to add a budget or an override.
+  mutable internal::SharedMutex mu;
+  std::map<std::string, std::unique_ptr<RetryBudget>, std::less<>> budgets JOBPACT_GUARDED_BY(mu);
+  std::map<std::string, OverrideEntry, std::less<>> overrides JOBPACT_GUARDED_BY(mu);
+};
+
 RetryBudgets::RetryBudgets(const RetryBudgetOptions& defaults, std::shared_ptr<Clock> clock)
-    : defaults_(defaults), clock_(std::move(clock)) {}
+    : defaults_(defaults), clock_(std::move(clock)), registry_(std::make_unique<Registry>()) {}
 
 RetryBudgets::~RetryBudgets() = default;
 
@@ -317,28 +408,30 @@ Status RetryBudgets::Override(std::string_view job_type, const RetryBudgetOption
     return Status::InvalidArgument(fmt::format(
         "override of {}: a reason is required (SPEC 11: every override is documented)", job_type));
   }
-  std::unique_lock<std::shared_mutex> lock(mu_);
-  if (budgets_.find(job_type) != budgets_.end()) {
+  Registry& r = *registry_;
+  internal::MutexLock lock(r.mu);
+  if (r.budgets.find(job_type) != r.budgets.end()) {
     return Status::FailedPrecondition(fmt::format(
         "the retry budget of {} is already in use; override it before the first job", job_type));
   }
-  overrides_.insert_or_assign(std::string(job_type), OverrideEntry{options, std::move(reason)});
+  r.overrides.insert_or_assign(std::string(job_type), Registry::OverrideEntry{options, std::move(reason)});
   return Status::Ok();
 }
 
 RetryBudget& RetryBudgets::ForJobType(std::string_view job_type) {
+  Registry& r = *registry_;
   {
-    std::shared_lock<std::shared_mutex> lock(mu_);
-    auto it = budgets_.find(job_type);
-    if (it != budgets_.end()) return *it->second;
+    internal::ReaderMutexLock lock(r.mu);
+    auto it = r.budgets.find(job_type);
+    if (it != r.budgets.end()) return *it->second;
   }
-  std::unique_lock<std::shared_mutex> lock(mu_);
-  auto it = budgets_.find(job_type);
-  if (it != budgets_.end()) return *it->second;  // Another thread made it first.
-  auto o = overrides_.find(job_type);
-  const RetryBudgetOptions& options = o != overrides_.end() ? o->second.options : defaults_;
+  internal::MutexLock lock(r.mu);
+  auto it = r.budgets.find(job_type);
+  if (it != r.budgets.end()) return *it->second;  // Another thread made it first.
+  auto o = r.overrides.find(job_type);
+  const RetryBudgetOptions& options = o != r.overrides.end() ? o->second.options : defaults_;
   auto budget = std::unique_ptr<RetryBudget>(new RetryBudget(options, clock_));
-  return *budgets_.emplace(std::string(job_type), std::move(budget)).first->second;
+  return *r.budgets.emplace(std::string(job_type), std::move(budget)).first->second;
 }
 
 void RetryBudgets::RecordFirstAttempt(std::string_view job_type) {
@@ -356,15 +449,17 @@ double RetryBudgets::Balance(std::string_view job_type) { return ForJobType(job_
 
 std::map<std::string, RetryBudgetSnapshot> RetryBudgets::Snapshots() const {
   std::map<std::string, RetryBudgetSnapshot> out;
-  std::shared_lock<std::shared_mutex> lock(mu_);
-  for (const auto& [job_type, budget] : budgets_) out.emplace(job_type, budget->Snapshot());
+  const Registry& r = *registry_;
+  internal::ReaderMutexLock lock(r.mu);
+  for (const auto& [job_type, budget] : r.budgets) out.emplace(job_type, budget->Snapshot());
   return out;
 }
 
 std::string RetryBudgets::DescribeOverrides() const {
   std::string out;
-  std::shared_lock<std::shared_mutex> lock(mu_);
-  for (const auto& [job_type, entry] : overrides_) {
+  const Registry& r = *registry_;
+  internal::ReaderMutexLock lock(r.mu);
+  for (const auto& [job_type, entry] : r.overrides) {
     const RetryBudgetOptions& o = entry.options;
     out += fmt::format("{}: percent={} window={}s min_retries_per_second={} buckets={}", job_type,
                        o.percent, ToSeconds(o.window), o.min_retries_per_second, o.buckets);

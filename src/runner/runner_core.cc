@@ -93,7 +93,7 @@ Status RunnerCore::Handle(std::string_view job_type, Handler handler, HandlerOpt
                                    std::to_string(options_.validation.max_name_length) +
                                    " characters of [A-Za-z0-9._:-]");
   }
-  std::lock_guard<std::mutex> l(handlers_mu_);
+  MutexLock l(handlers_mu_);
   if (handlers_->count(job_type) != 0) {
     return Status::AlreadyExists("Handle: a handler for '" + std::string(job_type) +
                                  "' is already registered");
@@ -146,7 +146,7 @@ RetryBudget& RunnerCore::BudgetFor(std::string_view job_type, HandlerCache& cach
 const HandlerEntry* RunnerCore::FindHandler(std::string_view job_type, HandlerCache& cache) {
   const std::uint64_t version = handlers_version_.load(std::memory_order_acquire);
   if (cache.version != version || cache.map == nullptr) {
-    std::lock_guard<std::mutex> l(handlers_mu_);
+    MutexLock l(handlers_mu_);
     cache.map = handlers_;
     cache.version = version;
   }
@@ -190,7 +190,7 @@ Status RunnerCore::PublishPoliciesIfChanged() {
     signature += p.job_type + '\n' + RetryPolicyToJson(p.policy) + '\n' + p.reason + '\n';
     policies.push_back(std::move(p));
   }
-  std::lock_guard<std::mutex> l(published_mu_);
+  MutexLock l(published_mu_);
   if (signature == published_) return Status::Ok();
   JOBPACT_RETURN_IF_ERROR(options_.backend.admin->PublishPolicies(policies));
   published_ = std::move(signature);
@@ -216,11 +216,11 @@ void RunnerCore::WakeWorkers(std::size_t jobs) {
   // One worker per dequeue batch of new jobs.
   const std::size_t batch = static_cast<std::size_t>(options_.dequeue_batch);
   const std::size_t wanted = (jobs + batch - 1) / batch;
-  std::lock_guard<std::mutex> l(work_mu_);
+  MutexLock l(work_mu_);
   if (wanted >= static_cast<std::size_t>(idle)) {
-    work_cv_.notify_all();
+    work_cv_.NotifyAll();
   } else {
-    for (std::size_t i = 0; i < wanted; ++i) work_cv_.notify_one();
+    for (std::size_t i = 0; i < wanted; ++i) work_cv_.NotifyOne();
   }
 }
 

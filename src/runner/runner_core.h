@@ -39,11 +39,9 @@
 #define JOBPACT_SRC_RUNNER_RUNNER_CORE_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -53,6 +51,7 @@
 
 #include "jobpact/job_runner.h"
 #include "jobpact/transition_event.h"
+#include "src/internal/mutex.h"
 #include "src/runner/completion_queue.h"
 #include "src/runner/control_cache.h"
 #include "src/runner/job_logger.h"
@@ -129,26 +128,27 @@ struct WorkerSlot {
   const std::string id;
   const bool replacement;
 
-  // Touched only by Start()/Shutdown()/the watchdog under RunnerCore::mu_.
+  // Touched only by Start()/Shutdown()/the watchdog under RunnerCore::mu_
+  // (another object's mutex, which GUARDED_BY cannot name from here).
   std::thread thread;
 
-  std::mutex mu;
-  // Guarded by mu: the leased batch; entries [next, size) wait to start.
-  std::vector<Delivery> batch;
-  std::vector<TimePoint> batch_lease_expires;
-  std::size_t next = 0;
-  bool running = false;
-  RunningJob job;  // Meaningful while `running`.
-  bool hung = false;
+  PlainMutex mu;
+  // The leased batch; entries [next, size) wait to start.
+  std::vector<Delivery> batch JOBPACT_GUARDED_BY(mu);
+  std::vector<TimePoint> batch_lease_expires JOBPACT_GUARDED_BY(mu);
+  std::size_t next JOBPACT_GUARDED_BY(mu) = 0;
+  bool running JOBPACT_GUARDED_BY(mu) = false;
+  RunningJob job JOBPACT_GUARDED_BY(mu);  // Meaningful while `running`.
+  bool hung JOBPACT_GUARDED_BY(mu) = false;
   // Shutdown gave this worker's leases back: its late outcome is not written.
-  bool given_back = false;
+  bool given_back JOBPACT_GUARDED_BY(mu) = false;
   // CompletionWrites::kPerWorker: the outcomes of finished jobs of the
   // batch not written yet (RunnerCore::FlushAcks), with what follows each
   // write and the index in `batch` their delivery came from.
-  std::vector<CompletionRequest> acks;
-  std::vector<AfterAck> acks_after;
-  std::vector<std::size_t> acks_at;
-  TimePoint acks_since;  // When the first of `acks` was kept.
+  std::vector<CompletionRequest> acks JOBPACT_GUARDED_BY(mu);
+  std::vector<AfterAck> acks_after JOBPACT_GUARDED_BY(mu);
+  std::vector<std::size_t> acks_at JOBPACT_GUARDED_BY(mu);
+  TimePoint acks_since JOBPACT_GUARDED_BY(mu);  // When the first of `acks` was kept.
 
   std::atomic<bool> exited{false};
 };
@@ -344,7 +344,7 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   void WakeWorkers(std::size_t jobs);
 
   // --- Threads (job_runner_workers.cc) ---
-  void SpawnWorkerLocked(bool replacement);  // REQUIRES: mu_ held.
+  void SpawnWorkerLocked(bool replacement) JOBPACT_REQUIRES(mu_);
   void WorkerLoop(const std::shared_ptr<WorkerSlot>& slot);
   // The Dequeue request of every worker (and of RunUntilIdle).
   DequeueRequest MakeDequeueRequest(std::string worker_id) const;
@@ -370,8 +370,8 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   std::string worker_prefix_;
 
   // The handler registry: copy-on-write, versioned.
-  mutable std::mutex handlers_mu_;
-  std::shared_ptr<const HandlerMap> handlers_;  // Guarded by handlers_mu_.
+  mutable PlainMutex handlers_mu_;
+  std::shared_ptr<const HandlerMap> handlers_ JOBPACT_GUARDED_BY(handlers_mu_);
   std::atomic<std::uint64_t> handlers_version_{0};
 
   // The store's control state as last read (pause, routes to the DLQ).
@@ -391,22 +391,22 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   const bool store_checked_envelopes_;
   // The DLQ actions, through the operator facade (dead_letters.cc).
   std::unique_ptr<Operations> ops_;
-  std::mutex published_mu_;
-  std::string published_;  // Guarded by published_mu_: what was published.
+  PlainMutex published_mu_;
+  std::string published_ JOBPACT_GUARDED_BY(published_mu_);  // What was published.
 
   // Lifecycle and threads.
-  mutable std::mutex mu_;
-  State state_ = State::kCreated;                    // Guarded by mu_.
-  std::vector<std::shared_ptr<WorkerSlot>> slots_;  // Guarded by mu_.
-  std::thread watchdog_;                             // Guarded by mu_.
-  std::thread maintenance_;                          // Guarded by mu_.
-  int next_worker_index_ = 0;                        // Guarded by mu_.
+  mutable PlainMutex mu_;
+  State state_ JOBPACT_GUARDED_BY(mu_) = State::kCreated;
+  std::vector<std::shared_ptr<WorkerSlot>> slots_ JOBPACT_GUARDED_BY(mu_);
+  std::thread watchdog_ JOBPACT_GUARDED_BY(mu_);
+  std::thread maintenance_ JOBPACT_GUARDED_BY(mu_);
+  int next_worker_index_ JOBPACT_GUARDED_BY(mu_) = 0;
   std::atomic<bool> stopping_{false};      // Workers stop taking work.
   std::atomic<bool> stop_background_{false};  // Watchdog and maintenance exit.
 
   // Idle workers wait here; Enqueue wakes one.
-  std::mutex work_mu_;
-  std::condition_variable work_cv_;
+  PlainMutex work_mu_;
+  CondVar work_cv_;
   std::atomic<std::uint64_t> enqueue_seq_{0};
   std::atomic<int> idle_workers_{0};
   // False once the queue said it cannot wait for work (WaitForWork).
@@ -419,18 +419,18 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // its outcome and the ones kept before it are written at once.
   static constexpr Duration kQuickHandler = std::chrono::milliseconds(1);
   const std::unique_ptr<CompletionQueue> completions_;
-  std::thread completion_writer_;  // Guarded by mu_.
+  std::thread completion_writer_ JOBPACT_GUARDED_BY(mu_);
   // CompletionWrites::kPerWorker: each worker keeps its quick jobs'
   // outcomes and writes them together (WorkerSlot::acks, FlushAcks).
   const bool per_worker_acks_;
 
   // The watchdog and maintenance threads wait here.
-  std::mutex background_mu_;
-  std::condition_variable background_cv_;
+  PlainMutex background_mu_;
+  CondVar background_cv_;
 
   // Shutdown waits here for workers to exit.
-  std::mutex exit_mu_;
-  std::condition_variable exit_cv_;
+  PlainMutex exit_mu_;
+  CondVar exit_cv_;
 
   // Counters for Stats().
   std::atomic<std::int64_t> deliveries_{0};

@@ -1,13 +1,23 @@
 #include "jobpact/testing/failing_backends.h"
 
+#include <map>
 #include <utility>
+
+#include "src/internal/mutex.h"
 
 namespace jobpact {
 namespace testing {
 
+struct FailingQueueBackend::Recorded {
+  mutable internal::PlainMutex mu;
+  int deliver_twice JOBPACT_GUARDED_BY(mu) = 0;
+  std::vector<std::string> enqueued JOBPACT_GUARDED_BY(mu);
+};
+
 FailingQueueBackend::FailingQueueBackend(std::shared_ptr<QueueBackend> base)
     : QueueBackendWrapper(std::move(base)),
-      script_(std::make_unique<testing_internal::FaultScript>()) {}
+      script_(std::make_unique<testing_internal::FaultScript>()),
+      recorded_(std::make_unique<Recorded>()) {}
 
 FailingQueueBackend::~FailingQueueBackend() = default;
 
@@ -24,14 +34,16 @@ void FailingQueueBackend::BeforeNext(QueueMethod method, std::function<void()> h
 }
 
 void FailingQueueBackend::DeliverTwice(int times) {
-  std::lock_guard<std::mutex> l(mu_);
-  deliver_twice_ += times;
+  Recorded& r = *recorded_;
+  internal::MutexLock l(r.mu);
+  r.deliver_twice += times;
 }
 
 void FailingQueueBackend::Clear() {
   script_->Clear();
-  std::lock_guard<std::mutex> l(mu_);
-  deliver_twice_ = 0;
+  Recorded& r = *recorded_;
+  internal::MutexLock l(r.mu);
+  r.deliver_twice = 0;
 }
 
 int FailingQueueBackend::Calls(QueueMethod method) const {
@@ -39,13 +51,15 @@ int FailingQueueBackend::Calls(QueueMethod method) const {
 }
 
 std::vector<std::string> FailingQueueBackend::EnqueuedJobIds() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return enqueued_;
+  Recorded& r = *recorded_;
+  internal::MutexLock l(r.mu);
+  return r.enqueued;
 }
 
 void FailingQueueBackend::RecordEnqueued(const std::string& job_id) {
-  std::lock_guard<std::mutex> l(mu_);
-  enqueued_.push_back(job_id);
+  Recorded& r = *recorded_;
+  internal::MutexLock l(r.mu);
+  r.enqueued.push_back(job_id);
 }
 
 Status FailingQueueBackend::Intercept(QueueMethod method, const std::function<Status()>& call) {
@@ -85,9 +99,10 @@ Result<std::vector<Delivery>> FailingQueueBackend::Dequeue(const DequeueRequest&
   Result<std::vector<Delivery>> r = QueueBackendWrapper::Dequeue(ForDequeue(request));
   if (!r.ok() || r->empty()) return r;
   {
-    std::lock_guard<std::mutex> l(mu_);
-    if (deliver_twice_ == 0) return r;
-    --deliver_twice_;
+    Recorded& rec = *recorded_;
+    internal::MutexLock l(rec.mu);
+    if (rec.deliver_twice == 0) return r;
+    --rec.deliver_twice;
   }
   std::vector<Delivery> twice;
   twice.reserve(r->size() * 2);
@@ -102,54 +117,75 @@ Result<std::vector<Delivery>> FailingQueueBackend::Dequeue(const DequeueRequest&
 
 namespace testing_internal {
 
+struct FaultScript::State {
+  struct Command {
+    enum class Kind { kFailBefore, kFailAfter, kHook };
+    Kind kind = Kind::kFailBefore;
+    Status status;
+    std::function<void()> hook;
+  };
+  mutable internal::PlainMutex mu;
+  std::map<int, std::vector<Command>> commands JOBPACT_GUARDED_BY(mu);
+  std::map<int, int> calls JOBPACT_GUARDED_BY(mu);
+};
+
+FaultScript::FaultScript() : state_(std::make_unique<State>()) {}
+FaultScript::~FaultScript() = default;
+
 void FaultScript::FailNext(int method, Status status, int times, bool after_applying) {
   if (status.ok()) status = Status::Unavailable("injected fault");
-  std::lock_guard<std::mutex> l(mu_);
+  State& st = *state_;
+  internal::MutexLock l(st.mu);
   for (int i = 0; i < times; ++i) {
-    commands_[method].push_back(Command{
-        after_applying ? Command::Kind::kFailAfter : Command::Kind::kFailBefore, status, nullptr});
+    st.commands[method].push_back(State::Command{
+        after_applying ? State::Command::Kind::kFailAfter : State::Command::Kind::kFailBefore, status, nullptr});
   }
 }
 
 void FaultScript::BeforeNext(int method, std::function<void()> hook) {
-  std::lock_guard<std::mutex> l(mu_);
-  commands_[method].push_back(Command{Command::Kind::kHook, Status(), std::move(hook)});
+  State& st = *state_;
+  internal::MutexLock l(st.mu);
+  st.commands[method].push_back(State::Command{State::Command::Kind::kHook, Status(), std::move(hook)});
 }
 
 void FaultScript::Clear() {
-  std::lock_guard<std::mutex> l(mu_);
-  commands_.clear();
+  State& st = *state_;
+  internal::MutexLock l(st.mu);
+  st.commands.clear();
 }
 
 int FaultScript::Calls(int method) const {
-  std::lock_guard<std::mutex> l(mu_);
-  auto it = calls_.find(method);
-  return it == calls_.end() ? 0 : it->second;
+  State& st = *state_;
+  internal::MutexLock l(st.mu);
+  auto it = st.calls.find(method);
+  return it == st.calls.end() ? 0 : it->second;
 }
 
 bool FaultScript::Pending(int method) const {
-  std::lock_guard<std::mutex> l(mu_);
-  auto it = commands_.find(method);
-  return it != commands_.end() && !it->second.empty();
+  State& st = *state_;
+  internal::MutexLock l(st.mu);
+  auto it = st.commands.find(method);
+  return it != st.commands.end() && !it->second.empty();
 }
 
 FaultScript::Plan FaultScript::Take(int method) {
   Plan plan;
-  std::lock_guard<std::mutex> l(mu_);
-  ++calls_[method];
-  auto it = commands_.find(method);
-  if (it == commands_.end()) return plan;
-  std::vector<Command>& queue = it->second;
+  State& st = *state_;
+  internal::MutexLock l(st.mu);
+  ++st.calls[method];
+  auto it = st.commands.find(method);
+  if (it == st.commands.end()) return plan;
+  std::vector<State::Command>& queue = it->second;
   std::size_t used = 0;
   while (used < queue.size()) {
-    Command& c = queue[used];
+    State::Command& c = queue[used];
     ++used;
-    if (c.kind == Command::Kind::kHook) {
+    if (c.kind == State::Command::Kind::kHook) {
       plan.hooks.push_back(std::move(c.hook));
       continue;
     }
-    plan.fail_before = c.kind == Command::Kind::kFailBefore;
-    plan.fail_after = c.kind == Command::Kind::kFailAfter;
+    plan.fail_before = c.kind == State::Command::Kind::kFailBefore;
+    plan.fail_after = c.kind == State::Command::Kind::kFailAfter;
     plan.status = c.status;
     break;
   }

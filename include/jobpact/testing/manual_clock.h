@@ -15,8 +15,8 @@
 #define JOBPACT_TESTING_MANUAL_CLOCK_H_
 
 #include <condition_variable>
+#include <memory>
 #include <mutex>
-#include <set>
 
 #include "jobpact/clock.h"
 #include "jobpact/export.h"
@@ -29,6 +29,7 @@ class JOBPACT_EXPORT ManualClock final : public Clock {
   // Starts at 2026-01-01T00:00:00Z unless told otherwise.
   ManualClock();
   explicit ManualClock(TimePoint start);
+  ~ManualClock() override;
 
   TimePoint Now() const override;
   void SleepUntil(TimePoint deadline) override;
@@ -41,12 +42,11 @@ class JOBPACT_EXPORT ManualClock final : public Clock {
   void SetTime(TimePoint t);
 
  private:
-  void WakeAll();
-
-  mutable std::mutex mu_;
-  std::condition_variable sleepers_;
-  TimePoint now_;                           // Guarded by mu_.
-  std::set<std::condition_variable*> waiters_;  // Guarded by mu_.
+  // The time, the waiting threads and their lock (clock.cc), out of this
+  // header so that the lock is the library's annotated one, which clang's
+  // thread safety analysis checks.
+  struct State;
+  const std::unique_ptr<State> state_;
 };
 
 }  // namespace testing

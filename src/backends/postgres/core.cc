@@ -98,7 +98,7 @@ Result<std::shared_ptr<PostgresBackend::Core>> PostgresBackend::Core::Open(
   }
   JOBPACT_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, core->Connect());
   JOBPACT_RETURN_IF_ERROR(core->Migrate(*conn));
-  std::lock_guard<std::mutex> lock(core->mu_);
+  ::jobpact::internal::MutexLock lock(core->mu_);
   core->open_ = 1;
   core->idle_.push_back(std::move(conn));
   return core;
@@ -109,63 +109,65 @@ Result<std::unique_ptr<Connection>> PostgresBackend::Core::Connect() {
 }
 
 Result<PostgresBackend::Core::Pooled> PostgresBackend::Core::Acquire(std::string_view what) {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (true) {
-    if (!idle_.empty()) {
-      std::unique_ptr<Connection> c = std::move(idle_.back());
-      idle_.pop_back();
-      return Pooled(this, std::move(c));
-    }
-    if (open_ < options_.pool_size) {
-      const TimePoint now = real_clock_->Now();
-      if (now < next_connect_at_) {
-        return Status::Unavailable(
-            std::string(what) + ": postgres " + server_ + ": not connected (" +
-            last_connect_error_ + "); next reconnect attempt in " +
-            std::to_string(std::max<long long>(1, ToMillis(next_connect_at_ - now))) + " ms");
+  {
+    ::jobpact::internal::MutexLock lock(mu_);
+    while (true) {
+      if (!idle_.empty()) {
+        std::unique_ptr<Connection> c = std::move(idle_.back());
+        idle_.pop_back();
+        return Pooled(this, std::move(c));
       }
-      ++open_;
-      lock.unlock();
-      Result<std::unique_ptr<Connection>> c = Connect();
-      lock.lock();
-      if (!c.ok()) {
-        --open_;
-        cv_.notify_one();
-        if (c.status().code() == StatusCode::kUnavailable) {
-          backoff_ = backoff_ == Duration::zero()
-                         ? options_.reconnect_backoff_min
-                         : std::min<Duration>(backoff_ * 2, options_.reconnect_backoff_max);
-          // Jittered in [backoff/2, backoff], so that many clients of one
-          // server do not reconnect in lockstep after it restarts.
-          std::uniform_int_distribution<Duration::rep> jitter(backoff_.count() / 2,
-                                                              backoff_.count());
-          next_connect_at_ = real_clock_->Now() + Duration(jitter(rng_));
-          last_connect_error_ = "last error: " + c.status().message();
+      if (open_ < options_.pool_size) {
+        const TimePoint now = real_clock_->Now();
+        if (now < next_connect_at_) {
+          return Status::Unavailable(
+              std::string(what) + ": postgres " + server_ + ": not connected (" +
+              last_connect_error_ + "); next reconnect attempt in " +
+              std::to_string(std::max<long long>(1, ToMillis(next_connect_at_ - now))) + " ms");
         }
-        return Status(c.status().code(), std::string(what) + ": " + c.status().message());
+        ++open_;  // Taken now; connected below, without the lock.
+        break;
       }
-      backoff_ = Duration::zero();
-      next_connect_at_ = TimePoint();
-      return Pooled(this, std::move(*c));
+      // Not a timed wait: a connection comes back when the thread using it
+      // ends its statement or transaction.
+      cv_.Wait(mu_);
     }
-    // Not a timed wait: a connection comes back when the thread using it
-    // ends its statement or transaction.
-    cv_.wait(lock);
   }
+  Result<std::unique_ptr<Connection>> c = Connect();
+  ::jobpact::internal::MutexLock lock(mu_);
+  if (!c.ok()) {
+    --open_;
+    cv_.NotifyOne();
+    if (c.status().code() == StatusCode::kUnavailable) {
+      backoff_ = backoff_ == Duration::zero()
+                     ? options_.reconnect_backoff_min
+                     : std::min<Duration>(backoff_ * 2, options_.reconnect_backoff_max);
+      // Jittered in [backoff/2, backoff], so that many clients of one
+      // server do not reconnect in lockstep after it restarts.
+      std::uniform_int_distribution<Duration::rep> jitter(backoff_.count() / 2,
+                                                          backoff_.count());
+      next_connect_at_ = real_clock_->Now() + Duration(jitter(rng_));
+      last_connect_error_ = "last error: " + c.status().message();
+    }
+    return Status(c.status().code(), std::string(what) + ": " + c.status().message());
+  }
+  backoff_ = Duration::zero();
+  next_connect_at_ = TimePoint();
+  return Pooled(this, std::move(*c));
 }
 
 void PostgresBackend::Core::Return(std::unique_ptr<Connection> conn) {
   const bool reusable = !conn->broken() && conn->tx_status() == PQTRANS_IDLE;
   std::vector<std::unique_ptr<Connection>> drop;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    ::jobpact::internal::MutexLock lock(mu_);
     if (reusable) {
       idle_.push_back(std::move(conn));
     } else {
       --open_;
       drop.push_back(std::move(conn));
     }
-    cv_.notify_one();
+    cv_.NotifyOne();
   }
   // Closed outside the lock (PQfinish may send a terminate message).
 }
@@ -173,10 +175,10 @@ void PostgresBackend::Core::Return(std::unique_ptr<Connection> conn) {
 void PostgresBackend::Core::DropIdle() {
   std::vector<std::unique_ptr<Connection>> drop;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    ::jobpact::internal::MutexLock lock(mu_);
     drop.swap(idle_);
     open_ -= static_cast<int>(drop.size());
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 }
 
@@ -251,7 +253,7 @@ Status PostgresBackend::Core::Read(std::string_view what,
 }
 
 const std::string& PostgresBackend::Core::Sql(const char* tmpl) {
-  std::lock_guard<std::mutex> lock(mu_);
+  ::jobpact::internal::MutexLock lock(mu_);
   auto it = sql_.find(tmpl);
   if (it != sql_.end()) return it->second;
   return sql_.emplace(tmpl, SqlOf(tmpl)).first->second;
@@ -275,7 +277,7 @@ std::string PostgresBackend::Core::SqlOf(const std::string& tmpl) const {
 std::string PostgresBackend::Core::NewNonce() {
   std::uint64_t r;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    ::jobpact::internal::MutexLock lock(mu_);
     r = rng_();
   }
   static constexpr char kHex[] = "0123456789abcdef";

@@ -5,11 +5,9 @@
 #ifndef JOBPACT_SRC_BACKENDS_POSTGRES_CORE_H_
 #define JOBPACT_SRC_BACKENDS_POSTGRES_CORE_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
 #include <string_view>
@@ -25,6 +23,7 @@
 #include "jobpact/status.h"
 #include "jobpact/store_backend.h"
 #include "src/backends/postgres/connection.h"
+#include "src/internal/mutex.h"
 #include "src/internal/wake_fanout.h"
 
 namespace jobpact {
@@ -141,15 +140,15 @@ class PostgresBackend::Core {
   std::vector<std::string> values_;
   int schema_version_ = 0;  // Set once by Open().
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::unique_ptr<internal::Connection>> idle_;  // Guarded by mu_.
-  int open_ = 0;                                              // Guarded by mu_.
-  Duration backoff_ = Duration::zero();                       // Guarded by mu_.
-  TimePoint next_connect_at_;                                 // Guarded by mu_.
-  std::string last_connect_error_;                            // Guarded by mu_.
-  std::mt19937_64 rng_;                                       // Guarded by mu_.
-  std::unordered_map<const char*, std::string> sql_;          // Guarded by mu_.
+  ::jobpact::internal::PlainMutex mu_;
+  ::jobpact::internal::CondVar cv_;  // A pooled connection came back or closed.
+  std::vector<std::unique_ptr<internal::Connection>> idle_ JOBPACT_GUARDED_BY(mu_);
+  int open_ JOBPACT_GUARDED_BY(mu_) = 0;
+  Duration backoff_ JOBPACT_GUARDED_BY(mu_) = Duration::zero();
+  TimePoint next_connect_at_ JOBPACT_GUARDED_BY(mu_);
+  std::string last_connect_error_ JOBPACT_GUARDED_BY(mu_);
+  std::mt19937_64 rng_ JOBPACT_GUARDED_BY(mu_);
+  std::unordered_map<const char*, std::string> sql_ JOBPACT_GUARDED_BY(mu_);
 
   // WaitForWork: one thread at a time polls the listener connection; the
   // others wait for it to report a wake-up.

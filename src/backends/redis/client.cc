@@ -258,7 +258,7 @@ Result<std::unique_ptr<RedisClient::Conn>> RedisClient::OpenUnlocked() {
 
 Result<std::unique_ptr<RedisClient::Conn>> RedisClient::Open(bool blocking) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     const TimePoint now = clock_->Now();
     if (now < next_connect_at_) {
       return Unavailable("not connected (" + last_connect_error_ + "); next reconnect attempt in " +
@@ -267,7 +267,7 @@ Result<std::unique_ptr<RedisClient::Conn>> RedisClient::Open(bool blocking) {
     }
   }
   Result<std::unique_ptr<Conn>> r = OpenUnlocked();
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   if (r.ok()) {
     backoff_ = Duration::zero();
     next_connect_at_ = TimePoint();
@@ -290,43 +290,46 @@ Result<std::unique_ptr<RedisClient::Conn>> RedisClient::Open(bool blocking) {
 }
 
 Result<std::unique_ptr<RedisClient::Conn>> RedisClient::Checkout() {
-  std::unique_lock<std::mutex> lock(mu_);
-  const TimePoint deadline = clock_->Now() + options_.command_timeout;
+  // Declared before the lock, so that they are closed after it is released.
   std::vector<std::unique_ptr<Conn>> stale;
-  while (true) {
-    while (!idle_.empty()) {
-      std::unique_ptr<Conn> c = std::move(idle_.back());
-      idle_.pop_back();
-      if (c->generation == generation_) return c;
-      --open_;
-      stale.push_back(std::move(c));  // Closed after the lock is released.
-    }
-    if (open_ < options_.pool_size) {
-      ++open_;
-      lock.unlock();
-      stale.clear();
-      Result<std::unique_ptr<Conn>> r = Open(false);
-      if (!r.ok()) {
-        lock.lock();
+  {
+    internal::MutexLock lock(mu_);
+    const TimePoint deadline = clock_->Now() + options_.command_timeout;
+    while (true) {
+      while (!idle_.empty()) {
+        std::unique_ptr<Conn> c = std::move(idle_.back());
+        idle_.pop_back();
+        if (c->generation == generation_) return c;
         --open_;
-        cv_.notify_one();
+        stale.push_back(std::move(c));
       }
-      return r;
+      if (open_ < options_.pool_size) {
+        ++open_;  // Taken now; opened below, without the lock.
+        break;
+      }
+      if (clock_->Now() >= deadline) {
+        return Status::DeadlineExceeded(
+            "redis " + server_name_ + ": all " + std::to_string(options_.pool_size) +
+            " connections of the pool stayed busy for " +
+            std::to_string(ToMillis(options_.command_timeout)) + " ms (raise pool_size?)");
+      }
+      cv_.WaitUntil(mu_, *clock_, deadline);
     }
-    if (clock_->Now() >= deadline) {
-      return Status::DeadlineExceeded(
-          "redis " + server_name_ + ": all " + std::to_string(options_.pool_size) +
-          " connections of the pool stayed busy for " +
-          std::to_string(ToMillis(options_.command_timeout)) + " ms (raise pool_size?)");
-    }
-    clock_->WaitUntil(lock, cv_, deadline);
   }
+  stale.clear();
+  Result<std::unique_ptr<Conn>> r = Open(false);
+  if (!r.ok()) {
+    internal::MutexLock lock(mu_);
+    --open_;
+    cv_.NotifyOne();
+  }
+  return r;
 }
 
 void RedisClient::Return(std::unique_ptr<Conn> conn) {
   std::unique_ptr<Conn> to_close;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     if (conn->broken) ++generation_;
     const bool keep = !conn->broken && conn->generation == generation_;
     if (conn->blocking) {
@@ -343,12 +346,12 @@ void RedisClient::Return(std::unique_ptr<Conn> conn) {
       --open_;
       to_close = std::move(conn);
     }
-    cv_.notify_one();
+    cv_.NotifyOne();
   }
 }
 
 int RedisClient::OpenConnections() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   return open_;
 }
 
@@ -493,7 +496,7 @@ Result<Reply> RedisClient::BlockingCommand(const std::vector<std::string>& argv,
     std::unique_ptr<Conn> conn;
     {
       std::vector<std::unique_ptr<Conn>> stale;
-      std::lock_guard<std::mutex> lock(mu_);
+      internal::MutexLock lock(mu_);
       while (!idle_blocking_.empty() && !conn) {
         std::unique_ptr<Conn> c = std::move(idle_blocking_.back());
         idle_blocking_.pop_back();

@@ -20,10 +20,8 @@
 #ifndef JOBPACT_SRC_BACKENDS_REDIS_CLIENT_H_
 #define JOBPACT_SRC_BACKENDS_REDIS_CLIENT_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
 #include <string_view>
@@ -33,6 +31,7 @@
 #include "jobpact/redis/redis_backend.h"
 #include "jobpact/result.h"
 #include "jobpact/status.h"
+#include "src/internal/mutex.h"
 
 struct redisContext;
 
@@ -155,20 +154,20 @@ class RedisClient {
   const std::string server_name_;
   const std::shared_ptr<Clock> clock_;  // Real time: backoff and waits.
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  // Guarded by mu_.
-  std::vector<std::unique_ptr<Conn>> idle_;
-  std::vector<std::unique_ptr<Conn>> idle_blocking_;
-  int open_ = 0;  // Pooled connections open: idle_ plus checked out.
+  mutable internal::PlainMutex mu_;
+  internal::CondVar cv_;  // A pooled connection came back or closed.
+  std::vector<std::unique_ptr<Conn>> idle_ JOBPACT_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Conn>> idle_blocking_ JOBPACT_GUARDED_BY(mu_);
+  // Pooled connections open: idle_ plus checked out.
+  int open_ JOBPACT_GUARDED_BY(mu_) = 0;
   // Bumped when a connection breaks: idle connections of older generations
   // are closed instead of reused (after a restart they are all dead).
-  std::uint64_t generation_ = 0;
+  std::uint64_t generation_ JOBPACT_GUARDED_BY(mu_) = 0;
   // Backoff after failed connects.
-  TimePoint next_connect_at_{};
-  Duration backoff_{};
-  std::string last_connect_error_;
-  std::minstd_rand rng_;
+  TimePoint next_connect_at_ JOBPACT_GUARDED_BY(mu_){};
+  Duration backoff_ JOBPACT_GUARDED_BY(mu_){};
+  std::string last_connect_error_ JOBPACT_GUARDED_BY(mu_);
+  std::minstd_rand rng_ JOBPACT_GUARDED_BY(mu_);
 };
 
 }  // namespace redis_internal

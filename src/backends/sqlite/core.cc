@@ -55,6 +55,8 @@ Result<std::shared_ptr<SqliteBackend::Core>> SqliteBackend::Core::Open(
   }
   {
     std::random_device rd;
+    // Not shared yet; the lock costs nothing and keeps the rule simple.
+    ::jobpact::internal::MutexLock lock(core->pool_mu_);
     core->token_rng_.seed((static_cast<std::uint64_t>(rd()) << 32) ^ rd());
   }
   JOBPACT_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, core->OpenConnection(/*first=*/true));
@@ -74,7 +76,7 @@ Result<std::shared_ptr<SqliteBackend::Core>> SqliteBackend::Core::Open(
   // before anything is written to it.
   if (core->options_.quick_check_on_open) JOBPACT_RETURN_IF_ERROR(internal::QuickCheck(*conn));
   JOBPACT_RETURN_IF_ERROR(core->InitSchema(*conn));
-  std::lock_guard<std::mutex> lock(core->pool_mu_);
+  ::jobpact::internal::MutexLock lock(core->pool_mu_);
   core->open_connections_ = 1;
   core->free_.push_back(std::move(conn));
   return core;
@@ -148,41 +150,43 @@ Status SqliteBackend::Core::InitSchema(Connection& conn) {
 }
 
 Result<SqliteBackend::Core::PooledConnection> SqliteBackend::Core::Acquire() {
-  std::unique_lock<std::mutex> lock(pool_mu_);
-  while (true) {
-    if (!free_.empty()) {
-      std::unique_ptr<Connection> conn = std::move(free_.back());
-      free_.pop_back();
-      return PooledConnection(this, std::move(conn));
-    }
-    if (open_connections_ < options_.max_connections) {
-      ++open_connections_;
-      lock.unlock();
-      Result<std::unique_ptr<Connection>> conn = OpenConnection(/*first=*/false);
-      if (!conn.ok()) {
-        lock.lock();
-        --open_connections_;
-        pool_cv_.notify_one();
-        return conn.status();
+  {
+    ::jobpact::internal::MutexLock lock(pool_mu_);
+    while (true) {
+      if (!free_.empty()) {
+        std::unique_ptr<Connection> conn = std::move(free_.back());
+        free_.pop_back();
+        return PooledConnection(this, std::move(conn));
       }
-      return PooledConnection(this, std::move(*conn));
+      if (open_connections_ < options_.max_connections) {
+        ++open_connections_;  // Taken now; opened below, without the lock.
+        break;
+      }
+      // Not a timed wait: a connection comes back as soon as the thread
+      // using it finishes its statement or transaction.
+      pool_cv_.Wait(pool_mu_);
     }
-    // Not a timed wait: a connection comes back as soon as the thread
-    // using it finishes its statement or transaction.
-    pool_cv_.wait(lock);
   }
+  Result<std::unique_ptr<Connection>> conn = OpenConnection(/*first=*/false);
+  if (!conn.ok()) {
+    ::jobpact::internal::MutexLock lock(pool_mu_);
+    --open_connections_;
+    pool_cv_.NotifyOne();
+    return conn.status();
+  }
+  return PooledConnection(this, std::move(*conn));
 }
 
 void SqliteBackend::Core::Return(std::unique_ptr<Connection> conn) {
-  std::lock_guard<std::mutex> lock(pool_mu_);
+  ::jobpact::internal::MutexLock lock(pool_mu_);
   free_.push_back(std::move(conn));
-  pool_cv_.notify_one();
+  pool_cv_.NotifyOne();
 }
 
 void SqliteBackend::Core::Forget() {
-  std::lock_guard<std::mutex> lock(pool_mu_);
+  ::jobpact::internal::MutexLock lock(pool_mu_);
   --open_connections_;
-  pool_cv_.notify_one();  // A waiter may open a new one in its place.
+  pool_cv_.NotifyOne();  // A waiter may open a new one in its place.
 }
 
 namespace {
@@ -220,7 +224,7 @@ Status SqliteBackend::Core::Write(std::string_view what,
     // The write mutex first, then a connection: threads queued for the
     // write lock then hold no connection, so readers are never starved of
     // connections by waiting writers.
-    std::lock_guard<std::mutex> write_lock(write_mu_);
+    ::jobpact::internal::MutexLock write_lock(write_mu_);
     JOBPACT_ASSIGN_OR_RETURN(PooledConnection conn, Acquire());
     JOBPACT_RETURN_IF_ERROR(conn->Exec("BEGIN IMMEDIATE", what));
     const std::int64_t jobs_inserted_before = conn->jobs_inserted();
@@ -269,7 +273,7 @@ Status SqliteBackend::Core::Read(std::string_view what, bool snapshot,
 std::string SqliteBackend::Core::NewNonce() {
   std::uint64_t r;
   {
-    std::lock_guard<std::mutex> lock(pool_mu_);
+    ::jobpact::internal::MutexLock lock(pool_mu_);
     r = token_rng_();
   }
   static constexpr char kHex[] = "0123456789abcdef";

@@ -4,12 +4,10 @@
 #ifndef JOBPACT_SRC_BACKENDS_SQLITE_CORE_H_
 #define JOBPACT_SRC_BACKENDS_SQLITE_CORE_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
 #include <string_view>
@@ -24,6 +22,7 @@
 #include "jobpact/status.h"
 #include "src/backends/sqlite/change_watch.h"
 #include "src/backends/sqlite/connection.h"
+#include "src/internal/mutex.h"
 #include "src/internal/wake_fanout.h"
 
 namespace jobpact {
@@ -145,17 +144,18 @@ class SqliteBackend::Core {
 
   // Serializes this process's writers, so that they hand the SQLite write
   // lock over in-process instead of polling the file lock.
-  std::mutex write_mu_;
+  // It guards no memory: the SQLite write lock is what it hands over.
+  ::jobpact::internal::PlainMutex write_mu_;
 
   // WaitForChange: one thread at a time waits on the watch.
   ::jobpact::internal::WakeFanout change_fanout_;
   std::unique_ptr<internal::ChangeWatch> change_watch_;  // Used by the waiting thread only.
 
-  std::mutex pool_mu_;
-  std::condition_variable pool_cv_;
-  std::vector<std::unique_ptr<internal::Connection>> free_;  // Guarded by pool_mu_.
-  int open_connections_ = 0;                                 // Guarded by pool_mu_.
-  std::mt19937_64 token_rng_;                                // Guarded by pool_mu_.
+  ::jobpact::internal::PlainMutex pool_mu_;
+  ::jobpact::internal::CondVar pool_cv_;  // A connection came back or closed.
+  std::vector<std::unique_ptr<internal::Connection>> free_ JOBPACT_GUARDED_BY(pool_mu_);
+  int open_connections_ JOBPACT_GUARDED_BY(pool_mu_) = 0;
+  std::mt19937_64 token_rng_ JOBPACT_GUARDED_BY(pool_mu_);
 };
 
 }  // namespace sqlite
