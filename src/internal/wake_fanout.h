@@ -25,8 +25,10 @@ class WakeFanout {
   // waited on the source returned without a wake-up (its own timeout, or
   // an error, which goes to that caller only): the next call then waits on
   // the source itself, so the source stays watched while anyone waits.
-  // The kernel keeps the time (a condition variable, a poll): nothing here
-  // reads a clock.
+  // The time is real time, as a socket's timeout is (a condition variable
+  // on the steady clock, a poll), never the Clock's: a ManualClock's test
+  // does not move it. The steady clock is read once, for the deadline of
+  // a follower's wait (what condition_variable::wait_for did inside).
   template <typename WaitSource>
   Result<bool> Wait(Duration timeout, WaitSource&& wait_source) JOBPACT_EXCLUDES(mu_) {
     MutexLock lock(mu_);
