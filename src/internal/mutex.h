@@ -36,6 +36,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <shared_mutex>
+#include <utility>
 
 #include "jobpact/clock.h"
 
@@ -190,6 +191,14 @@ class CondVar {
       JOBPACT_REQUIRES(mu) {
     Adopted l(mu);
     return cv_.wait_until(l.lock, deadline) == std::cv_status::no_timeout;
+  }
+  // Waits until `done()` or until `timeout` has passed in real time, which
+  // the condition variable keeps (nothing here reads a clock). `done` runs
+  // with `mu` held. The value of `done()` at the end.
+  template <typename Done>
+  bool WaitFor(PlainMutex& mu, Duration timeout, Done done) JOBPACT_REQUIRES(mu) {
+    Adopted l(mu);
+    return cv_.wait_for(l.lock, timeout, std::move(done));
   }
   // Waits until notified or clock.Now() >= deadline, through
   // Clock::WaitUntil: the SystemClock waits on the steady clock, a

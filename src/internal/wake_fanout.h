@@ -6,7 +6,6 @@
 #ifndef JOBPACT_SRC_INTERNAL_WAKE_FANOUT_H_
 #define JOBPACT_SRC_INTERNAL_WAKE_FANOUT_H_
 
-#include <chrono>
 #include <cstdint>
 
 #include "jobpact/clock.h"
@@ -25,20 +24,15 @@ class WakeFanout {
   // waited on the source returned without a wake-up (its own timeout, or
   // an error, which goes to that caller only): the next call then waits on
   // the source itself, so the source stays watched while anyone waits.
-  // The time is real time, as a socket's timeout is (a condition variable
-  // on the steady clock, a poll), never the Clock's: a ManualClock's test
-  // does not move it. The steady clock is read once, for the deadline of
-  // a follower's wait (what condition_variable::wait_for did inside).
+  // The kernel keeps the time (a condition variable, a poll): nothing here
+  // reads a clock.
   template <typename WaitSource>
   Result<bool> Wait(Duration timeout, WaitSource&& wait_source) JOBPACT_EXCLUDES(mu_) {
     MutexLock lock(mu_);
     const std::uint64_t seen = wakeups_;
     if (waiting_) {
-      const auto until = std::chrono::steady_clock::now() +
-                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
-      while (wakeups_ == seen && waiting_) {
-        if (!cv_.WaitUntil(mu_, until)) break;  // Timed out.
-      }
+      cv_.WaitFor(mu_, timeout,
+                  [&]() JOBPACT_REQUIRES(mu_) { return wakeups_ != seen || !waiting_; });
       return wakeups_ != seen;
     }
     waiting_ = true;
