@@ -43,6 +43,9 @@
 
 namespace jobpact {
 
+class IdempotencyStore;  // jobpact/idempotency_store.h
+class LockStore;         // jobpact/lock_store.h
+
 // History entries kept per job; older entries are dropped first.
 inline constexpr std::size_t kMaxHistory = 64;
 
@@ -158,6 +161,31 @@ struct DequeueRequest {
 };
 
 // The one outcome of a delivery, written atomically by Complete().
+// The lock (envelope.lock_key) and idempotency claim (envelope.idempotency_key)
+// a delivery holds, both owned by its lease token, released or recorded in
+// the completion's own atomic step instead of in steps of their own (SPEC 3
+// step 9), by a backend that keeps them in the same store
+// (QueueBackend::CompletesGuards). They apply whether or not the completion
+// itself does, as separate calls made before it would, except where said.
+struct CompletionGuards {
+  enum class Claim {
+    kKeep,     // Untouched.
+    // Marked completed with Completion::result, kept `retention`. Without a
+    // transactional effect it is written first, so a completion refused as
+    // stale (kAborted) still leaves it recorded (the effect happened); if
+    // the delivery no longer holds the claim, the completion is not applied
+    // (kAborted naming the key). With a transactional effect, only if the
+    // completion commits.
+    kRecord,
+    kRelease,  // Dropped (a retry may claim it again).
+  };
+  bool release_lock = false;  // Released (owner only).
+  Claim claim = Claim::kKeep;
+  Duration retention{};  // For kRecord.
+
+  bool any() const { return release_lock || claim != Claim::kKeep; }
+};
+
 struct Completion {
   // kSucceeded, kRetryScheduled, kQueued (requeue with no attempt spent),
   // kFailed, kDeadLettered or kDiscarded.
@@ -182,6 +210,10 @@ struct Completion {
   // in memory). A non-OK status aborts the whole completion. Backends that
   // cannot run it return kUnimplemented.
   std::function<Status(void* native)> transactional_effect;
+  // What the same atomic step does with the delivery's lock and idempotency
+  // claim (see CompletionGuards). Set only for a backend whose
+  // CompletesGuards() is true for the caller's stores.
+  CompletionGuards guards;
 };
 
 // One completion of CompleteBatch.
@@ -349,6 +381,13 @@ class JOBPACT_EXPORT QueueBackend {
   // finished jobs to one writer that stores whatever accumulated in one
   // CompleteBatch (JobRunnerOptions::completion_writes). Default false.
   virtual bool GroupsCompletions() const { return false; }
+  // True if Complete and CompleteBatch apply Completion::guards for locks
+  // of `locks` and claims of `idempotency` (stores kept in the same place
+  // as the jobs: the runner then releases and records them with the
+  // completion instead of in writes of their own). Default false, and the
+  // runner then sets none (a StoreBackend that does not apply them refuses a
+  // completion that sets them, kFailedPrecondition).
+  virtual bool CompletesGuards(const LockStore& locks, const IdempotencyStore& idempotency) const;
 
   // Finds running jobs whose lease has expired and, in one atomic step per
   // job, moves each back to queued (reason "lease_expired", ready now,

@@ -91,6 +91,9 @@ class JOBPACT_EXPORT QueueBackendWrapper : public QueueBackend, public QueueAdmi
   // Forwarded as is (not intercepted: it changes nothing).
   Result<bool> WaitForWork(Duration timeout) override { return target_->WaitForWork(timeout); }
   bool GroupsCompletions() const override { return target_->GroupsCompletions(); }
+  bool CompletesGuards(const LockStore& locks, const IdempotencyStore& idempotency) const override {
+    return target_->CompletesGuards(locks, idempotency);
+  }
   Result<Lease> Renew(const Lease& lease, Duration extension, std::string_view checkpoint) override;
   Status Complete(const Delivery& delivery, const Completion& completion) override;
   // Forwarded as QueueMethod::kComplete, like the const& form.

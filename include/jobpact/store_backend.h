@@ -54,6 +54,10 @@ struct InPlaceCompletion {
 struct JobWrite {
   JobChange change;
   const std::function<Status(void* native)>* effect = nullptr;
+  // The completion's guards (Completion::guards; null: none), for a store
+  // whose AppliesGuards() is true: the lock and claim are owned by
+  // change.expect.lease_token; the keys are the envelope's.
+  const CompletionGuards* guards = nullptr;
 };
 
 // Which stored jobs QueryJobs returns.
@@ -176,6 +180,13 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
   // alone. May move from `writes`.
   virtual std::vector<Status> WriteJobs(std::vector<JobWrite>& writes) = 0;
 
+  // Optional: true if WriteJobs applies JobWrite::guards as
+  // Completion::guards says, in the write's atomic step (a store that keeps
+  // the locks and claims beside the jobs; it then also overrides
+  // CompletesGuards). Default false: Complete and CompleteBatch refuse a
+  // completion with guards (kFailedPrecondition) before any write.
+  virtual bool AppliesGuards() const { return false; }
+
   // Optional, for a store that holds its records in process memory: true
   // if it implements CompleteInPlace, which Complete and CompleteBatch then
   // call instead of computing the change from the delivered copy of the
@@ -277,6 +288,9 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
                                                 const EnqueueOptions& options);
   // Loads a job for an operator action: kNotFound naming the id if absent.
   Result<JobRecord> MustLoad(std::string_view job_id, std::string_view what);
+  // kFailedPrecondition for a completion with guards this store does not
+  // apply (AppliesGuards).
+  Status CheckGuards(const Completion& completion) const;
   // Writes one change computed outside the store.
   Status WriteOne(JobChange&& change);
   // REQUIRES: one.size() == 1.

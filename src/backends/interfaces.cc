@@ -44,6 +44,10 @@ Result<bool> QueueBackend::WaitForWork(Duration) {
   return Status::Unimplemented("WaitForWork: this backend cannot wait for work");
 }
 
+bool QueueBackend::CompletesGuards(const LockStore&, const IdempotencyStore&) const {
+  return false;
+}
+
 Status QueueBackend::Complete(Delivery&& delivery, const Completion& completion) {
   return Complete(static_cast<const Delivery&>(delivery), completion);
 }

@@ -132,8 +132,17 @@ Status StoreBackend::WriteOne(JobChange&& change) {
   return WriteOne(writes);
 }
 
+Status StoreBackend::CheckGuards(const Completion& completion) const {
+  if (!completion.guards.any() || AppliesGuards()) return Status::Ok();
+  return Status::FailedPrecondition(
+      "Complete: this store does not release locks or record idempotency claims with a "
+      "completion (Completion::guards); release and record them through the LockStore and "
+      "IdempotencyStore");
+}
+
 Status StoreBackend::Complete(const Delivery& delivery, const Completion& completion) {
   return Guarded("Complete", [&]() -> Status {
+    JOBPACT_RETURN_IF_ERROR(CheckGuards(completion));
     if (CompletesInPlace()) {
       InPlaceCompletion one{&delivery, &completion, {}};
       CompleteInPlace(&one, 1, clock_->Now());
@@ -144,6 +153,7 @@ Status StoreBackend::Complete(const Delivery& delivery, const Completion& comple
     JOBPACT_RETURN_IF_ERROR(
         engine::Complete(delivery, completion, clock_->Now(), &writes[0].change));
     if (completion.transactional_effect) writes[0].effect = &completion.transactional_effect;
+    if (completion.guards.any()) writes[0].guards = &completion.guards;
     return WriteOne(writes);
   });
 }
@@ -164,13 +174,17 @@ std::vector<Status> StoreBackend::CompleteBatch(const std::vector<CompletionRequ
   Status failed = Guarded("CompleteBatch", [&]() -> Status {
     const TimePoint now = clock_->Now();
     if (CompletesInPlace()) {
-      std::vector<InPlaceCompletion> items(requests.size());
+      std::vector<InPlaceCompletion> items;
+      std::vector<std::size_t> index;  // items[k] is requests[index[k]].
+      items.reserve(requests.size());
       for (std::size_t i = 0; i < requests.size(); ++i) {
-        items[i].delivery = &requests[i].delivery;
-        items[i].completion = &requests[i].completion;
+        out[i] = CheckGuards(requests[i].completion);
+        if (!out[i].ok()) continue;
+        items.push_back(InPlaceCompletion{&requests[i].delivery, &requests[i].completion, {}});
+        index.push_back(i);
       }
-      CompleteInPlace(items.data(), items.size(), now);
-      for (std::size_t i = 0; i < items.size(); ++i) out[i] = std::move(items[i].result);
+      if (!items.empty()) CompleteInPlace(items.data(), items.size(), now);
+      for (std::size_t k = 0; k < items.size(); ++k) out[index[k]] = std::move(items[k].result);
       return Status::Ok();
     }
     std::vector<JobWrite> writes;
@@ -178,6 +192,8 @@ std::vector<Status> StoreBackend::CompleteBatch(const std::vector<CompletionRequ
     writes.reserve(requests.size());
     for (std::size_t i = 0; i < requests.size(); ++i) {
       const Completion& c = requests[i].completion;
+      out[i] = CheckGuards(c);
+      if (!out[i].ok()) continue;
       JobWrite& w = writes.emplace_back();
       Status s = engine::Complete(requests[i].delivery, c, now, &w.change);
       if (!s.ok()) {
@@ -186,6 +202,7 @@ std::vector<Status> StoreBackend::CompleteBatch(const std::vector<CompletionRequ
         continue;
       }
       w.effect = c.transactional_effect ? &c.transactional_effect : nullptr;
+      w.guards = c.guards.any() ? &c.guards : nullptr;
       index.push_back(i);
     }
     if (writes.empty()) return Status::Ok();

@@ -11,11 +11,21 @@
 // Bounded: Push blocks while `capacity` outcomes wait, so a slow store slows
 // the workers down instead of growing the queue.
 //
+// An outcome may carry guards the writer releases or records with it
+// (Completion::guards); until it is written, the next job with the same
+// lock or idempotency key waits for it (AwaitGuards) instead of finding
+// the key taken.
+//
 // Thread-safe.
 #ifndef JOBPACT_SRC_RUNNER_COMPLETION_QUEUE_H_
 #define JOBPACT_SRC_RUNNER_COMPLETION_QUEUE_H_
 
+#include <atomic>
 #include <cstddef>
+#include <functional>
+#include <set>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "jobpact/queue_backend.h"
@@ -57,8 +67,19 @@ class CompletionQueue {
            std::vector<AfterAck>* after);
   // Push refuses from now on; Pop still hands out what is queued.
   void Close();
+  // The writer stored `requests` (as Pop gave them): their guards are no
+  // longer pending.
+  void Written(const std::vector<CompletionRequest>& requests);
+  // Waits while an outcome handed over and not yet written releases the
+  // lock `lock_key` or releases or records the claim `idempotency_key`
+  // (empty: none). Returns at once when no outcome carries guards.
+  void AwaitGuards(std::string_view lock_key, std::string_view idempotency_key);
 
  private:
+  void AddGuards(const CompletionRequest& request) JOBPACT_REQUIRES(mu_);
+  bool Pending(std::string_view lock_key, std::string_view idempotency_key) const
+      JOBPACT_REQUIRES(mu_);
+
   const std::size_t capacity_;
   PlainMutex mu_;
   CondVar ready_;  // An outcome arrived, or closed.
@@ -67,6 +88,11 @@ class CompletionQueue {
   std::vector<CompletionRequest> requests_ JOBPACT_GUARDED_BY(mu_);
   // after_[i] goes with requests_[i].
   std::vector<AfterAck> after_ JOBPACT_GUARDED_BY(mu_);
+  // The keys of the guards pushed and not yet written, and how many.
+  std::multiset<std::string, std::less<>> pending_locks_ JOBPACT_GUARDED_BY(mu_);
+  std::multiset<std::string, std::less<>> pending_claims_ JOBPACT_GUARDED_BY(mu_);
+  std::atomic<std::size_t> pending_guards_{0};
+  CondVar written_;  // Pending guards were written.
 };
 
 }  // namespace internal

@@ -209,6 +209,9 @@ std::optional<Completion> RunnerCore::CheckDedup(const DeliveryRun& run) {
 std::optional<Completion> RunnerCore::AcquireLock(DeliveryRun& run) {
   const Envelope& env = run.env();
   if (env.lock_key.empty()) return std::nullopt;
+  // A job of this key that finished here may still hold it, its release
+  // on the way with its completion: wait for that rather than requeue.
+  if (guards_with_acks_ && completions_ != nullptr) completions_->AwaitGuards(env.lock_key, {});
   Result<LockLease> lock =
       options_.locks->Acquire(env.lock_key, run.d.lease.token, env.visibility_timeout);
   if (lock.ok()) {
@@ -234,6 +237,10 @@ std::optional<Completion> RunnerCore::AcquireLock(DeliveryRun& run) {
 std::optional<Completion> RunnerCore::ClaimIdempotency(DeliveryRun& run) {
   const Envelope& env = run.env();
   if (env.idempotency_key.empty()) return std::nullopt;
+  // As for the lock: a result being recorded here is waited for.
+  if (guards_with_acks_ && completions_ != nullptr) {
+    completions_->AwaitGuards({}, env.idempotency_key);
+  }
   Result<ClaimOutcome> claim =
       options_.idempotency->Claim(env.idempotency_key, run.d.lease.token, env.visibility_timeout);
   if (!claim.ok()) return BackendTrouble(run, "idempotency claim", claim.status());
@@ -394,7 +401,7 @@ Completion RunnerCore::ClassifyAndDecide(DeliveryRun& run) {
       logger_.Log(LogLevel::kWarn, "unknown_error", &env,
                   {{"error_code", failure.code}, {"error_message", failure.message}});
     }
-    c = DecideFailure(run, std::move(failure), run.finished, timed_out);
+    c = DecideFailure(run.d, std::move(failure), run.finished, timed_out);
     if (outcome.rate_limited_for) {
       // The upstream's Retry-After: no retry before it, and the limiter
       // holds everyone (SPEC 10 "backoff on rate limits").
@@ -418,9 +425,9 @@ Completion RunnerCore::ClassifyAndDecide(DeliveryRun& run) {
   return c;
 }
 
-Completion RunnerCore::DecideFailure(const DeliveryRun& run, Failure failure, TimePoint finished,
+Completion RunnerCore::DecideFailure(const Delivery& d, Failure failure, TimePoint finished,
                                      bool timed_out) {
-  const Envelope& env = run.env();
+  const Envelope& env = d.job.envelope;
   if (control_->RoutesToDlq(env.job_type, failure.failure_class, finished)) {
     // SPEC 10 safe action: an operator routes this class of the type to the
     // DLQ, whatever the retry policy says.
@@ -433,7 +440,7 @@ Completion RunnerCore::DecideFailure(const DeliveryRun& run, Failure failure, Ti
   if (env.retry_policy.has_value()) policy.backoff = *env.retry_policy;
   const double sample = options_.random->NextUnit();
   const RetryDecision decision =
-      DecideRetry(policy, failure.failure_class, env.attempt, sample, run.d.job.previous_delay);
+      DecideRetry(policy, failure.failure_class, env.attempt, sample, d.job.previous_delay);
   Completion c;
   switch (decision.kind) {
     case RetryDecision::Kind::kRetry:
@@ -499,17 +506,29 @@ bool RunnerCore::ApplyRetryBudget(const Envelope& env, Completion& c, TimePoint&
 
 void RunnerCore::Finish(DeliveryRun& run, Completion c) {
   AfterAck after;
-  after.record_result = RecordOrReleaseClaim(run, c);
   after.handler_ran = run.handler_ran;
   after.queue_latency = run.queue_latency;
   after.handler_duration = run.handler_duration;
-  // The handler's work is done, so the lock can go before the write --
-  // unless a transactional effect, part of the work the lock guards,
-  // commits with it.
-  if (run.lock_held && c.transactional_effect) {
-    after.release_lock = true;
-  } else if (run.lock_held) {
-    ReleaseLock(run.d);
+  if (guards_with_acks_ && !run.given_back) {
+    // The store keeps the locks and claims beside the jobs: the write of the
+    // outcome releases the lock and records (or drops) the claim in the
+    // same atomic step, instead of two more writes (CompletionGuards).
+    c.guards.release_lock = run.lock_held;
+    if (run.claim_held) {
+      c.guards.claim = c.to == JobStatus::kSucceeded ? CompletionGuards::Claim::kRecord
+                                                     : CompletionGuards::Claim::kRelease;
+      c.guards.retention = options_.idempotency_retention;
+    }
+  } else {
+    after.record_result = RecordOrReleaseClaim(run, c);
+    // The handler's work is done, so the lock can go before the write --
+    // unless a transactional effect, part of the work the lock guards,
+    // commits with it.
+    if (run.lock_held && c.transactional_effect) {
+      after.release_lock = true;
+    } else if (run.lock_held) {
+      ReleaseLock(run.d);
+    }
   }
   if (run.given_back) {
     AfterWrite(run.d, c, after, Status::Aborted("the lease was given back at shutdown"));
@@ -542,13 +561,16 @@ void RunnerCore::Finish(DeliveryRun& run, Completion c) {
   }
   // The delivered record is not read after the ack, only its lease and
   // envelope (the lock, the key, the event), which the rvalue Complete
-  // leaves as they were: the backend need not copy the record.
-  const Status acked = options_.queue->Complete(std::move(run.d), c);
+  // leaves as they were: the backend need not copy the record. With guards
+  // a refused ack may still need the record (RecoverGuards).
+  const Status acked = c.guards.any() ? options_.queue->Complete(run.d, c)
+                                      : options_.queue->Complete(std::move(run.d), c);
   AfterWrite(run.d, c, after, acked);
 }
 
 void RunnerCore::AfterWrite(const Delivery& d, const Completion& c, const AfterAck& after,
                             const Status& acked) {
+  if (!acked.ok() && c.guards.any() && RecoverGuards(d, c, after, acked)) return;
   if (after.record_result && acked.ok()) RecordAfterAck(d, c);
   if (after.release_lock) ReleaseLock(d);
   ReportCompletion(d, c, after, acked);
@@ -600,6 +622,7 @@ void RunnerCore::CompletionWriterLoop() {
   std::vector<AfterAck> after;
   while (completions_->Pop(kMaxCompletionGroup, &group, &after)) {
     WriteGroup(group, after);
+    completions_->Written(group);
     group.clear();
     after.clear();
   }
@@ -622,12 +645,53 @@ bool RunnerCore::RecordOrReleaseClaim(const DeliveryRun& run, Completion& c) {
     RecordResult(run, c);
     return false;
   }
-  const Envelope& env = run.env();
-  Status s = options_.idempotency->Release(env.idempotency_key, run.d.lease.token);
+  ReleaseClaim(run.d);
+  return false;
+}
+
+void RunnerCore::ReleaseClaim(const Delivery& d) {
+  const Envelope& env = d.job.envelope;
+  Status s = options_.idempotency->Release(env.idempotency_key, d.lease.token);
   if (!s.ok() && s.code() != StatusCode::kAborted) {
     logger_.Log(LogLevel::kWarn, "idempotency_release_failed", &env, {{"error", s.ToString()}});
   }
+}
+
+// A completion whose guards were to ride with it was refused or not
+// written. A refused write (kAborted: a stale lease, a claim not held) still
+// applied them; a failed one did not. Each guard is the delivery's own, and
+// giving it back twice is harmless, so what may be missing is done here --
+// except when the claim to record was no longer held: then, as in
+// RecordResult, the job was not acked, and the attempt is written as failed.
+bool RunnerCore::RecoverGuards(const Delivery& d, const Completion& c, const AfterAck& after,
+                               const Status& acked) {
+  const Envelope& env = d.job.envelope;
+  const bool record = c.guards.claim == CompletionGuards::Claim::kRecord && !c.transactional_effect;
+  if (record && acked.code() == StatusCode::kAborted) {
+    if (!ClaimRecordedBy(env.idempotency_key, d.lease.token)) {
+      logger_.Log(LogLevel::kError, "idempotency_record_failed", &env, {{"error", acked.ToString()}});
+      const Completion failed = DecideFailure(
+          d,
+          Failure{FailureClass::kTransient, std::string(reason::kIdempotencyRecordFailed),
+                  "the handler succeeded but its idempotency record could not be written: " +
+                      acked.ToString()},
+          clock().Now(), false);
+      ReportCompletion(d, failed, after, options_.queue->Complete(d, failed));
+      return true;
+    }
+  } else if (record) {
+    RecordAfterAck(d, c);
+  } else if (c.guards.claim == CompletionGuards::Claim::kRelease) {
+    ReleaseClaim(d);
+  }
+  if (c.guards.release_lock) ReleaseLock(d);
   return false;
+}
+
+bool RunnerCore::ClaimRecordedBy(const std::string& key, const std::string& owner) {
+  Result<std::optional<IdempotencyRecord>> rec = options_.idempotency->Get(key);
+  return rec.ok() && rec->has_value() &&
+         (*rec)->state == IdempotencyRecord::State::kCompleted && (*rec)->owner == owner;
 }
 
 // The effect commits with the ack, so the claim must still be ours when it
@@ -642,7 +706,7 @@ bool RunnerCore::ConfirmClaim(const DeliveryRun& run, Completion& c) {
   if (held.ok()) return true;
   logger_.Log(LogLevel::kError, "idempotency_claim_lost", &env, {{"error", held.ToString()}});
   c = DecideFailure(
-      run,
+      run.d,
       Failure{FailureClass::kTransient, std::string(reason::kIdempotencyClaimLost),
               "the idempotency claim on '" + env.idempotency_key +
                   "' could not be confirmed before the transactional effect committed, so "
@@ -667,7 +731,7 @@ void RunnerCore::RecordResult(const DeliveryRun& run, Completion& c) {
   // with the success it belonged to.
   logger_.Log(LogLevel::kError, "idempotency_record_failed", &env, {{"error", s.ToString()}});
   c = DecideFailure(
-      run,
+      run.d,
       Failure{
           FailureClass::kTransient, std::string(reason::kIdempotencyRecordFailed),
           "the handler succeeded but its idempotency record could not be written: " + s.ToString()},
@@ -680,16 +744,10 @@ void RunnerCore::RecordAfterAck(const Delivery& d, const Completion& c) {
   Status s = options_.idempotency->Complete(env.idempotency_key, lease.token, c.result,
                                             options_.idempotency_retention);
   if (s.ok()) return;
-  if (s.code() == StatusCode::kAborted) {
-    // A backend that keeps the idempotency records in the same store (SQLite)
-    // already marked this delivery's claim completed inside the completion
-    // transaction: that is success.
-    Result<std::optional<IdempotencyRecord>> rec = options_.idempotency->Get(env.idempotency_key);
-    if (rec.ok() && rec->has_value() && (*rec)->state == IdempotencyRecord::State::kCompleted &&
-        (*rec)->owner == lease.token) {
-      return;
-    }
-  }
+  // A backend that keeps the idempotency records in the same store (SQLite)
+  // already marked this delivery's claim completed inside the completion
+  // transaction: that is success.
+  if (s.code() == StatusCode::kAborted && ClaimRecordedBy(env.idempotency_key, lease.token)) return;
   // The effect and the job's success are committed: this is not a failed
   // attempt and must not be retried (a retry would not repeat the effect, but
   // the job is no longer ours to change). The claim expires with its TTL; a

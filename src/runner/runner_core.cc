@@ -60,7 +60,9 @@ RunnerCore::RunnerCore(JobRunnerOptions options)
                        ? std::make_unique<CompletionQueue>(2 * kMaxCompletionGroup)
                        : nullptr),
       per_worker_acks_(EffectiveWrites(options_) ==
-                       JobRunnerOptions::CompletionWrites::kPerWorker) {
+                       JobRunnerOptions::CompletionWrites::kPerWorker),
+      guards_with_acks_(!per_worker_acks_ &&
+                        options_.queue->CompletesGuards(*options_.locks, *options_.idempotency)) {
   OperationsOptions ops;
   ops.clock = options_.clock;
   // The listener reports each replay and discard as a transition event; the

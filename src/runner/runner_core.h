@@ -265,7 +265,7 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // Step 8 for a failed attempt: the retry policy, the total deadline and
   // the retry budget decide retry_scheduled (after the backoff, or deferred
   // to the time the budget allows), dead_lettered or failed.
-  Completion DecideFailure(const DeliveryRun& run, Failure failure, TimePoint finished,
+  Completion DecideFailure(const Delivery& d, Failure failure, TimePoint finished,
                            bool timed_out);
   Completion ScheduleRetry(const Envelope& env, const RetryDecision& decision,
                            TimePoint finished, bool timed_out);
@@ -298,6 +298,15 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // Records the result before the ack; a failure turns `c` into a failed
   // attempt (the claim is kept).
   void RecordResult(const DeliveryRun& run, Completion& c);
+  // Drops the delivery's claim so that a retry can claim the key again.
+  void ReleaseClaim(const Delivery& d);
+  // True if the key's record is completed by `owner`.
+  bool ClaimRecordedBy(const std::string& key, const std::string& owner);
+  // After a completion with guards (Completion::guards) came back not OK:
+  // does what of them the store may not have done. True if the claim to
+  // record was lost: it then wrote and reported the failed attempt itself.
+  bool RecoverGuards(const Delivery& d, const Completion& c, const AfterAck& after,
+                     const Status& acked);
   // Step 9 with a transactional effect: records the idempotent result after
   // the ack committed the effect (a claim the backend already completed for
   // this delivery counts as recorded); a failure is logged, never retried.
@@ -423,6 +432,10 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // CompletionWrites::kPerWorker: each worker keeps its quick jobs'
   // outcomes and writes them together (WorkerSlot::acks, FlushAcks).
   const bool per_worker_acks_;
+  // The queue releases this runner's locks and records its claims with each
+  // completion (QueueBackend::CompletesGuards; not with per-worker acks,
+  // whose kept outcomes would hold the keys until the batch ends).
+  const bool guards_with_acks_;
 
   // The watchdog and maintenance threads wait here.
   PlainMutex background_mu_;

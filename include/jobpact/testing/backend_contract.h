@@ -61,7 +61,8 @@
 //
 // Tests run under the names <Prefix>/<Suite>.<Test>/<factory name>, the
 // suites being QueueBackendContract, DeadLetterContract, LockStoreContract,
-// IdempotencyStoreContract and ConcurrencyContract, so
+// IdempotencyStoreContract, ConcurrencyContract and CompletionGuardsContract
+// (among others), so
 // --gtest_filter='*LockStoreContract*' runs one of them.
 #ifndef JOBPACT_TESTING_BACKEND_CONTRACT_H_
 #define JOBPACT_TESTING_BACKEND_CONTRACT_H_
@@ -181,6 +182,14 @@ class JOBPACT_EXPORT RateLimitStoreContract : public BackendContractTest {
   void SetUp() override;
 };
 class JOBPACT_EXPORT ConcurrencyContract : public BackendContractTest {};
+// Completion::guards: a store that keeps locks and claims beside its jobs
+// releases and records them with the completion; a StoreBackend that does
+// not refuses them. Needs the queue, the lock store and the idempotency
+// store.
+class JOBPACT_EXPORT CompletionGuardsContract : public BackendContractTest {
+ protected:
+  void SetUp() override;
+};
 
 namespace contract_internal {
 // Calls the anchor of every suite source, so that a program calling it links
@@ -215,6 +224,8 @@ JOBPACT_EXPORT int LinkAllSuites();
                            BackendFactoryName());                                            \
   INSTANTIATE_TEST_SUITE_P(Prefix, ConcurrencyContract, ::testing::Values(__VA_ARGS__),      \
                            BackendFactoryName());                                            \
+  INSTANTIATE_TEST_SUITE_P(Prefix, CompletionGuardsContract,                                 \
+                           ::testing::Values(__VA_ARGS__), BackendFactoryName());            \
   }                                                                                          \
   }                                                                                          \
   static_assert(true, "require a semicolon")

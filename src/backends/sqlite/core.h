@@ -111,6 +111,13 @@ class SqliteBackend::Core {
   static std::shared_ptr<IdempotencyStore> MakeIdempotency(std::shared_ptr<Core> core);
   static std::shared_ptr<RateLimitStore> MakeRateLimits(std::shared_ptr<Core> core);
 
+  // The LockStore and IdempotencyStore that SqliteBackend made on this Core:
+  // those whose rows the queue's completion writes release and record
+  // (Completion::guards). Set once by SqliteBackend's constructor, before
+  // the Core is shared with any other thread.
+  const LockStore* own_locks = nullptr;
+  const IdempotencyStore* own_idempotency = nullptr;
+
   // Enqueue through any connection that is inside a write transaction (ours
   // or the caller's).
   Result<std::vector<EnqueueResult>> EnqueueOn(internal::Connection& conn,

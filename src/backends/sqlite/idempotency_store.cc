@@ -11,6 +11,7 @@
 
 #include "src/backends/sqlite/connection.h"
 #include "src/backends/sqlite/core.h"
+#include "src/backends/sqlite/guard_rows.h"
 #include "src/internal/checks.h"
 #include "src/internal/guarded.h"
 
@@ -101,11 +102,11 @@ class SqliteIdempotencyStore final : public IdempotencyStore {
                   Duration retention) override {
     return ::jobpact::internal::Guarded("IdempotencyStore::Complete", [&]() -> Status {
       JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl("IdempotencyStore::Complete", key, owner, retention));
-      return UpdateOwnClaim(
-          "IdempotencyStore::Complete",
-          "UPDATE jobpact_idempotency SET state = 'completed', result = ?4, expires_at_ns = ?5 "
-          "WHERE key = ?1 AND owner = ?2 AND state = 'in_progress' AND expires_at_ns > ?3",
-          key, owner, retention, result);
+      return core_->Write("IdempotencyStore::Complete", [&](Connection& conn) -> Status {
+        const std::int64_t now_ns = ToNs(core_->Now());
+        return internal::CompleteClaimRow(conn, key, owner, result, now_ns,
+                                          now_ns + ToNs(retention), "IdempotencyStore::Complete");
+      });
     });
   }
 
@@ -114,20 +115,20 @@ class SqliteIdempotencyStore final : public IdempotencyStore {
   Status Release(std::string_view key, std::string_view owner) override {
     return ::jobpact::internal::Guarded("IdempotencyStore::Release", [&]() -> Status {
       JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl("IdempotencyStore::Release", key, owner));
-      return UpdateOwnClaim("IdempotencyStore::Release",
-                            "DELETE FROM jobpact_idempotency WHERE key = ?1 AND owner = ?2 AND "
-                            "state = 'in_progress' AND ?3 IS NOT NULL",
-                            key, owner, std::nullopt, std::nullopt);
+      return core_->Write("IdempotencyStore::Release", [&](Connection& conn) -> Status {
+        return internal::ReleaseClaimRow(conn, key, owner, "IdempotencyStore::Release");
+      });
     });
   }
 
   Status Extend(std::string_view key, std::string_view owner, Duration claim_ttl) override {
     return ::jobpact::internal::Guarded("IdempotencyStore::Extend", [&]() -> Status {
       JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl("IdempotencyStore::Extend", key, owner, claim_ttl));
-      return UpdateOwnClaim("IdempotencyStore::Extend",
-                            "UPDATE jobpact_idempotency SET expires_at_ns = ?5 WHERE key = ?1 "
-                            "AND owner = ?2 AND state = 'in_progress' AND expires_at_ns > ?3",
-                            key, owner, claim_ttl, std::nullopt);
+      return core_->Write("IdempotencyStore::Extend", [&](Connection& conn) -> Status {
+        const std::int64_t now_ns = ToNs(core_->Now());
+        return internal::ExtendClaimRow(conn, key, owner, now_ns, now_ns + ToNs(claim_ttl),
+                                        "IdempotencyStore::Extend");
+      });
     });
   }
 
@@ -165,31 +166,6 @@ class SqliteIdempotencyStore final : public IdempotencyStore {
   }
 
  private:
-  // Runs `sql` (?1 key, ?2 owner, ?3 now, ?4 result, ?5 now + ttl) on the
-  // owner's live claim; kAborted if there is none.
-  Status UpdateOwnClaim(const char* what, const char* sql, std::string_view key,
-                        std::string_view owner, std::optional<Duration> ttl,
-                        std::optional<std::string_view> result) {
-    return core_->Write(what, [&](Connection& conn) -> Status {
-      const std::int64_t now_ns = ToNs(core_->Now());
-      JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.Prepare(sql));
-      {
-        Stmt st(raw);
-        st.Bind(1, key).Bind(2, owner).Bind(3, now_ns);
-        if (result) st.Bind(4, *result);
-        if (ttl) st.Bind(5, now_ns + ToNs(*ttl));
-        int rc = st.Step();
-        if (rc != SQLITE_DONE) return conn.Error(rc, what);
-      }
-      if (sqlite3_changes(conn.db()) == 0) {
-        return Status::Aborted(std::string(what) + ": " + std::string(owner) +
-                               " does not hold a live claim on idempotency key " +
-                               std::string(key) + " (expired, released, completed or taken)");
-      }
-      return Status::Ok();
-    });
-  }
-
   const std::shared_ptr<Core> core_;
 };
 

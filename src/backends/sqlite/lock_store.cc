@@ -12,6 +12,7 @@
 #include "jobpact/job.h"
 #include "src/backends/sqlite/connection.h"
 #include "src/backends/sqlite/core.h"
+#include "src/backends/sqlite/guard_rows.h"
 #include "src/internal/checks.h"
 #include "src/internal/guarded.h"
 
@@ -19,38 +20,14 @@ namespace jobpact {
 namespace sqlite {
 
 using internal::Connection;
+using internal::LockRow;
+using internal::ReadLock;
 using internal::Stmt;
 using internal::TimeFromNs;
 using internal::ToNs;
 using Core = SqliteBackend::Core;
 
 namespace {
-
-
-// A live lock row, read inside the current transaction.
-struct LockRow {
-  std::string owner;
-  std::uint64_t token = 0;
-  std::int64_t expires_ns = 0;
-};
-
-Result<std::optional<LockRow>> ReadLock(Connection& conn, std::string_view key, std::int64_t now_ns,
-                                        std::string_view what) {
-  JOBPACT_ASSIGN_OR_RETURN(
-      sqlite3_stmt * raw,
-      conn.Prepare("SELECT owner, fencing_token, expires_at_ns FROM jobpact_locks WHERE key = "
-                   "?1 AND expires_at_ns > ?2"));
-  Stmt st(raw);
-  st.Bind(1, key).Bind(2, now_ns);
-  int rc = st.Step();
-  if (rc == SQLITE_DONE) return std::optional<LockRow>();
-  if (rc != SQLITE_ROW) return conn.Error(rc, what);
-  LockRow row;
-  row.owner = st.Text(0);
-  row.token = static_cast<std::uint64_t>(st.Int(1));
-  row.expires_ns = st.Int(2);
-  return std::optional<LockRow>(std::move(row));
-}
 
 LockLease MakeLease(std::string_view key, std::string owner, std::uint64_t token,
                     std::int64_t expires_ns) {
@@ -150,25 +127,7 @@ class SqliteLockStore final : public LockStore {
     return ::jobpact::internal::Guarded("LockStore::Release", [&]() -> Status {
       JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl("LockStore::Release", key, owner));
       return core_->Write("LockStore::Release", [&](Connection& conn) -> Status {
-        const std::int64_t now_ns = ToNs(core_->Now());
-        JOBPACT_ASSIGN_OR_RETURN(std::optional<LockRow> held,
-                                 ReadLock(conn, key, now_ns, "LockStore::Release"));
-        if (!held) {
-          return Status::NotFound("lock " + std::string(key) +
-                                  " is not held (already expired or released)");
-        }
-        if (held->owner != owner) {
-          return Status::Aborted("lock " + std::string(key) + " is held by " + held->owner +
-                                 ", not by " + std::string(owner));
-        }
-        JOBPACT_ASSIGN_OR_RETURN(
-            sqlite3_stmt * raw,
-            conn.Prepare("DELETE FROM jobpact_locks WHERE key = ?1 AND owner = ?2"));
-        Stmt st(raw);
-        st.Bind(1, key).Bind(2, owner);
-        int rc = st.Step();
-        if (rc != SQLITE_DONE) return conn.Error(rc, "LockStore::Release");
-        return Status::Ok();
+        return internal::ReleaseLockRow(conn, key, owner, ToNs(core_->Now()), "LockStore::Release");
       });
     });
   }

@@ -24,6 +24,7 @@
 #include "src/backends/sqlite/connection.h"
 #include "src/backends/sqlite/control_store.h"
 #include "src/backends/sqlite/core.h"
+#include "src/backends/sqlite/guard_rows.h"
 #include "src/backends/sqlite/job_row.h"
 #include "src/internal/backpressure.h"
 #include "src/internal/guarded.h"
@@ -125,6 +126,10 @@ class SqliteQueueBackend final : public StoreBackend {
     return internal::LoadPolicies(*core_);
   }
   Result<bool> WaitForWork(Duration timeout) override { return core_->WaitForChange(timeout); }
+  bool CompletesGuards(const LockStore& locks, const IdempotencyStore& idempotency) const override {
+    return &locks == core_->own_locks && &idempotency == core_->own_idempotency;
+  }
+  bool AppliesGuards() const override { return true; }
 
  private:
   // Writes `c` over its row if the row matches c.expect (and appends its
@@ -132,9 +137,14 @@ class SqliteQueueBackend final : public StoreBackend {
   // when it does not.
   Status UpdateRow(Connection& conn, const JobChange& c, std::string_view worker = {});
   // Marks the delivery's idempotency claim completed in the completion's
-  // transaction (see WriteJobs); kAborted if another owner holds or
-  // completed the key (this delivery lost its claim).
-  Status CompleteClaimOn(Connection& conn, const JobChange& c, std::int64_t now_ns);
+  // transaction (see WriteJobs), kept `retention`; kAborted if another
+  // owner holds or completed the key (this delivery lost its claim).
+  Status CompleteClaimOn(Connection& conn, const JobChange& c, std::int64_t now_ns,
+                         Duration retention);
+  // The part of `w.guards` applied whatever becomes of the completion: the
+  // lock released and, on kRelease, the claim dropped (a stale or refused
+  // owner is no error: there is nothing of its own left to give back).
+  static Status ReleaseGuards(Connection& conn, const JobWrite& w, std::int64_t now_ns);
   // Why a conditional write matched no row: kNotFound or kAborted.
   Status StaleError(Connection& conn, const JobChange& c, std::string_view what);
   // The record of a row, or -- for a row that no longer decodes -- the row
@@ -366,10 +376,27 @@ std::vector<Status> SqliteQueueBackend::WriteJobs(std::vector<JobWrite>& writes)
     for (std::size_t i = 0; i < writes.size(); ++i) {
       const JobWrite& w = writes[i];
       const JobChange& c = w.change;
+      const Duration retention =
+          w.guards != nullptr ? w.guards->retention : core_->options().idempotency_retention;
+      // Without an effect, the result is recorded before the ack, so a stale
+      // ack leaves it recorded; a claim no longer held stops the ack.
+      Status s;
+      if (w.guards != nullptr && w.guards->claim == CompletionGuards::Claim::kRecord &&
+          w.effect == nullptr) {
+        s = internal::CompleteClaimRow(conn, c.record.envelope.idempotency_key,
+                                       c.expect.lease_token, c.record.result, now_ns,
+                                       now_ns + ToNs(retention), "Complete");
+        if (s.code() == StatusCode::kAborted) {
+          s = Status::Aborted(s.message() + "; job " + c.record.envelope.job_id +
+                              " was not completed");
+        } else {
+          JOBPACT_RETURN_IF_ERROR(s);
+        }
+      }
       // Each write commits or rolls back alone (a stale lease or a failed
       // effect), inside the one transaction of the batch.
       JOBPACT_RETURN_IF_ERROR(conn.Exec("SAVEPOINT jobpact_write", "Complete"));
-      Status s = UpdateRow(conn, c);
+      if (s.ok()) s = UpdateRow(conn, c);
       if (s.ok() && w.effect != nullptr) {
         // Inside the completion transaction, after the fence: the effect
         // commits iff this delivery's completion does.
@@ -382,7 +409,7 @@ std::vector<Status> SqliteQueueBackend::WriteJobs(std::vector<JobWrite>& writes)
                                         " was rolled back: " + effect.message());
         } else if (c.record.status == JobStatus::kSucceeded &&
                    !c.record.envelope.idempotency_key.empty()) {
-          s = CompleteClaimOn(conn, c, now_ns);
+          s = CompleteClaimOn(conn, c, now_ns, retention);
         }
       }
       if (sqlite3_get_autocommit(conn.db()) != 0) {
@@ -401,6 +428,7 @@ std::vector<Status> SqliteQueueBackend::WriteJobs(std::vector<JobWrite>& writes)
           return s;
         }
       }
+      if (w.guards != nullptr) JOBPACT_RETURN_IF_ERROR(ReleaseGuards(conn, w, now_ns));
       out[i] = std::move(s);
     }
     return Status::Ok();
@@ -409,8 +437,26 @@ std::vector<Status> SqliteQueueBackend::WriteJobs(std::vector<JobWrite>& writes)
   return out;
 }
 
+Status SqliteQueueBackend::ReleaseGuards(Connection& conn, const JobWrite& w,
+                                         std::int64_t now_ns) {
+  const Envelope& env = w.change.record.envelope;
+  const std::string& owner = w.change.expect.lease_token;
+  auto own_gone = [](const Status& s) {
+    return s.ok() || s.code() == StatusCode::kAborted || s.code() == StatusCode::kNotFound;
+  };
+  if (w.guards->release_lock) {
+    Status s = internal::ReleaseLockRow(conn, env.lock_key, owner, now_ns, "Complete");
+    if (!own_gone(s)) return s;
+  }
+  if (w.guards->claim == CompletionGuards::Claim::kRelease) {
+    Status s = internal::ReleaseClaimRow(conn, env.idempotency_key, owner, "Complete");
+    if (!own_gone(s)) return s;
+  }
+  return Status::Ok();
+}
+
 Status SqliteQueueBackend::CompleteClaimOn(Connection& conn, const JobChange& c,
-                                           std::int64_t now_ns) {
+                                           std::int64_t now_ns, Duration retention) {
   // Same-store exactly-once also for the idempotency record: the claim this
   // delivery holds (the runner's claim owner is the lease token) is marked
   // completed in the same transaction as the effect, so no crash can
@@ -426,8 +472,7 @@ Status SqliteQueueBackend::CompleteClaimOn(Connection& conn, const JobChange& c,
                      "expires_at_ns = ?4 WHERE key = ?1 AND owner = ?2 AND state = "
                      "'in_progress'"));
     Stmt st(raw);
-    st.Bind(1, key).Bind(2, owner).Bind(3, c.record.result).Bind(
-        4, now_ns + ToNs(core_->options().idempotency_retention));
+    st.Bind(1, key).Bind(2, owner).Bind(3, c.record.result).Bind(4, now_ns + ToNs(retention));
     JOBPACT_RETURN_IF_ERROR(StepDone(conn, st, "Complete"));
     if (sqlite3_changes(conn.db()) > 0) return Status::Ok();
   }

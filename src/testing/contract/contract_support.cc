@@ -49,6 +49,12 @@ void IdempotencyStoreContract::SetUp() {
   BackendContractTest::SetUp();
   if (!IsSkipped() && idem_ == nullptr) GTEST_SKIP() << "no IdempotencyStore";
 }
+void CompletionGuardsContract::SetUp() {
+  BackendContractTest::SetUp();
+  if (!IsSkipped() && (queue_ == nullptr || locks_ == nullptr || idem_ == nullptr)) {
+    GTEST_SKIP() << "needs the QueueBackend, LockStore and IdempotencyStore";
+  }
+}
 
 Envelope BackendContractTest::MakeJob(std::string id, std::string type, int priority,
                                       std::string queue) const {
@@ -123,7 +129,7 @@ int contract_internal::LinkAllSuites() {
   return QueueContractAnchor() + DeadLetterContractAnchor() + LockStoreContractAnchor() +
          IdempotencyStoreContractAnchor() + ConcurrencyContractAnchor() + LeaseContractAnchor() +
          AdminContractAnchor() + HostileInputContractAnchor() + RateLimitContractAnchor() +
-         FairnessContractAnchor();
+         FairnessContractAnchor() + GuardsContractAnchor();
 }
 
 }  // namespace testing

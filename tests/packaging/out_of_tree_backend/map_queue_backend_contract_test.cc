@@ -41,6 +41,7 @@ TEST(OutOfTreeBackend, EverySuiteOfTheInstalledLibraryIsLinkedIn) {
     if (suite.total_test_count() > 0) suites.insert(suite.name());
   }
   EXPECT_THAT(suites, ::testing::ElementsAre(
+                          "MapStore/CompletionGuardsContract",
                           "MapStore/ConcurrencyContract", "MapStore/DeadLetterContract",
                           "MapStore/IdempotencyStoreContract", "MapStore/LockStoreContract",
                           "MapStore/QueueAdminContract", "MapStore/QueueBackendContract",

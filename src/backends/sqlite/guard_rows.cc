@@ -1,0 +1,97 @@
+#include "src/backends/sqlite/guard_rows.h"
+
+#include <utility>
+
+#include "src/backends/sqlite/job_row.h"
+
+namespace jobpact {
+namespace sqlite {
+namespace internal {
+
+namespace {
+
+// Runs `sql` (?1 key, ?2 owner, then `bind` the rest) and returns kAborted
+// naming the key if it changed no row.
+template <typename BindRest>
+Status ChangeOwnClaim(Connection& conn, const char* sql, std::string_view key,
+                      std::string_view owner, std::string_view what, BindRest bind) {
+  JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.Prepare(sql));
+  {
+    Stmt st(raw);
+    st.Bind(1, key).Bind(2, owner);
+    bind(st);
+    JOBPACT_RETURN_IF_ERROR(StepDone(conn, st, what));
+  }
+  if (sqlite3_changes(conn.db()) > 0) return Status::Ok();
+  return Status::Aborted(std::string(what) + ": " + std::string(owner) +
+                         " does not hold a live claim on idempotency key " + std::string(key) +
+                         " (expired, released, completed or taken)");
+}
+
+}  // namespace
+
+Result<std::optional<LockRow>> ReadLock(Connection& conn, std::string_view key,
+                                        std::int64_t now_ns, std::string_view what) {
+  JOBPACT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      conn.Prepare("SELECT owner, fencing_token, expires_at_ns FROM jobpact_locks WHERE key = "
+                   "?1 AND expires_at_ns > ?2"));
+  Stmt st(raw);
+  st.Bind(1, key).Bind(2, now_ns);
+  int rc = st.Step();
+  if (rc == SQLITE_DONE) return std::optional<LockRow>();
+  if (rc != SQLITE_ROW) return conn.Error(rc, what);
+  LockRow row;
+  row.owner = st.Text(0);
+  row.token = static_cast<std::uint64_t>(st.Int(1));
+  row.expires_ns = st.Int(2);
+  return std::optional<LockRow>(std::move(row));
+}
+
+Status ReleaseLockRow(Connection& conn, std::string_view key, std::string_view owner,
+                      std::int64_t now_ns, std::string_view what) {
+  JOBPACT_ASSIGN_OR_RETURN(std::optional<LockRow> held, ReadLock(conn, key, now_ns, what));
+  if (!held) {
+    return Status::NotFound("lock " + std::string(key) +
+                            " is not held (already expired or released)");
+  }
+  if (held->owner != owner) {
+    return Status::Aborted("lock " + std::string(key) + " is held by " + held->owner +
+                           ", not by " + std::string(owner));
+  }
+  JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                           conn.Prepare("DELETE FROM jobpact_locks WHERE key = ?1 AND owner = ?2"));
+  Stmt st(raw);
+  st.Bind(1, key).Bind(2, owner);
+  return StepDone(conn, st, what);
+}
+
+Status CompleteClaimRow(Connection& conn, std::string_view key, std::string_view owner,
+                        std::string_view result, std::int64_t now_ns, std::int64_t expires_ns,
+                        std::string_view what) {
+  return ChangeOwnClaim(
+      conn,
+      "UPDATE jobpact_idempotency SET state = 'completed', result = ?4, expires_at_ns = ?5 "
+      "WHERE key = ?1 AND owner = ?2 AND state = 'in_progress' AND expires_at_ns > ?3",
+      key, owner, what, [&](Stmt& st) { st.Bind(3, now_ns).Bind(4, result).Bind(5, expires_ns); });
+}
+
+Status ExtendClaimRow(Connection& conn, std::string_view key, std::string_view owner,
+                      std::int64_t now_ns, std::int64_t expires_ns, std::string_view what) {
+  return ChangeOwnClaim(conn,
+                        "UPDATE jobpact_idempotency SET expires_at_ns = ?4 WHERE key = ?1 AND "
+                        "owner = ?2 AND state = 'in_progress' AND expires_at_ns > ?3",
+                        key, owner, what, [&](Stmt& st) { st.Bind(3, now_ns).Bind(4, expires_ns); });
+}
+
+Status ReleaseClaimRow(Connection& conn, std::string_view key, std::string_view owner,
+                       std::string_view what) {
+  return ChangeOwnClaim(conn,
+                        "DELETE FROM jobpact_idempotency WHERE key = ?1 AND owner = ?2 AND "
+                        "state = 'in_progress'",
+                        key, owner, what, [](Stmt&) {});
+}
+
+}  // namespace internal
+}  // namespace sqlite
+}  // namespace jobpact

@@ -1,0 +1,224 @@
+// Completion guards (Completion::guards, SPEC 3 step 9): a store that keeps
+// the locks and idempotency claims beside its jobs releases the lock and
+// records or drops the claim in the completion's own atomic step, with the
+// same outcomes as the separate calls made before the ack; a StoreBackend
+// that does not refuses a completion that asks for it, and writes nothing.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "jobpact/in_memory/idempotency_store.h"
+#include "jobpact/in_memory/lock_store.h"
+#include "jobpact/store_backend.h"
+#include "jobpact/testing/backend_contract.h"
+#include "jobpact/testing/matchers.h"
+#include "src/testing/contract/suite_anchors.h"
+
+namespace jobpact {
+namespace testing {
+
+// Links this file into every program that instantiates the suite.
+int contract_internal::GuardsContractAnchor() { return 0; }
+
+namespace {
+
+using ::testing::HasSubstr;
+using Claim = CompletionGuards::Claim;
+
+// The job's lock and idempotency keys, named after its id.
+Envelope Keyed(Envelope env) {
+  env.lock_key = "order:" + env.job_id;
+  env.idempotency_key = "charge:" + env.job_id;
+  return env;
+}
+
+// Takes the delivery's lock and claim as the runner does (owner: the lease
+// token), for `ttl`.
+void Hold(LockStore& locks, IdempotencyStore& idem, const Delivery& d, Duration ttl) {
+  const Envelope& env = d.job.envelope;
+  EXPECT_THAT(locks.Acquire(env.lock_key, d.lease.token, ttl).status(), IsOk());
+  Result<ClaimOutcome> claim = idem.Claim(env.idempotency_key, d.lease.token, ttl);
+  ASSERT_THAT(claim.status(), IsOk());
+  ASSERT_EQ(claim->kind, ClaimOutcome::Kind::kClaimed);
+}
+
+Completion Succeeded(std::string result) {
+  Completion c;
+  c.reason = "succeeded";
+  c.result = std::move(result);
+  c.guards.release_lock = true;
+  c.guards.claim = Claim::kRecord;
+  c.guards.retention = std::chrono::hours(1);
+  return c;
+}
+
+bool LockFree(LockStore& locks, const std::string& key) {
+  Result<std::optional<LockLease>> l = locks.Inspect(key);
+  EXPECT_THAT(l.status(), IsOk());
+  return l.ok() && !l->has_value();
+}
+
+std::optional<IdempotencyRecord> Record(IdempotencyStore& idem, const std::string& key) {
+  Result<std::optional<IdempotencyRecord>> r = idem.Get(key);
+  EXPECT_THAT(r.status(), IsOk());
+  return r.ok() ? *r : std::nullopt;
+}
+
+#define JOBPACT_SKIP_UNLESS_APPLIED()                                     \
+  if (!queue_->CompletesGuards(*locks_, *idem_)) {                        \
+    GTEST_SKIP() << "this store does not apply completion guards";       \
+  }                                                                       \
+  static_assert(true, "require a semicolon")
+
+TEST_P(CompletionGuardsContract, ClaimsToApplyThemOnlyForTheStoresBesideItsJobs) {
+  InMemoryLockStore other_locks(clock_);
+  InMemoryIdempotencyStore other_idem(clock_);
+  EXPECT_FALSE(queue_->CompletesGuards(other_locks, other_idem));
+  EXPECT_FALSE(queue_->CompletesGuards(other_locks, *idem_));
+  EXPECT_FALSE(queue_->CompletesGuards(*locks_, other_idem));
+}
+
+TEST_P(CompletionGuardsContract, AStoreThatDoesNotApplyThemRefusesThemAndWritesNothing) {
+  if (queue_->CompletesGuards(*locks_, *idem_)) GTEST_SKIP() << "this store applies them";
+  if (dynamic_cast<StoreBackend*>(queue_) == nullptr) GTEST_SKIP() << "not a StoreBackend";
+  Put(Keyed(MakeJob("job_1")));
+  Delivery d1 = TakeOne("job_1");
+  Put(Keyed(MakeJob("job_2")));
+  Delivery d2 = TakeOne("job_2");
+  Hold(*locks_, *idem_, d1, Seconds(45));
+
+  Status s = queue_->Complete(d1, Succeeded("r1"));
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("guards"));
+  EXPECT_EQ(MustGet("job_1").status, JobStatus::kRunning);
+  EXPECT_FALSE(LockFree(*locks_, "order:job_1"));
+  std::optional<IdempotencyRecord> rec = Record(*idem_, "charge:job_1");
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->state, IdempotencyRecord::State::kInProgress);
+
+  // In a batch, refused alone.
+  std::vector<Status> out = queue_->CompleteBatch(
+      {CompletionRequest{d1, Succeeded("r1")},
+       CompletionRequest{d2, Outcome(JobStatus::kSucceeded, "succeeded")}});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].code(), StatusCode::kFailedPrecondition) << out[0];
+  EXPECT_THAT(out[1], IsOk());
+  EXPECT_EQ(MustGet("job_1").status, JobStatus::kRunning);
+  EXPECT_EQ(MustGet("job_2").status, JobStatus::kSucceeded);
+}
+
+TEST_P(CompletionGuardsContract, SuccessReleasesTheLockAndRecordsTheResult) {
+  JOBPACT_SKIP_UNLESS_APPLIED();
+  Put(Keyed(MakeJob("job_1")));
+  Delivery d = TakeOne("job_1");
+  Hold(*locks_, *idem_, d, Seconds(45));
+  EXPECT_THAT(queue_->Complete(d, Succeeded("inv_1")), IsOk());
+  EXPECT_EQ(MustGet("job_1").status, JobStatus::kSucceeded);
+  EXPECT_TRUE(LockFree(*locks_, "order:job_1"));
+  std::optional<IdempotencyRecord> rec = Record(*idem_, "charge:job_1");
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->state, IdempotencyRecord::State::kCompleted);
+  EXPECT_EQ(rec->result, "inv_1");
+  EXPECT_EQ(rec->owner, d.lease.token);
+  EXPECT_EQ(rec->expires_at, Now() + std::chrono::hours(1));
+  // A later job with the key finds the result.
+  JOBPACT_ASSERT_OK_AND_ASSIGN(ClaimOutcome again, idem_->Claim("charge:job_1", "w9", Seconds(45)));
+  EXPECT_EQ(again.kind, ClaimOutcome::Kind::kCompleted);
+}
+
+// The effect happened: a completion refused as stale still records it (so a
+// redelivery is skipped) and gives the lock back, as the separate record
+// before the ack and release did.
+TEST_P(CompletionGuardsContract, AStaleCompletionStillRecordsTheResultAndReleasesTheLock) {
+  JOBPACT_SKIP_UNLESS_APPLIED();
+  Put(Keyed(MakeJob("job_1")));
+  Delivery d = TakeOne("job_1");
+  Hold(*locks_, *idem_, d, Seconds(120));
+  Advance(Seconds(46));  // Past the 45 s lease, not the guards.
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<LeaseRecovery> rec, queue_->RecoverExpiredLeases(3));
+  ASSERT_EQ(rec.size(), 1u);
+
+  Status s = queue_->Complete(d, Succeeded("inv_1"));
+  EXPECT_EQ(s.code(), StatusCode::kAborted) << s;
+  EXPECT_EQ(MustGet("job_1").status, JobStatus::kQueued);
+  EXPECT_TRUE(LockFree(*locks_, "order:job_1"));
+  std::optional<IdempotencyRecord> r = Record(*idem_, "charge:job_1");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->state, IdempotencyRecord::State::kCompleted);
+  EXPECT_EQ(r->result, "inv_1");
+}
+
+// A claim that expired while the handler ran and was taken by another
+// delivery cannot be recorded: the job is not acked (still running, for the
+// runner to write a failed attempt), the lock is still released, and the
+// other owner's claim is left alone.
+TEST_P(CompletionGuardsContract, AClaimNoLongerHeldStopsTheAckButNotTheLockRelease) {
+  JOBPACT_SKIP_UNLESS_APPLIED();
+  Put(Keyed(MakeJob("job_1")));
+  Delivery d = TakeOne("job_1");
+  Hold(*locks_, *idem_, d, Seconds(5));
+  Advance(Seconds(6));
+  EXPECT_THAT(locks_->Acquire("order:job_1", d.lease.token, Seconds(30)).status(), IsOk());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(ClaimOutcome other, idem_->Claim("charge:job_1", "w9", Seconds(30)));
+  ASSERT_EQ(other.kind, ClaimOutcome::Kind::kClaimed);
+
+  Status s = queue_->Complete(d, Succeeded("inv_1"));
+  EXPECT_EQ(s.code(), StatusCode::kAborted) << s;
+  EXPECT_THAT(s.message(), HasSubstr("charge:job_1"));
+  EXPECT_EQ(MustGet("job_1").status, JobStatus::kRunning);
+  EXPECT_TRUE(LockFree(*locks_, "order:job_1"));
+  std::optional<IdempotencyRecord> r = Record(*idem_, "charge:job_1");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->state, IdempotencyRecord::State::kInProgress);
+  EXPECT_EQ(r->owner, "w9");
+}
+
+TEST_P(CompletionGuardsContract, AFailedAttemptReleasesTheClaimForTheRetry) {
+  JOBPACT_SKIP_UNLESS_APPLIED();
+  Put(Keyed(MakeJob("job_1")));
+  Delivery d = TakeOne("job_1");
+  Hold(*locks_, *idem_, d, Seconds(45));
+  Completion retry = Outcome(JobStatus::kRetryScheduled, "transient_error");
+  retry.ready_at = Now() + Seconds(1);
+  retry.delay = Seconds(1);
+  retry.failure = Failure{FailureClass::kTransient, "timeout", "upstream timed out"};
+  retry.guards.release_lock = true;
+  retry.guards.claim = Claim::kRelease;
+  EXPECT_THAT(queue_->Complete(d, retry), IsOk());
+  EXPECT_EQ(MustGet("job_1").status, JobStatus::kRetryScheduled);
+  EXPECT_TRUE(LockFree(*locks_, "order:job_1"));
+  EXPECT_FALSE(Record(*idem_, "charge:job_1").has_value());
+}
+
+TEST_P(CompletionGuardsContract, ABatchAppliesTheGuardsOfEachCompletion) {
+  JOBPACT_SKIP_UNLESS_APPLIED();
+  Put(Keyed(MakeJob("job_1")));
+  Delivery d1 = TakeOne("job_1");
+  Put(Keyed(MakeJob("job_2")));
+  Delivery d2 = TakeOne("job_2");
+  Hold(*locks_, *idem_, d1, Seconds(45));
+  Hold(*locks_, *idem_, d2, Seconds(45));
+  Completion failed = Outcome(JobStatus::kFailed, "permanent_error");
+  failed.failure = Failure{FailureClass::kPermanent, "bad_card", "card declined"};
+  failed.guards.release_lock = true;
+  failed.guards.claim = Claim::kRelease;
+  std::vector<Status> out = queue_->CompleteBatch(
+      {CompletionRequest{d1, Succeeded("inv_1")}, CompletionRequest{d2, failed}});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_THAT(out[0], IsOk());
+  EXPECT_THAT(out[1], IsOk());
+  EXPECT_TRUE(LockFree(*locks_, "order:job_1"));
+  EXPECT_TRUE(LockFree(*locks_, "order:job_2"));
+  std::optional<IdempotencyRecord> r = Record(*idem_, "charge:job_1");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->state, IdempotencyRecord::State::kCompleted);
+  EXPECT_FALSE(Record(*idem_, "charge:job_2").has_value());
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace jobpact
