@@ -45,6 +45,8 @@ namespace jobpact {
 
 class IdempotencyStore;  // jobpact/idempotency_store.h
 class LockStore;         // jobpact/lock_store.h
+struct ClaimOutcome;     // jobpact/idempotency_store.h
+struct LockLease;        // jobpact/lock_store.h
 
 // History entries kept per job; older entries are dropped first.
 inline constexpr std::size_t kMaxHistory = 64;
@@ -388,6 +390,15 @@ class JOBPACT_EXPORT QueueBackend {
   // runner then sets none (a StoreBackend that does not apply them refuses a
   // completion that sets them, kFailedPrecondition).
   virtual bool CompletesGuards(const LockStore& locks, const IdempotencyStore& idempotency) const;
+  // For such a backend: LockStore::Acquire(lock_key, owner, ttl) and, only
+  // if the lock was taken, IdempotencyStore::Claim(idempotency_key, owner,
+  // ttl) into `*claim`, in one atomic step (SPEC 3 steps 5 and 6 in one
+  // write). Same results as the two calls. The default returns
+  // kUnimplemented.
+  virtual Result<LockLease> AcquireLockAndClaim(std::string_view lock_key,
+                                                std::string_view idempotency_key,
+                                                std::string_view owner, Duration ttl,
+                                                ClaimOutcome* claim);
 
   // Finds running jobs whose lease has expired and, in one atomic step per
   // job, moves each back to queued (reason "lease_expired", ready now,

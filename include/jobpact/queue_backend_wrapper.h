@@ -32,6 +32,8 @@
 #include <vector>
 
 #include "jobpact/export.h"
+#include "jobpact/idempotency_store.h"
+#include "jobpact/lock_store.h"
 #include "jobpact/queue_admin.h"
 #include "jobpact/queue_backend.h"
 
@@ -93,6 +95,11 @@ class JOBPACT_EXPORT QueueBackendWrapper : public QueueBackend, public QueueAdmi
   bool GroupsCompletions() const override { return target_->GroupsCompletions(); }
   bool CompletesGuards(const LockStore& locks, const IdempotencyStore& idempotency) const override {
     return target_->CompletesGuards(locks, idempotency);
+  }
+  Result<LockLease> AcquireLockAndClaim(std::string_view lock_key, std::string_view idempotency_key,
+                                        std::string_view owner, Duration ttl,
+                                        ClaimOutcome* claim) override {
+    return target_->AcquireLockAndClaim(lock_key, idempotency_key, owner, ttl, claim);
   }
   Result<Lease> Renew(const Lease& lease, Duration extension, std::string_view checkpoint) override;
   Status Complete(const Delivery& delivery, const Completion& completion) override;

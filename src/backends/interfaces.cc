@@ -48,6 +48,12 @@ bool QueueBackend::CompletesGuards(const LockStore&, const IdempotencyStore&) co
   return false;
 }
 
+Result<LockLease> QueueBackend::AcquireLockAndClaim(std::string_view, std::string_view,
+                                                    std::string_view, Duration, ClaimOutcome*) {
+  return Status::Unimplemented(
+      "AcquireLockAndClaim: this backend keeps no locks or claims beside its jobs");
+}
+
 Status QueueBackend::Complete(Delivery&& delivery, const Completion& completion) {
   return Complete(static_cast<const Delivery&>(delivery), completion);
 }

@@ -211,9 +211,19 @@ std::optional<Completion> RunnerCore::AcquireLock(DeliveryRun& run) {
   if (env.lock_key.empty()) return std::nullopt;
   // A job of this key that finished here may still hold it, its release
   // on the way with its completion: wait for that rather than requeue.
-  if (guards_with_acks_ && completions_ != nullptr) completions_->AwaitGuards(env.lock_key, {});
-  Result<LockLease> lock =
-      options_.locks->Acquire(env.lock_key, run.d.lease.token, env.visibility_timeout);
+  if (guards_with_acks_ && completions_ != nullptr) {
+    completions_->AwaitGuards(env.lock_key, env.idempotency_key);
+  }
+  Result<LockLease> lock = Status::Unknown("");
+  if (guards_with_acks_ && !env.idempotency_key.empty()) {
+    // The store keeps both beside the jobs: steps 5 and 6 in one write.
+    ClaimOutcome claim;
+    lock = options_.queue->AcquireLockAndClaim(env.lock_key, env.idempotency_key,
+                                               run.d.lease.token, env.visibility_timeout, &claim);
+    if (lock.ok()) run.claim = std::move(claim);
+  } else {
+    lock = options_.locks->Acquire(env.lock_key, run.d.lease.token, env.visibility_timeout);
+  }
   if (lock.ok()) {
     run.fencing = lock->fencing_token;
     run.lock_held = true;
@@ -237,12 +247,17 @@ std::optional<Completion> RunnerCore::AcquireLock(DeliveryRun& run) {
 std::optional<Completion> RunnerCore::ClaimIdempotency(DeliveryRun& run) {
   const Envelope& env = run.env();
   if (env.idempotency_key.empty()) return std::nullopt;
-  // As for the lock: a result being recorded here is waited for.
-  if (guards_with_acks_ && completions_ != nullptr) {
-    completions_->AwaitGuards({}, env.idempotency_key);
+  Result<ClaimOutcome> claim = Status::Unknown("");
+  if (run.claim.has_value()) {
+    claim = std::move(*run.claim);  // Taken with the lock.
+  } else {
+    // As for the lock: a result being recorded here is waited for.
+    if (guards_with_acks_ && completions_ != nullptr) {
+      completions_->AwaitGuards({}, env.idempotency_key);
+    }
+    claim = options_.idempotency->Claim(env.idempotency_key, run.d.lease.token,
+                                        env.visibility_timeout);
   }
-  Result<ClaimOutcome> claim =
-      options_.idempotency->Claim(env.idempotency_key, run.d.lease.token, env.visibility_timeout);
   if (!claim.ok()) return BackendTrouble(run, "idempotency claim", claim.status());
   switch (claim->kind) {
     case ClaimOutcome::Kind::kCompleted: {

@@ -10,8 +10,10 @@
 #define JOBPACT_SRC_RUNNER_PIPELINE_H_
 
 #include <cstdint>
+#include <optional>
 
 #include "jobpact/circuit_breaker.h"
+#include "jobpact/idempotency_store.h"
 #include "jobpact/queue_backend.h"
 #include "src/runner/job_context.h"
 #include "src/runner/runner_core.h"
@@ -34,6 +36,9 @@ struct DeliveryRun {
   std::uint64_t fencing = 0;
   // 6. Idempotency.
   bool claim_held = false;
+  // Step 6's outcome when step 5 took the claim with the lock in one write
+  // (QueueBackend::AcquireLockAndClaim).
+  std::optional<ClaimOutcome> claim;
   // 7. Run the handler.
   const HandlerEntry* handler = nullptr;
   // Concurrency slots held while the handler runs (concurrency_slots.cc):

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "jobpact/job.h"
 #include "src/backends/sqlite/job_row.h"
 
 namespace jobpact {
@@ -46,6 +47,100 @@ Result<std::optional<LockRow>> ReadLock(Connection& conn, std::string_view key,
   row.token = static_cast<std::uint64_t>(st.Int(1));
   row.expires_ns = st.Int(2);
   return std::optional<LockRow>(std::move(row));
+}
+
+LockLease MakeLockLease(std::string_view key, std::string owner, std::uint64_t token,
+                        std::int64_t expires_ns) {
+  LockLease l;
+  l.key = std::string(key);
+  l.owner = std::move(owner);
+  l.fencing_token = token;
+  l.expires_at = TimeFromNs(expires_ns);
+  return l;
+}
+
+Result<LockLease> AcquireLockRow(Connection& conn, std::string_view key, std::string_view owner,
+                                 std::int64_t now_ns, std::int64_t expires_ns,
+                                 std::string_view what) {
+  JOBPACT_ASSIGN_OR_RETURN(std::optional<LockRow> held, ReadLock(conn, key, now_ns, what));
+  if (held && held->owner != owner) {
+    return Status::Aborted("lock " + std::string(key) + " is held by " + held->owner + " until " +
+                           FormatRfc3339(TimeFromNs(held->expires_ns)));
+  }
+  std::uint64_t token;
+  if (held) {
+    token = held->token;  // Re-acquire by the owner: extend, same token.
+  } else {
+    JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                             conn.Prepare("UPDATE jobpact_counters SET value = value + 1 WHERE "
+                                          "name = 'lock_fencing_token' RETURNING value"));
+    Stmt st(raw);
+    int rc = st.Step();
+    if (rc != SQLITE_ROW) return conn.Error(rc, what);
+    token = static_cast<std::uint64_t>(st.Int(0));
+    rc = st.Step();
+    if (rc != SQLITE_DONE) return conn.Error(rc, what);
+  }
+  JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                           conn.Prepare("INSERT OR REPLACE INTO jobpact_locks (key, owner, "
+                                        "fencing_token, expires_at_ns) VALUES (?1, ?2, ?3, ?4)"));
+  Stmt st(raw);
+  st.Bind(1, key).Bind(2, owner).Bind(3, static_cast<std::int64_t>(token)).Bind(4, expires_ns);
+  const int rc = st.Step();
+  if (rc != SQLITE_DONE) return conn.Error(rc, what);
+  return MakeLockLease(key, std::string(owner), token, expires_ns);
+}
+
+Result<std::optional<IdempotencyRecord>> ReadLiveClaim(Connection& conn, std::string_view key,
+                                                       std::int64_t now_ns, std::string_view what) {
+  JOBPACT_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      conn.Prepare("SELECT state, owner, result, expires_at_ns FROM jobpact_idempotency WHERE "
+                   "key = ?1 AND expires_at_ns > ?2"));
+  Stmt st(raw);
+  st.Bind(1, key).Bind(2, now_ns);
+  const int rc = st.Step();
+  if (rc == SQLITE_DONE) return std::optional<IdempotencyRecord>();
+  if (rc != SQLITE_ROW) return conn.Error(rc, what);
+  IdempotencyRecord r;
+  r.key = std::string(key);
+  r.state = st.Text(0) == "completed" ? IdempotencyRecord::State::kCompleted
+                                      : IdempotencyRecord::State::kInProgress;
+  r.owner = st.Text(1);
+  r.result = st.Text(2);
+  r.expires_at = TimeFromNs(st.Int(3));
+  return std::optional<IdempotencyRecord>(std::move(r));
+}
+
+Result<ClaimOutcome> ClaimRow(Connection& conn, std::string_view key, std::string_view owner,
+                              std::int64_t now_ns, std::int64_t expires_ns, std::string_view what) {
+  ClaimOutcome out;
+  JOBPACT_ASSIGN_OR_RETURN(std::optional<IdempotencyRecord> live,
+                           ReadLiveClaim(conn, key, now_ns, what));
+  if (live && live->state == IdempotencyRecord::State::kCompleted) {
+    out.kind = ClaimOutcome::Kind::kCompleted;
+    out.record = std::move(*live);
+    return out;
+  }
+  if (live && live->owner != owner) {
+    out.kind = ClaimOutcome::Kind::kInProgress;
+    out.record = std::move(*live);
+    return out;
+  }
+  // Missing, expired, or our own claim: (re)claim until expires_ns.
+  JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                           conn.Prepare("INSERT OR REPLACE INTO jobpact_idempotency (key, state, "
+                                        "owner, result, expires_at_ns) VALUES (?1, "
+                                        "'in_progress', ?2, '', ?3)"));
+  Stmt st(raw);
+  st.Bind(1, key).Bind(2, owner).Bind(3, expires_ns);
+  JOBPACT_RETURN_IF_ERROR(StepDone(conn, st, what));
+  out.kind = ClaimOutcome::Kind::kClaimed;
+  out.record.key = std::string(key);
+  out.record.state = IdempotencyRecord::State::kInProgress;
+  out.record.owner = std::string(owner);
+  out.record.expires_at = TimeFromNs(expires_ns);
+  return out;
 }
 
 Status ReleaseLockRow(Connection& conn, std::string_view key, std::string_view owner,

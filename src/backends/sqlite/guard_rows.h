@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "jobpact/idempotency_store.h"
+#include "jobpact/lock_store.h"
 #include "jobpact/status.h"
 #include "src/backends/sqlite/connection.h"
 
@@ -27,10 +29,31 @@ struct LockRow {
 Result<std::optional<LockRow>> ReadLock(Connection& conn, std::string_view key,
                                         std::int64_t now_ns, std::string_view what);
 
+LockLease MakeLockLease(std::string_view key, std::string owner, std::uint64_t token,
+                        std::int64_t expires_ns);
+
+// LockStore::Acquire: takes `key` for `owner` until `expires_ns` (a new
+// fencing token from the file's counter; the owner's own live lock is
+// extended with its token). kAborted naming the holder if another owner
+// holds it.
+Result<LockLease> AcquireLockRow(Connection& conn, std::string_view key, std::string_view owner,
+                                 std::int64_t now_ns, std::int64_t expires_ns,
+                                 std::string_view what);
+
 // Deletes the owner's live lock on `key`. kNotFound if no lock on it is
 // live, kAborted if another owner holds it.
 Status ReleaseLockRow(Connection& conn, std::string_view key, std::string_view owner,
                       std::int64_t now_ns, std::string_view what);
+
+// The live record of `key` (expires_at > now), if any.
+Result<std::optional<IdempotencyRecord>> ReadLiveClaim(Connection& conn, std::string_view key,
+                                                       std::int64_t now_ns, std::string_view what);
+
+// IdempotencyStore::Claim: a completed record or another owner's live
+// claim is returned as found; otherwise `owner` (re)claims `key` until
+// `expires_ns`.
+Result<ClaimOutcome> ClaimRow(Connection& conn, std::string_view key, std::string_view owner,
+                              std::int64_t now_ns, std::int64_t expires_ns, std::string_view what);
 
 // Marks the owner's live in-progress claim on `key` completed with `result`
 // until `expires_ns`. kAborted if the owner holds no live claim on it.

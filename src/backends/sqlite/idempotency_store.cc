@@ -26,31 +26,6 @@ using Core = SqliteBackend::Core;
 
 namespace {
 
-constexpr std::string_view kInProgress = "in_progress";
-constexpr std::string_view kCompleted = "completed";
-
-
-Result<std::optional<IdempotencyRecord>> ReadLive(Connection& conn, std::string_view key,
-                                                  std::int64_t now_ns, std::string_view what) {
-  JOBPACT_ASSIGN_OR_RETURN(
-      sqlite3_stmt * raw,
-      conn.Prepare("SELECT state, owner, result, expires_at_ns FROM jobpact_idempotency WHERE "
-                   "key = ?1 AND expires_at_ns > ?2"));
-  Stmt st(raw);
-  st.Bind(1, key).Bind(2, now_ns);
-  int rc = st.Step();
-  if (rc == SQLITE_DONE) return std::optional<IdempotencyRecord>();
-  if (rc != SQLITE_ROW) return conn.Error(rc, what);
-  IdempotencyRecord r;
-  r.key = std::string(key);
-  r.state = st.Text(0) == kCompleted ? IdempotencyRecord::State::kCompleted
-                                     : IdempotencyRecord::State::kInProgress;
-  r.owner = st.Text(1);
-  r.result = st.Text(2);
-  r.expires_at = TimeFromNs(st.Int(3));
-  return std::optional<IdempotencyRecord>(std::move(r));
-}
-
 class SqliteIdempotencyStore final : public IdempotencyStore {
  public:
   explicit SqliteIdempotencyStore(std::shared_ptr<Core> core) : core_(std::move(core)) {}
@@ -66,32 +41,8 @@ class SqliteIdempotencyStore final : public IdempotencyStore {
           core_->Write("IdempotencyStore::Claim", [&](Connection& conn) -> Status {
             const std::int64_t now_ns = ToNs(core_->Now());
             const std::int64_t expires_ns = now_ns + ToNs(claim_ttl);
-            JOBPACT_ASSIGN_OR_RETURN(std::optional<IdempotencyRecord> live,
-                                     ReadLive(conn, key, now_ns, "IdempotencyStore::Claim"));
-            if (live && live->state == IdempotencyRecord::State::kCompleted) {
-              out.kind = ClaimOutcome::Kind::kCompleted;
-              out.record = std::move(*live);
-              return Status::Ok();
-            }
-            if (live && live->owner != owner) {
-              out.kind = ClaimOutcome::Kind::kInProgress;
-              out.record = std::move(*live);
-              return Status::Ok();
-            }
-            // Missing, expired, or our own claim: (re)claim until now + ttl.
-            JOBPACT_ASSIGN_OR_RETURN(
-                sqlite3_stmt * raw,
-                conn.Prepare("INSERT OR REPLACE INTO jobpact_idempotency (key, state, owner, "
-                             "result, expires_at_ns) VALUES (?1, 'in_progress', ?2, '', ?3)"));
-            Stmt st(raw);
-            st.Bind(1, key).Bind(2, owner).Bind(3, expires_ns);
-            int rc = st.Step();
-            if (rc != SQLITE_DONE) return conn.Error(rc, "IdempotencyStore::Claim");
-            out.kind = ClaimOutcome::Kind::kClaimed;
-            out.record.key = std::string(key);
-            out.record.state = IdempotencyRecord::State::kInProgress;
-            out.record.owner = std::string(owner);
-            out.record.expires_at = TimeFromNs(expires_ns);
+            JOBPACT_ASSIGN_OR_RETURN(out, internal::ClaimRow(conn, key, owner, now_ns, expires_ns,
+                                                             "IdempotencyStore::Claim"));
             return Status::Ok();
           }));
       return out;
@@ -139,7 +90,7 @@ class SqliteIdempotencyStore final : public IdempotencyStore {
       JOBPACT_SQLITE_RETURN_IF_ERROR(
           core_->Read("IdempotencyStore::Get", false, [&](Connection& conn) -> Status {
             JOBPACT_ASSIGN_OR_RETURN(
-                out, ReadLive(conn, key, ToNs(core_->Now()), "IdempotencyStore::Get"));
+                out, internal::ReadLiveClaim(conn, key, ToNs(core_->Now()), "IdempotencyStore::Get"));
             return Status::Ok();
           }));
       return out;

@@ -21,6 +21,7 @@ namespace sqlite {
 
 using internal::Connection;
 using internal::LockRow;
+using internal::MakeLockLease;
 using internal::ReadLock;
 using internal::Stmt;
 using internal::TimeFromNs;
@@ -28,16 +29,6 @@ using internal::ToNs;
 using Core = SqliteBackend::Core;
 
 namespace {
-
-LockLease MakeLease(std::string_view key, std::string owner, std::uint64_t token,
-                    std::int64_t expires_ns) {
-  LockLease l;
-  l.key = std::string(key);
-  l.owner = std::move(owner);
-  l.fencing_token = token;
-  l.expires_at = TimeFromNs(expires_ns);
-  return l;
-}
 
 class SqliteLockStore final : public LockStore {
  public:
@@ -51,42 +42,11 @@ class SqliteLockStore final : public LockStore {
       LockLease lease;
       JOBPACT_SQLITE_RETURN_IF_ERROR(
           core_->Write("LockStore::Acquire", [&](Connection& conn) -> Status {
-            const TimePoint now = core_->Now();
-            const std::int64_t now_ns = ToNs(now);
+            const std::int64_t now_ns = ToNs(core_->Now());
             const std::int64_t expires_ns = now_ns + ToNs(ttl);
-            JOBPACT_ASSIGN_OR_RETURN(std::optional<LockRow> held,
-                                     ReadLock(conn, key, now_ns, "LockStore::Acquire"));
-            if (held && held->owner != owner) {
-              return Status::Aborted("lock " + std::string(key) + " is held by " + held->owner +
-                                     " until " + FormatRfc3339(TimeFromNs(held->expires_ns)));
-            }
-            std::uint64_t token;
-            if (held) {
-              token = held->token;  // Re-acquire by the owner: extend, same token.
-            } else {
-              JOBPACT_ASSIGN_OR_RETURN(
-                  sqlite3_stmt * raw,
-                  conn.Prepare("UPDATE jobpact_counters SET value = value + 1 WHERE name = "
-                               "'lock_fencing_token' RETURNING value"));
-              Stmt st(raw);
-              int rc = st.Step();
-              if (rc != SQLITE_ROW) return conn.Error(rc, "LockStore::Acquire");
-              token = static_cast<std::uint64_t>(st.Int(0));
-              rc = st.Step();
-              if (rc != SQLITE_DONE) return conn.Error(rc, "LockStore::Acquire");
-            }
             JOBPACT_ASSIGN_OR_RETURN(
-                sqlite3_stmt * raw,
-                conn.Prepare("INSERT OR REPLACE INTO jobpact_locks (key, owner, fencing_token, "
-                             "expires_at_ns) VALUES (?1, ?2, ?3, ?4)"));
-            Stmt st(raw);
-            st.Bind(1, key)
-                .Bind(2, owner)
-                .Bind(3, static_cast<std::int64_t>(token))
-                .Bind(4, expires_ns);
-            int rc = st.Step();
-            if (rc != SQLITE_DONE) return conn.Error(rc, "LockStore::Acquire");
-            lease = MakeLease(key, std::string(owner), token, expires_ns);
+                lease, internal::AcquireLockRow(conn, key, owner, now_ns, expires_ns,
+                                                "LockStore::Acquire"));
             return Status::Ok();
           }));
       return lease;
@@ -113,7 +73,7 @@ class SqliteLockStore final : public LockStore {
                                      std::string(owner) + " (expired, taken or released)");
             }
             if (rc != SQLITE_ROW) return conn.Error(rc, "LockStore::Renew");
-            lease = MakeLease(key, std::string(owner), static_cast<std::uint64_t>(st.Int(0)),
+            lease = MakeLockLease(key, std::string(owner), static_cast<std::uint64_t>(st.Int(0)),
                               expires_ns);
             rc = st.Step();
             if (rc != SQLITE_DONE) return conn.Error(rc, "LockStore::Renew");
@@ -140,7 +100,7 @@ class SqliteLockStore final : public LockStore {
           core_->Read("LockStore::Inspect", false, [&](Connection& conn) -> Status {
             JOBPACT_ASSIGN_OR_RETURN(std::optional<LockRow> held,
                                      ReadLock(conn, key, ToNs(core_->Now()), "LockStore::Inspect"));
-            if (held) out = MakeLease(key, std::move(held->owner), held->token, held->expires_ns);
+            if (held) out = MakeLockLease(key, std::move(held->owner), held->token, held->expires_ns);
             return Status::Ok();
           }));
       return out;
@@ -165,7 +125,7 @@ class SqliteLockStore final : public LockStore {
               int rc = st.Step();
               if (rc == SQLITE_DONE) break;
               if (rc != SQLITE_ROW) return conn.Error(rc, "LockStore::List");
-              out.push_back(MakeLease(st.Text(0), st.Text(1),
+              out.push_back(MakeLockLease(st.Text(0), st.Text(1),
                                       static_cast<std::uint64_t>(st.Int(2)), st.Int(3)));
             }
             return Status::Ok();

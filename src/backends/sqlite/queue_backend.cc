@@ -27,6 +27,7 @@
 #include "src/backends/sqlite/guard_rows.h"
 #include "src/backends/sqlite/job_row.h"
 #include "src/internal/backpressure.h"
+#include "src/internal/checks.h"
 #include "src/internal/guarded.h"
 
 namespace jobpact {
@@ -130,6 +131,9 @@ class SqliteQueueBackend final : public StoreBackend {
     return &locks == core_->own_locks && &idempotency == core_->own_idempotency;
   }
   bool AppliesGuards() const override { return true; }
+  Result<LockLease> AcquireLockAndClaim(std::string_view lock_key, std::string_view idempotency_key,
+                                        std::string_view owner, Duration ttl,
+                                        ClaimOutcome* claim) override;
 
  private:
   // Writes `c` over its row if the row matches c.expect (and appends its
@@ -435,6 +439,28 @@ std::vector<Status> SqliteQueueBackend::WriteJobs(std::vector<JobWrite>& writes)
   });
   if (!batch.ok()) std::fill(out.begin(), out.end(), batch);
   return out;
+}
+
+Result<LockLease> SqliteQueueBackend::AcquireLockAndClaim(std::string_view lock_key,
+                                                          std::string_view idempotency_key,
+                                                          std::string_view owner, Duration ttl,
+                                                          ClaimOutcome* claim) {
+  constexpr std::string_view kWhat = "AcquireLockAndClaim";
+  return ::jobpact::internal::Guarded(kWhat, [&]() -> Result<LockLease> {
+    JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl(kWhat, lock_key, owner, ttl));
+    JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl(kWhat, idempotency_key, owner));
+    LockLease lease;
+    JOBPACT_SQLITE_RETURN_IF_ERROR(core_->Write(kWhat, [&](Connection& conn) -> Status {
+      const std::int64_t now_ns = ToNs(core_->Now());
+      const std::int64_t expires_ns = now_ns + ToNs(ttl);
+      JOBPACT_ASSIGN_OR_RETURN(
+          lease, internal::AcquireLockRow(conn, lock_key, owner, now_ns, expires_ns, kWhat));
+      JOBPACT_ASSIGN_OR_RETURN(
+          *claim, internal::ClaimRow(conn, idempotency_key, owner, now_ns, expires_ns, kWhat));
+      return Status::Ok();
+    }));
+    return lease;
+  });
 }
 
 Status SqliteQueueBackend::ReleaseGuards(Connection& conn, const JobWrite& w,

@@ -219,6 +219,54 @@ TEST_P(CompletionGuardsContract, ABatchAppliesTheGuardsOfEachCompletion) {
   EXPECT_FALSE(Record(*idem_, "charge:job_2").has_value());
 }
 
+// Steps 5 and 6 in one write: the same outcomes as Acquire then Claim.
+TEST_P(CompletionGuardsContract, AcquireLockAndClaimGivesWhatTheTwoCallsWouldGive) {
+  if (!queue_->CompletesGuards(*locks_, *idem_)) {
+    ClaimOutcome unused;
+    EXPECT_EQ(queue_->AcquireLockAndClaim("order:1", "charge:1", "w1", Seconds(30), &unused)
+                  .status()
+                  .code(),
+              StatusCode::kUnimplemented);
+    return;
+  }
+  // Both free: both taken.
+  ClaimOutcome claim;
+  JOBPACT_ASSERT_OK_AND_ASSIGN(
+      LockLease lease, queue_->AcquireLockAndClaim("order:1", "charge:1", "w1", Seconds(30), &claim));
+  EXPECT_EQ(lease.owner, "w1");
+  EXPECT_EQ(lease.expires_at, Now() + Seconds(30));
+  EXPECT_EQ(claim.kind, ClaimOutcome::Kind::kClaimed);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(LockLease other, locks_->Acquire("order:2", "w2", Seconds(30)));
+  EXPECT_GT(other.fencing_token, lease.fencing_token);
+
+  // The lock busy: kAborted naming the holder, and the claim not touched.
+  ClaimOutcome untouched;
+  Result<LockLease> busy =
+      queue_->AcquireLockAndClaim("order:1", "charge:9", "w2", Seconds(30), &untouched);
+  EXPECT_EQ(busy.status().code(), StatusCode::kAborted) << busy.status();
+  EXPECT_THAT(busy.status().message(), HasSubstr("w1"));
+  EXPECT_FALSE(Record(*idem_, "charge:9").has_value());
+
+  // The lock free, the key in progress elsewhere or completed: as Claim says.
+  JOBPACT_ASSERT_OK_AND_ASSIGN(
+      LockLease l3, queue_->AcquireLockAndClaim("order:3", "charge:1", "w3", Seconds(30), &claim));
+  EXPECT_EQ(l3.owner, "w3");
+  EXPECT_EQ(claim.kind, ClaimOutcome::Kind::kInProgress);
+  EXPECT_EQ(claim.record.owner, "w1");
+  EXPECT_THAT(idem_->Complete("charge:1", "w1", "done", std::chrono::hours(1)), IsOk());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(
+      LockLease l4, queue_->AcquireLockAndClaim("order:4", "charge:1", "w4", Seconds(30), &claim));
+  EXPECT_EQ(l4.owner, "w4");
+  EXPECT_EQ(claim.kind, ClaimOutcome::Kind::kCompleted);
+  EXPECT_EQ(claim.record.result, "done");
+
+  // Bad input is refused before any write.
+  EXPECT_EQ(queue_->AcquireLockAndClaim("", "charge:5", "w5", Seconds(30), &claim).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(queue_->AcquireLockAndClaim("order:5", "", "w5", Seconds(30), &claim).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace jobpact
