@@ -181,6 +181,18 @@ class JOBPACT_EXPORT RateLimitStoreContract : public BackendContractTest {
   void SetUp() override;
 };
 class JOBPACT_EXPORT ConcurrencyContract : public BackendContractTest {};
+// Count retention of finished jobs (QueueAdmin::TrimFinished). Skipped for
+// a store that does not implement it (StoreBackend::DeleteSurplusJobs'
+// default: kUnimplemented), which is retained by age only.
+class JOBPACT_EXPORT FinishedRetentionContract : public BackendContractTest {
+ protected:
+  void SetUp() override;
+  // Enqueues, delivers and ends a job of `type` in final `status`, then
+  // moves the clock one second (each job finishes at its own time).
+  void Finish(const std::string& id, const std::string& type, JobStatus status);
+  // Those of `ids` still stored, in the order given.
+  std::vector<std::string> Present(const std::vector<std::string>& ids);
+};
 
 namespace contract_internal {
 // Calls the anchor of every suite source, so that a program calling it links
@@ -214,6 +226,8 @@ JOBPACT_EXPORT int LinkAllSuites();
   INSTANTIATE_TEST_SUITE_P(Prefix, IdempotencyStoreContract, ::testing::Values(__VA_ARGS__), \
                            BackendFactoryName());                                            \
   INSTANTIATE_TEST_SUITE_P(Prefix, ConcurrencyContract, ::testing::Values(__VA_ARGS__),      \
+                           BackendFactoryName());                                            \
+  INSTANTIATE_TEST_SUITE_P(Prefix, FinishedRetentionContract, ::testing::Values(__VA_ARGS__), \
                            BackendFactoryName());                                            \
   }                                                                                          \
   }                                                                                          \
