@@ -178,13 +178,8 @@ Result<int> PostgresQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64
   // up to it. Jobs finishing meanwhile are newer, and an age purge takes the
   // oldest first, so the cutoff read stays right. Rows another transaction
   // holds are skipped (SKIP LOCKED), like the purges'.
-  struct Cutoff {
-    std::string type;
-    std::int64_t finished_at_ns;
-    std::string job_id;
-  };
   const std::string st(JobStatusName(status));
-  std::vector<Cutoff> cutoffs;
+  std::vector<jobpact::internal::RetentionCutoff> cutoffs;
   JOBPACT_PG_RETURN_IF_ERROR(core_->Read("TrimFinished", [&](Connection& conn) -> Status {
     const std::string next_type = core_->Sql(
         "SELECT job_type FROM {t}jobs WHERE status IN ('succeeded', 'failed', 'discarded') AND "
@@ -202,7 +197,8 @@ Result<int> PostgresQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64
       type = t.Text(0, 0);
       JOBPACT_ASSIGN_OR_RETURN(
           PgResult c, conn.Exec(cutoff, Params().Add(st).Add(type).Add(keep), "TrimFinished"));
-      if (c.rows() > 0) cutoffs.push_back(Cutoff{type, c.Int(0, 0), c.Text(0, 1)});
+      if (c.rows() > 0)
+        cutoffs.push_back(jobpact::internal::RetentionCutoff{type, c.Int(0, 0), c.Text(0, 1)});
     }
     return Status::Ok();
   }));
@@ -215,12 +211,12 @@ Result<int> PostgresQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64
         "(finished_at_ns, job_id) <= ($3::bigint, $4::text COLLATE \"C\") ORDER BY status, "
         "job_type, finished_at_ns, job_id LIMIT $5 FOR UPDATE SKIP LOCKED)");
     deleted = 0;
-    for (const Cutoff& c : cutoffs) {
+    for (const jobpact::internal::RetentionCutoff& c : cutoffs) {
       if (deleted >= limit) break;
       JOBPACT_ASSIGN_OR_RETURN(PgResult r, conn.Exec(del,
                                                      Params()
                                                          .Add(st)
-                                                         .Add(c.type)
+                                                         .Add(c.job_type)
                                                          .Add(c.finished_at_ns)
                                                          .Add(c.job_id)
                                                          .Add(limit - deleted),

@@ -857,13 +857,8 @@ Result<int> SqliteQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64_t
   // the store changed in between: jobs finishing since are newer (the kept
   // ones only grow), and a purge by age removes the oldest first.
   constexpr const char* kFinal = "status IN ('succeeded', 'failed', 'discarded')";
-  struct Cutoff {
-    std::string type;
-    std::int64_t finished_at_ns;
-    std::string job_id;
-  };
   const std::string st(JobStatusName(status));
-  std::vector<Cutoff> cutoffs;
+  std::vector<jobpact::internal::RetentionCutoff> cutoffs;
   JOBPACT_SQLITE_RETURN_IF_ERROR(core_->Read("TrimFinished", true, [&](Connection& conn) -> Status {
     static const std::string next_type = std::string("SELECT job_type FROM jobpact_jobs WHERE ") +
                                          kFinal +
@@ -888,8 +883,11 @@ Result<int> SqliteQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64_t
       sqlite3_reset(types.get());
       cut.Bind(1, st).Bind(2, type).Bind(3, keep);
       const int crc = cut.Step();
-      if (crc == SQLITE_ROW) cutoffs.push_back(Cutoff{type, cut.Int(0), cut.Text(1)});
-      else if (crc != SQLITE_DONE) return conn.Error(crc, "TrimFinished");
+      if (crc == SQLITE_ROW) {
+        cutoffs.push_back(jobpact::internal::RetentionCutoff{type, cut.Int(0), cut.Text(1)});
+      } else if (crc != SQLITE_DONE) {
+        return conn.Error(crc, "TrimFinished");
+      }
       sqlite3_reset(cut.get());
     }
     return Status::Ok();
@@ -898,17 +896,18 @@ Result<int> SqliteQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64_t
   int deleted = 0;
   JOBPACT_SQLITE_RETURN_IF_ERROR(core_->Write("TrimFinished", [&](Connection& conn) -> Status {
     static const std::string del =
-        std::string("DELETE FROM jobpact_jobs WHERE rowid IN (SELECT rowid FROM jobpact_jobs "
-                    "WHERE ") +
+        std::string(
+            "DELETE FROM jobpact_jobs WHERE rowid IN (SELECT rowid FROM jobpact_jobs "
+            "WHERE ") +
         kFinal +
         " AND status = ?1 AND job_type = ?2 AND (finished_at_ns < ?3 OR (finished_at_ns = ?3 "
         "AND job_id <= ?4)) ORDER BY status, job_type, finished_at_ns, job_id LIMIT ?5)";
     JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.Prepare(del.c_str()));
     Stmt st_del(raw);
     deleted = 0;
-    for (const Cutoff& c : cutoffs) {
+    for (const jobpact::internal::RetentionCutoff& c : cutoffs) {
       if (deleted >= limit) break;
-      st_del.Bind(1, st).Bind(2, c.type).Bind(3, c.finished_at_ns).Bind(4, c.job_id);
+      st_del.Bind(1, st).Bind(2, c.job_type).Bind(3, c.finished_at_ns).Bind(4, c.job_id);
       st_del.Bind(5, limit - deleted);
       JOBPACT_RETURN_IF_ERROR(StepDone(conn, st_del, "TrimFinished"));
       deleted += sqlite3_changes(conn.db());

@@ -254,12 +254,11 @@ TEST_F(InMemoryQueueBackendTest, ATrimOfManyChunksDeletesEverySurplusJob) {
   FinishedRetention keep;
   keep.succeeded = 10;
   ASSERT_EQ(queue_.TrimFinished(keep).value(), kJobs - 1 - 10);
-  EXPECT_EQ(queue_.Size(), 11u);  // The ten newest and the running one.
+  EXPECT_EQ(queue_.Size(), 11u);                        // The ten newest and the running one.
   EXPECT_THAT(queue_.Complete(ds.back(), ok), IsOk());  // Its note is void: found by id.
   EXPECT_FALSE(queue_.FindDuplicate("k0", "x", TimePoint{}).value().has_value());
-  EXPECT_TRUE(queue_.FindDuplicate("k" + std::to_string(kJobs - 2), "x", TimePoint{})
-                  .value()
-                  .has_value());
+  EXPECT_TRUE(
+      queue_.FindDuplicate("k" + std::to_string(kJobs - 2), "x", TimePoint{}).value().has_value());
 }
 
 }  // namespace
