@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/process_memory.h"
 #include "jobpact/in_memory/idempotency_store.h"
 #include "jobpact/in_memory/lock_store.h"
 #include "jobpact/in_memory/metrics_sink.h"
@@ -38,6 +39,7 @@ namespace jobpact {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
+using bench::ResidentBytes;
 
 double SecondsSince(SteadyClock::time_point t0) {
   return std::chrono::duration<double>(SteadyClock::now() - t0).count();
@@ -48,15 +50,6 @@ double ProcessCpuSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-long ResidentBytes() {
-  long pages_total = 0, pages_resident = 0;
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  if (std::fscanf(f, "%ld %ld", &pages_total, &pages_resident) != 2) pages_resident = 0;
-  std::fclose(f);
-  return pages_resident * sysconf(_SC_PAGESIZE);
 }
 
 // Counts handler calls and wakes the bench thread at a target.

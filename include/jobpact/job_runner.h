@@ -168,6 +168,32 @@ struct JobRunnerOptions {
   Duration maintenance_interval = Seconds(1);
   Duration dlq_retention = std::chrono::hours(24 * 14);
   Duration final_status_retention = std::chrono::hours(24);
+  // Count retention of finished jobs, on top of final_status_retention's
+  // age (like BullMQ's removeOnComplete / removeOnFail {age, count}): each
+  // maintenance pass keeps the newest N jobs per job type in each final
+  // status and deletes the rest (QueueAdmin::TrimFinished). Age alone does
+  // not bound a store: at 100k jobs/s, 24 h is billions of records.
+  // Defaults: 100,000 per type for each of succeeded, failed and
+  // discarded -- enough for an operator to look back over the recent work
+  // of a type (Get, ListJobs), while a type's finished records cost at most
+  // 300,000 records whatever its rate (docs/operations.md, "Retention",
+  // has the bytes per record of each store). Failed and discarded keep as
+  // many as succeeded: they are the evidence an operator reads, but a storm
+  // of expiries or permanent failures must not grow the store either.
+  // nullopt: no count limit for that status (age only); 0: none kept past
+  // the next pass. What a trim gives up: dedup at enqueue and at delivery
+  // looks for a job that succeeded within dedup_window; one trimmed
+  // earlier is no longer found, so a type finishing more than
+  // succeeded / dedup_window jobs per second (100,000 / 5 min = 333/s by
+  // default) should raise the count if it relies on dedup for its whole
+  // window (idempotency keys are kept apart, idempotency_retention, and
+  // still guard the effect). Dead-lettered jobs are not trimmed by count:
+  // the DLQ is quarantine awaiting an operator (SPEC 7), retained by age
+  // (dlq_retention) and watched by its alerts. A store without count
+  // retention (a user-written one without DeleteSurplusJobs) is retained by
+  // age only, which the first pass logs once. max_jobs caps what one pass
+  // deletes (0: every surplus job), in chunks each its own atomic step.
+  FinishedRetention finished_retention{100000, 100000, 100000, 0};
 
   // --- Guards (SPEC 10, 11) ---
   // Retry budget: per job type, retries of transient and unknown failures

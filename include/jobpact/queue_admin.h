@@ -166,6 +166,25 @@ struct PublishedPolicy {
   TimePoint published_at;
 };
 
+// How many finished jobs TrimFinished keeps, per job type and final status
+// (count retention, like BullMQ's removeOnComplete / removeOnFail {count};
+// the age limit is PurgeFinished's). Per status: the newest `n` jobs of
+// each job type in that status are kept, by finished_at and, for jobs
+// finished at the same time, by job id (the greater id is the newer); the
+// rest are deleted. nullopt: no count limit for that status. 0: none kept.
+struct FinishedRetention {
+  std::optional<std::int64_t> succeeded;
+  std::optional<std::int64_t> failed;
+  std::optional<std::int64_t> discarded;
+  // At most this many jobs deleted by one TrimFinished call, 0: no cap
+  // (every surplus job). However many, a store deletes them in chunks of
+  // at most kTrimChunk, each its own atomic step (one hold of its lock, one
+  // transaction, one script), so a trim never stalls the workers for long.
+  std::int64_t max_jobs = 0;
+
+  static constexpr int kTrimChunk = 1000;
+};
+
 // The default policy's job_type in PublishedPolicy.
 inline constexpr std::string_view kDefaultPolicyType = "*";
 
@@ -209,6 +228,12 @@ class JOBPACT_EXPORT QueueAdmin {
   // Deletes jobs in a final status whose finished_at is before `older_than`
   // (status retention, SPEC 2). Returns how many.
   virtual Result<int> PurgeFinished(TimePoint older_than) = 0;
+  // Deletes the jobs in a final status (succeeded, failed, discarded) past
+  // `keep`'s count per job type (see FinishedRetention): running, waiting
+  // and dead-lettered jobs are never touched. Returns how many. Added after
+  // the others: the default returns kUnimplemented. kInvalidArgument for a
+  // negative count or max_jobs.
+  virtual Result<int> TrimFinished(const FinishedRetention& keep);
 
   // --- Control state (SPEC 10) ---
 

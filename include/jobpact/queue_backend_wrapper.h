@@ -66,6 +66,7 @@ enum class QueueMethod {
   kControlAudit,
   kPublishPolicies,
   kReadPolicies,
+  kTrimFinished,
 };
 // "Enqueue", "Complete", ...
 JOBPACT_EXPORT std::string_view QueueMethodName(QueueMethod m);
@@ -122,6 +123,7 @@ class JOBPACT_EXPORT QueueBackendWrapper : public QueueBackend, public QueueAdmi
   Status Discard(std::string_view job_id, const DlqAction& action) override;
   Result<int> PurgeDeadLetters(TimePoint older_than) override;
   Result<int> PurgeFinished(TimePoint older_than) override;
+  Result<int> TrimFinished(const FinishedRetention& keep) override;
   Result<ControlState> ReadControl() override;
   Status SetControl(const ControlRule& rule) override;
   Status ClearControl(const ControlRuleKey& key, std::string_view actor,

@@ -125,6 +125,9 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
   Status Discard(std::string_view job_id, const DlqAction& action) final;
   Result<int> PurgeDeadLetters(TimePoint older_than) final;
   Result<int> PurgeFinished(TimePoint older_than) final;
+  // Per final status with a count, DeleteSurplusJobs in chunks of
+  // FinishedRetention::kTrimChunk until none is left or max_jobs are gone.
+  Result<int> TrimFinished(const FinishedRetention& keep) final;
   Result<ControlState> ReadControl() final;
   Status SetControl(const ControlRule& rule) final;
   Status ClearControl(const ControlRuleKey& key, std::string_view actor,
@@ -260,6 +263,19 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
   // Deletes jobs at `placement` (kDeadLettered or kFinal) whose finished_at
   // is before `older_than`. Returns how many.
   virtual Result<int> DeleteJobs(JobPlacement placement, TimePoint older_than) = 0;
+
+  // Count retention (TrimFinished), one chunk: deletes, in one atomic step,
+  // up to `limit` jobs in final `status` that are not among the newest
+  // `keep` of their job type -- newest by finished_at, then by job id (of
+  // jobs finished at the same time the greater id is the newer), so that
+  // which jobs go is deterministic. The oldest surplus go first. Returns how
+  // many; fewer than `limit` means no surplus is left. Jobs in any other
+  // status are never touched. It must not scan every stored job: keep an
+  // index by (status, job type, finished_at). Added after the others: the
+  // default returns kUnimplemented, so a store written before still
+  // compiles (its finished jobs are then retained by age only).
+  // REQUIRES: status final, keep >= 0, limit >= 1.
+  virtual Result<int> DeleteSurplusJobs(JobStatus status, std::int64_t keep, int limit);
 
   // Counts for Stats(), at `now` (see QueueStats).
   virtual Result<QueueStats> ReadStats(TimePoint now) = 0;

@@ -8,6 +8,12 @@ namespace jobpact {
 
 QueueAdmin::~QueueAdmin() = default;
 
+Result<int> QueueAdmin::TrimFinished(const FinishedRetention&) {
+  return Status::Unimplemented(
+      "TrimFinished: this admin does not trim finished jobs by count (only by age: "
+      "PurgeFinished)");
+}
+
 std::string_view CancelOutcomeName(CancelOutcome o) {
   return o == CancelOutcome::kDiscarded ? "discarded" : "cancel_requested";
 }

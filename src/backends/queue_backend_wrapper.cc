@@ -31,6 +31,7 @@ class QueueBackendWrapper::NoAdmin final : public QueueAdmin {
   Status Discard(std::string_view, const DlqAction&) override { return Missing(); }
   Result<int> PurgeDeadLetters(TimePoint) override { return Missing(); }
   Result<int> PurgeFinished(TimePoint) override { return Missing(); }
+  Result<int> TrimFinished(const FinishedRetention&) override { return Missing(); }
   Result<ControlState> ReadControl() override { return Missing(); }
   Status SetControl(const ControlRule&) override { return Missing(); }
   Status ClearControl(const ControlRuleKey&, std::string_view, std::string_view) override {
@@ -91,6 +92,8 @@ std::string_view QueueMethodName(QueueMethod m) {
       return "ControlAudit";
     case QueueMethod::kPublishPolicies:
       return "PublishPolicies";
+    case QueueMethod::kTrimFinished:
+      return "TrimFinished";
     case QueueMethod::kReadPolicies:
       return "ReadPolicies";
   }
@@ -233,6 +236,11 @@ Result<int> QueueBackendWrapper::PurgeDeadLetters(TimePoint older_than) {
 Result<int> QueueBackendWrapper::PurgeFinished(TimePoint older_than) {
   return Forward<Result<int>>(QueueMethod::kPurgeFinished,
                               [&] { return AdminOrNone().PurgeFinished(older_than); });
+}
+
+Result<int> QueueBackendWrapper::TrimFinished(const FinishedRetention& keep) {
+  return Forward<Result<int>>(QueueMethod::kTrimFinished,
+                              [&] { return AdminOrNone().TrimFinished(keep); });
 }
 
 Result<QueueStats> QueueBackendWrapper::Stats() {

@@ -4,6 +4,8 @@
 // one storage primitive, and runs inside the one exception boundary.
 #include "jobpact/store_backend.h"
 
+#include <algorithm>
+#include <limits>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -330,6 +332,45 @@ Result<int> StoreBackend::PurgeDeadLetters(TimePoint older_than) {
 
 Result<int> StoreBackend::PurgeFinished(TimePoint older_than) {
   return Guarded("PurgeFinished", [&] { return DeleteJobs(JobPlacement::kFinal, older_than); });
+}
+
+Result<int> StoreBackend::TrimFinished(const FinishedRetention& keep) {
+  return Guarded("TrimFinished", [&]() -> Result<int> {
+    const std::pair<JobStatus, const std::optional<std::int64_t>*> counts[] = {
+        {JobStatus::kSucceeded, &keep.succeeded},
+        {JobStatus::kFailed, &keep.failed},
+        {JobStatus::kDiscarded, &keep.discarded}};
+    for (const auto& [status, n] : counts) {
+      if (*n && **n < 0) {
+        return Status::InvalidArgument("TrimFinished: the count kept for " +
+                                       std::string(JobStatusName(status)) + " jobs is " +
+                                       std::to_string(**n) + "; it must be >= 0");
+      }
+    }
+    if (keep.max_jobs < 0) {
+      return Status::InvalidArgument("TrimFinished: max_jobs is " + std::to_string(keep.max_jobs) +
+                                     "; it must be >= 0 (0: no cap)");
+    }
+    std::int64_t total = 0;
+    for (const auto& [status, n] : counts) {
+      if (!*n) continue;
+      while (keep.max_jobs == 0 || total < keep.max_jobs) {
+        std::int64_t chunk = FinishedRetention::kTrimChunk;
+        if (keep.max_jobs != 0) chunk = std::min(chunk, keep.max_jobs - total);
+        JOBPACT_ASSIGN_OR_RETURN(int deleted,
+                                 DeleteSurplusJobs(status, **n, static_cast<int>(chunk)));
+        total += deleted;
+        if (deleted < chunk) break;
+      }
+    }
+    return static_cast<int>(std::min<std::int64_t>(total, std::numeric_limits<int>::max()));
+  });
+}
+
+Result<int> StoreBackend::DeleteSurplusJobs(JobStatus, std::int64_t, int) {
+  return Status::Unimplemented("TrimFinished: the " + std::string(Name()) +
+                               " store does not trim finished jobs by count (it implements no "
+                               "DeleteSurplusJobs); they are retained by age only");
 }
 
 Result<QueueStats> StoreBackend::Stats() {

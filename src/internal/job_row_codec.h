@@ -187,6 +187,15 @@ std::string RawRow(const Row& st) {
   return row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// Count retention (DeleteSurplusJobs) in the SQL stores: per job type of a
+// final status, the newest job past the kept ones; it and the older jobs of
+// the type go, in (finished_at_ns, job_id) order.
+struct RetentionCutoff {
+  std::string job_type;
+  std::int64_t finished_at_ns = 0;
+  std::string job_id;
+};
+
 }  // namespace internal
 }  // namespace jobpact
 

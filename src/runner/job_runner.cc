@@ -155,6 +155,14 @@ Result<std::unique_ptr<JobRunner>> JobRunner::Create(JobRunnerOptions o) {
   check(o.maintenance_interval > Duration::zero(), "maintenance_interval must be > 0");
   check(o.dlq_retention > Duration::zero(), "dlq_retention must be > 0");
   check(o.final_status_retention > Duration::zero(), "final_status_retention must be > 0");
+  for (const auto& [name, n] : {std::pair{"succeeded", o.finished_retention.succeeded},
+                                std::pair{"failed", o.finished_retention.failed},
+                                std::pair{"discarded", o.finished_retention.discarded}}) {
+    if (n && *n < 0) {
+      problems.push_back(std::string("finished_retention.") + name +
+                         " must be >= 0 (nullopt: no count limit), not " + std::to_string(*n));
+    }
+  }
   check(!o.logger_name.empty(), "logger_name must not be empty");
   for (std::size_t i = 0; i < o.transition_observers.size(); ++i) {
     if (o.transition_observers[i] == nullptr) {

@@ -68,6 +68,20 @@ Status RunnerCore::RunMaintenance() {
   if (!purged_dlq.ok()) note("purge dead letters", purged_dlq.status());
   Result<int> purged = options_.backend.admin->PurgeFinished(now - options_.final_status_retention);
   if (!purged.ok()) note("purge finished jobs", purged.status());
+  // Count retention, on top of the age: a store that cannot trim says so
+  // once, and is then retained by age only.
+  const FinishedRetention& keep = options_.finished_retention;
+  if ((keep.succeeded || keep.failed || keep.discarded) &&
+      store_trims_.load(std::memory_order_relaxed)) {
+    Result<int> trimmed = options_.backend.admin->TrimFinished(keep);
+    if (trimmed.status().code() == StatusCode::kUnimplemented) {
+      store_trims_.store(false, std::memory_order_relaxed);
+      logger_.Log(LogLevel::kWarn, "retention_by_age_only", nullptr,
+                  {{"error", trimmed.status().ToString()}});
+    } else if (!trimmed.ok()) {
+      note("trim finished jobs", trimmed.status());
+    }
+  }
   Result<int> purged_keys = options_.idempotency->PurgeExpired();
   if (!purged_keys.ok()) note("purge idempotency records", purged_keys.status());
 

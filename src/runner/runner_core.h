@@ -418,6 +418,9 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   CondVar work_cv_;
   std::atomic<std::uint64_t> enqueue_seq_{0};
   std::atomic<int> idle_workers_{0};
+  // False once the store said it cannot trim finished jobs by count
+  // (kUnimplemented; logged once): later passes only purge by age.
+  std::atomic<bool> store_trims_{true};
   // False once the queue said it cannot wait for work (WaitForWork).
   std::atomic<bool> store_wakes_{true};
 

@@ -168,7 +168,7 @@ class JOBPACT_EXPORT PostgresBackend {
   // Version 2 added the rate_limits table (a version-1 library works on
   // it, so the minimum stays 1); version 3 the tenant column, its indexes
   // and tenant_turns (tenant fairness, issue 11; additive, likewise).
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
   static constexpr int kMinCompatibleVersion = 1;
 
   // Connects (one connection, to check the server and the schema), creates

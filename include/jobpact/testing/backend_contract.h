@@ -190,6 +190,20 @@ class JOBPACT_EXPORT CompletionGuardsContract : public BackendContractTest {
  protected:
   void SetUp() override;
 };
+// Count retention of finished jobs (QueueAdmin::TrimFinished). Skipped for
+// a store that does not implement it (StoreBackend::DeleteSurplusJobs'
+// default: kUnimplemented), which is retained by age only.
+class JOBPACT_EXPORT FinishedRetentionContract : public BackendContractTest {
+ protected:
+  void SetUp() override;
+  // Enqueues (with `dedup_key`, if any), delivers and ends a job of `type`
+  // in final `status`, then moves the clock one second (each job finishes
+  // at its own time).
+  void Finish(const std::string& id, const std::string& type, JobStatus status,
+              const std::string& dedup_key = "");
+  // Those of `ids` still stored, in the order given.
+  std::vector<std::string> Present(const std::vector<std::string>& ids);
+};
 
 namespace contract_internal {
 // Calls the anchor of every suite source, so that a program calling it links
@@ -204,30 +218,32 @@ JOBPACT_EXPORT int LinkAllSuites();
 // of type jobpact::testing::BackendFactory; commas are fine). Use at global
 // namespace scope, once per backend; Prefix (an identifier) starts the test
 // names.
-#define JOBPACT_INSTANTIATE_BACKEND_CONTRACT(Prefix, ...)                                    \
-  namespace jobpact {                                                                        \
-  namespace testing {                                                                        \
-  /* Pulls every suite out of the static library (see the file comment). */                  \
-  [[maybe_unused]] static const int jobpact_contract_linked_##Prefix =                       \
-      contract_internal::LinkAllSuites();                                                    \
-  INSTANTIATE_TEST_SUITE_P(Prefix, QueueBackendContract, ::testing::Values(__VA_ARGS__),     \
-                           BackendFactoryName());                                            \
-  INSTANTIATE_TEST_SUITE_P(Prefix, DeadLetterContract, ::testing::Values(__VA_ARGS__),       \
-                           BackendFactoryName());                                            \
-  INSTANTIATE_TEST_SUITE_P(Prefix, QueueAdminContract, ::testing::Values(__VA_ARGS__),       \
-                           BackendFactoryName());                                            \
-  INSTANTIATE_TEST_SUITE_P(Prefix, RateLimitStoreContract, ::testing::Values(__VA_ARGS__),   \
-                           BackendFactoryName());                                            \
-  INSTANTIATE_TEST_SUITE_P(Prefix, LockStoreContract, ::testing::Values(__VA_ARGS__),        \
-                           BackendFactoryName());                                            \
-  INSTANTIATE_TEST_SUITE_P(Prefix, IdempotencyStoreContract, ::testing::Values(__VA_ARGS__), \
-                           BackendFactoryName());                                            \
-  INSTANTIATE_TEST_SUITE_P(Prefix, ConcurrencyContract, ::testing::Values(__VA_ARGS__),      \
-                           BackendFactoryName());                                            \
-  INSTANTIATE_TEST_SUITE_P(Prefix, CompletionGuardsContract,                                 \
-                           ::testing::Values(__VA_ARGS__), BackendFactoryName());            \
-  }                                                                                          \
-  }                                                                                          \
+#define JOBPACT_INSTANTIATE_BACKEND_CONTRACT(Prefix, ...)                                     \
+  namespace jobpact {                                                                         \
+  namespace testing {                                                                         \
+  /* Pulls every suite out of the static library (see the file comment). */                   \
+  [[maybe_unused]] static const int jobpact_contract_linked_##Prefix =                        \
+      contract_internal::LinkAllSuites();                                                     \
+  INSTANTIATE_TEST_SUITE_P(Prefix, QueueBackendContract, ::testing::Values(__VA_ARGS__),      \
+                           BackendFactoryName());                                             \
+  INSTANTIATE_TEST_SUITE_P(Prefix, DeadLetterContract, ::testing::Values(__VA_ARGS__),        \
+                           BackendFactoryName());                                             \
+  INSTANTIATE_TEST_SUITE_P(Prefix, QueueAdminContract, ::testing::Values(__VA_ARGS__),        \
+                           BackendFactoryName());                                             \
+  INSTANTIATE_TEST_SUITE_P(Prefix, RateLimitStoreContract, ::testing::Values(__VA_ARGS__),    \
+                           BackendFactoryName());                                             \
+  INSTANTIATE_TEST_SUITE_P(Prefix, LockStoreContract, ::testing::Values(__VA_ARGS__),         \
+                           BackendFactoryName());                                             \
+  INSTANTIATE_TEST_SUITE_P(Prefix, IdempotencyStoreContract, ::testing::Values(__VA_ARGS__),  \
+                           BackendFactoryName());                                             \
+  INSTANTIATE_TEST_SUITE_P(Prefix, ConcurrencyContract, ::testing::Values(__VA_ARGS__),       \
+                           BackendFactoryName());                                             \
+  INSTANTIATE_TEST_SUITE_P(Prefix, CompletionGuardsContract, ::testing::Values(__VA_ARGS__),  \
+                           BackendFactoryName());                                             \
+  INSTANTIATE_TEST_SUITE_P(Prefix, FinishedRetentionContract, ::testing::Values(__VA_ARGS__), \
+                           BackendFactoryName());                                             \
+  }                                                                                           \
+  }                                                                                           \
   static_assert(true, "require a semicolon")
 
 #endif  // JOBPACT_TESTING_BACKEND_CONTRACT_H_

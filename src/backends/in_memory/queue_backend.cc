@@ -17,8 +17,10 @@
 //     moved to their queue's ready set as the clock passes them
 //     (PromoteDue, at the start of LeaseJobs and ReadStats).
 //   - leased_: running jobs by lease expiry (RecoverJobs).
-//   - dlq_, final_: dead-lettered and final jobs by finished_at (listing,
-//     purging).
+//   - dlq_: dead-lettered jobs by finished_at (listing, purging).
+//   - finals_: final jobs per job type, one set per final status, each by
+//     (finished_at, id): the age purge and the count trim (TrimFinished)
+//     take from their fronts, so neither looks at a job it keeps.
 //   - dedup_: dedup_key -> the jobs carrying it, one entry per job keyed by
 //     a view of that job's own dedup_key (so it lives as long as the job).
 //
@@ -65,7 +67,7 @@ using TimeKey = std::pair<TimePoint, Id>;
 // A job leaves one index and enters the next in the same step (Unindex,
 // then Index), so the node taken out is kept in `spare` (one per set type)
 // and the next insertion into a set of that type re-keys it instead of
-// allocating: a completion moves its job from leased_ to final_ without a
+// allocating: a completion moves its job from leased_ to finals_ without a
 // free and a malloc on the worker's thread.
 template <typename Set>
 void InsertKey(Set& set, typename Set::value_type key, typename Set::node_type& spare) {
@@ -80,6 +82,13 @@ template <typename Set>
 void EraseKey(Set& set, const typename Set::value_type& key, typename Set::node_type& spare) {
   auto it = !set.empty() && *set.begin() == key ? set.begin() : set.find(key);
   if (it != set.end()) spare = set.extract(it);  // Frees the previous spare, if any.
+}
+
+// The final jobs of one job type: per final status (FinalSlot), by
+// (finished_at, id).
+using FinalSets = std::array<std::set<TimeKey>, 3>;
+std::size_t FinalSlot(JobStatus s) {
+  return s == JobStatus::kSucceeded ? 0 : s == JobStatus::kFailed ? 1 : 2;
 }
 
 // Which tenant of a queue the lease step served last (tenant fairness).
@@ -99,6 +108,7 @@ struct QueueState {
   std::string_view type;
   std::string_view tenant;
   QueueTurn* turn = nullptr;  // The queue's, shared by its states.
+  FinalSets* finals = nullptr;  // Its type's, once one of its jobs ended.
   // Where it is in the store's list of states with ready jobs, or kInactive.
   std::size_t active = kInactive;
   static constexpr std::size_t kInactive = ~std::size_t{0};
@@ -582,26 +592,52 @@ class InMemoryQueueBackend::Impl {
 
   Result<int> DeleteJobs(JobPlacement placement, TimePoint older_than) {
     internal::MutexLock lock(mu_);
-    std::set<TimeKey>& set = placement == JobPlacement::kDeadLettered ? dlq_ : final_;
     int deleted = 0;
-    while (!set.empty() && set.begin()->first < older_than) {
-      auto it = jobs_.find(set.begin()->second);
-      Unindex(it->first, *it->second);
-      const std::string& key = it->second->record.envelope.dedup_key;
-      if (!key.empty()) {  // Its dedup entry views its key: it goes first.
-        const auto [first, last] = dedup_.equal_range(key);
-        for (auto d = first; d != last; ++d) {
-          if (d->second == it->second.get()) {
-            dedup_.erase(d);
-            break;
-          }
-        }
+    auto purge = [&](std::set<TimeKey>& set) JOBPACT_REQUIRES(mu_) {
+      while (!set.empty() && set.begin()->first < older_than) {
+        EraseJob(set.begin()->second);
+        ++deleted;
       }
-      jobs_.erase(it);
-      ++erasures_;  // Voids every store_note given out (see EntryOf).
-      ++deleted;
+    };
+    if (placement == JobPlacement::kDeadLettered) {
+      purge(dlq_);
+    } else {
+      for (auto& [type, sets] : finals_) {
+        for (std::set<TimeKey>& set : sets) purge(set);
+      }
     }
     return deleted;
+  }
+
+  Result<int> DeleteSurplusJobs(JobStatus status, std::int64_t keep, int limit) {
+    internal::MutexLock lock(mu_);
+    int deleted = 0;
+    for (auto& [type, sets] : finals_) {
+      std::set<TimeKey>& set = sets[FinalSlot(status)];
+      while (deleted < limit && static_cast<std::int64_t>(set.size()) > keep) {
+        EraseJob(set.begin()->second);  // The oldest: (finished_at, id) first.
+        ++deleted;
+      }
+    }
+    return deleted;
+  }
+
+  // Erases a stored job, its index entries and its dedup entry.
+  void EraseJob(Id id) JOBPACT_REQUIRES(mu_) {
+    auto it = jobs_.find(id);
+    Unindex(it->first, *it->second);
+    const std::string& key = it->second->record.envelope.dedup_key;
+    if (!key.empty()) {  // Its dedup entry views its key: it goes first.
+      const auto [first, last] = dedup_.equal_range(key);
+      for (auto d = first; d != last; ++d) {
+        if (d->second == it->second.get()) {
+          dedup_.erase(d);
+          break;
+        }
+      }
+    }
+    jobs_.erase(it);
+    ++erasures_;  // Voids every store_note given out (see EntryOf).
   }
 
   Result<QueueStats> ReadStats(TimePoint now) {
@@ -763,7 +799,7 @@ class InMemoryQueueBackend::Impl {
         InsertKey(dlq_, TimeKey{r.finished_at.value_or(r.updated_at), id}, spare_time_);
         break;
       case JobPlacement::kFinal:
-        InsertKey(final_, TimeKey{r.finished_at.value_or(r.updated_at), id}, spare_time_);
+        InsertKey(FinalSetOf(e), TimeKey{r.finished_at.value_or(r.updated_at), id}, spare_time_);
         break;
     }
     e.placed = placement;
@@ -799,10 +835,24 @@ class InMemoryQueueBackend::Impl {
         EraseKey(dlq_, TimeKey{r.finished_at.value_or(r.updated_at), id}, spare_time_);
         break;
       case JobPlacement::kFinal:
-        EraseKey(final_, TimeKey{r.finished_at.value_or(r.updated_at), id}, spare_time_);
+        EraseKey(FinalSetOf(e), TimeKey{r.finished_at.value_or(r.updated_at), id}, spare_time_);
         break;
     }
     --status_counts_[Slot(r.status)];
+  }
+
+  // The set of finals_ that holds (or will hold) `e`, by its job type and
+  // its (final) status.
+  std::set<TimeKey>& FinalSetOf(const Entry& e) JOBPACT_REQUIRES(mu_) {
+    FinalSets* sets = e.queue != nullptr ? e.queue->finals : nullptr;
+    if (sets == nullptr) {
+      const std::string_view type = e.record.envelope.job_type;
+      auto it = finals_.find(type);
+      if (it == finals_.end()) it = finals_.emplace(std::string(type), FinalSets{}).first;
+      sets = &it->second;
+      if (e.queue != nullptr) e.queue->finals = sets;  // Map nodes stay put.
+    }
+    return (*sets)[FinalSlot(e.record.status)];
   }
 
   // Moves scheduled jobs whose time has come to their ready sets.
@@ -892,7 +942,8 @@ class InMemoryQueueBackend::Impl {
   std::set<TimeKey> scheduled_ JOBPACT_GUARDED_BY(mu_);
   std::set<TimeKey> leased_ JOBPACT_GUARDED_BY(mu_);
   std::set<TimeKey> dlq_ JOBPACT_GUARDED_BY(mu_);
-  std::set<TimeKey> final_ JOBPACT_GUARDED_BY(mu_);
+  // Never erased, so QueueState::finals stays valid.
+  std::map<std::string, FinalSets, std::less<>> finals_ JOBPACT_GUARDED_BY(mu_);
   // The last node each kind of index gave up (see InsertKey).
   std::set<ReadyKey>::node_type spare_ready_ JOBPACT_GUARDED_BY(mu_);
   std::set<TimeKey>::node_type spare_time_ JOBPACT_GUARDED_BY(mu_);
@@ -945,6 +996,10 @@ Result<std::optional<std::string>> InMemoryQueueBackend::FindDuplicateJob(
 }
 Result<int> InMemoryQueueBackend::DeleteJobs(JobPlacement placement, TimePoint older_than) {
   return impl_->DeleteJobs(placement, older_than);
+}
+Result<int> InMemoryQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64_t keep,
+                                                    int limit) {
+  return impl_->DeleteSurplusJobs(status, keep, limit);
 }
 Result<QueueStats> InMemoryQueueBackend::ReadStats(TimePoint now) { return impl_->ReadStats(now); }
 Status InMemoryQueueBackend::RequestCancel(const JobChange& change) {

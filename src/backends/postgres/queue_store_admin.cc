@@ -170,6 +170,64 @@ Result<int> PostgresQueueBackend::DeleteJobs(JobPlacement placement, TimePoint o
   return Status::InvalidArgument("DeleteJobs: only DLQ entries and final jobs are purged");
 }
 
+Result<int> PostgresQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64_t keep,
+                                                    int limit) {
+  // As the SQLite store's: per job type of `status`, its newest job past
+  // the `keep` newest, read first (an index seek per type, then a walk of
+  // `keep` index entries), then one transaction deletes per type the oldest
+  // up to it. Jobs finishing meanwhile are newer, and an age purge takes the
+  // oldest first, so the cutoff read stays right. Rows another transaction
+  // holds are skipped (SKIP LOCKED), like the purges'.
+  const std::string st(JobStatusName(status));
+  std::vector<jobpact::internal::RetentionCutoff> cutoffs;
+  JOBPACT_PG_RETURN_IF_ERROR(core_->Read("TrimFinished", [&](Connection& conn) -> Status {
+    const std::string next_type = core_->Sql(
+        "SELECT job_type FROM {t}jobs WHERE status IN ('succeeded', 'failed', 'discarded') AND "
+        "status = $1 AND job_type > $2 ORDER BY status, job_type LIMIT 1");
+    const std::string cutoff = core_->Sql(
+        "SELECT finished_at_ns, job_id FROM {t}jobs WHERE status IN ('succeeded', 'failed', "
+        "'discarded') AND status = $1 AND job_type = $2 ORDER BY status DESC, job_type DESC, "
+        "finished_at_ns DESC, job_id DESC LIMIT 1 OFFSET $3");
+    cutoffs.clear();
+    std::string type;
+    while (true) {
+      JOBPACT_ASSIGN_OR_RETURN(PgResult t,
+                               conn.Exec(next_type, Params().Add(st).Add(type), "TrimFinished"));
+      if (t.rows() == 0) break;
+      type = t.Text(0, 0);
+      JOBPACT_ASSIGN_OR_RETURN(
+          PgResult c, conn.Exec(cutoff, Params().Add(st).Add(type).Add(keep), "TrimFinished"));
+      if (c.rows() > 0)
+        cutoffs.push_back(jobpact::internal::RetentionCutoff{type, c.Int(0, 0), c.Text(0, 1)});
+    }
+    return Status::Ok();
+  }));
+  if (cutoffs.empty()) return 0;
+  int deleted = 0;
+  JOBPACT_PG_RETURN_IF_ERROR(core_->Tx("TrimFinished", [&](Connection& conn) -> Status {
+    const std::string del = core_->Sql(
+        "DELETE FROM {t}jobs WHERE job_id IN (SELECT job_id FROM {t}jobs WHERE status IN "
+        "('succeeded', 'failed', 'discarded') AND status = $1 AND job_type = $2 AND "
+        "(finished_at_ns, job_id) <= ($3::bigint, $4::text COLLATE \"C\") ORDER BY status, "
+        "job_type, finished_at_ns, job_id LIMIT $5 FOR UPDATE SKIP LOCKED)");
+    deleted = 0;
+    for (const jobpact::internal::RetentionCutoff& c : cutoffs) {
+      if (deleted >= limit) break;
+      JOBPACT_ASSIGN_OR_RETURN(PgResult r, conn.Exec(del,
+                                                     Params()
+                                                         .Add(st)
+                                                         .Add(c.job_type)
+                                                         .Add(c.finished_at_ns)
+                                                         .Add(c.job_id)
+                                                         .Add(limit - deleted),
+                                                     "TrimFinished"));
+      deleted += static_cast<int>(r.affected());
+    }
+    return Status::Ok();
+  }));
+  return deleted;
+}
+
 Result<QueueStats> PostgresQueueBackend::ReadStats(TimePoint now) {
   QueueStats stats;
   for (JobStatus s : kAllJobStatuses) stats.by_status[s] = 0;

@@ -168,6 +168,15 @@ CREATE TABLE {t}tenant_turns (
   last_tenant text COLLATE "C" NOT NULL
 );
 )sql",
+    // Version 4: count retention (TrimFinished). Final jobs by (status, job
+    // type, finished_at, id), so that finding the newest N of a type and
+    // deleting the older ones walk that type's part of the index alone.
+    // An index only: a version-3 library ignores it (and maintains it on
+    // its writes), so kMinCompatibleVersion stays 1.
+    R"sql(
+CREATE INDEX jobs_finished_by_type ON {t}jobs (status, job_type, finished_at_ns, job_id)
+  WHERE status IN ('succeeded', 'failed', 'discarded');
+)sql",
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == PostgresBackend::kSchemaVersion,

@@ -45,6 +45,14 @@
 //   P scheduled         zset: queued / retry_scheduled jobs not ready yet.
 //   P leases            zset: running jobs by lease expiry.
 //   P dlq, P finished   zsets: DLQ entries and final jobs by finished_at.
+//   P fin:<st>|<t>      zset per (final status, job type): its final jobs,
+//                       member and score as in P finished (the count
+//                       retention, TrimFinished, keeps the newest N of
+//                       each). Written by the write script since session
+//                       14: a job finished before is in P finished alone,
+//                       so it is purged by age only (nothing else differs).
+//   P fin-groups        set: the "<st>|<t>" of the P fin zsets (a group
+//                       is dropped from it when the trim finds it empty).
 //   P job-ids           zset (all scores 0): every job id, by id (listing).
 //   P job-pairs         set: every "<q>|<t>" that has a ready zset.
 //   P dedup:<key>       zset: the jobs carrying a dedup key, by enqueue time.
@@ -276,6 +284,17 @@ local function flush()
   if WOKEN > 0 then wake(WOKEN) end
   WOKEN = 0
 end
+-- Deletes a DLQ or final job taken out of its time index: its record, its
+-- id and dedup entries, its count. Returns its {st, q, t, dk, enq}.
+local function dropjob(id)
+  local jk = P .. 'job:' .. id
+  local f = redis.call('HMGET', jk, 'st', 'q', 't', 'dk', 'enq')
+  redis.call('ZREM', P .. 'job-ids', id)
+  if f[4] and f[4] ~= '' then redis.call('ZREM', P .. 'dedup:' .. f[4], sub6(f[5]) .. id) end
+  if f[1] then count(f[1], f[2], f[3], -1) end
+  redis.call('DEL', jk)
+  return f
+end
 -- History: entry n (1, 2, ...) of a job is its field 'h<n>', 'hn' the
 -- count; appended as two more field-value pairs of the HSET the change
 -- makes anyway (into kv), never read back. Returns the field that falls
@@ -489,6 +508,7 @@ return out
 // state, owner} the claim is another owner's (nothing written).
 const char* const kWrite = R"lua(
 local TYPES = nil
+local FG = {}  -- The fin-groups this call added to already.
 local function one(base)
 local A = ARGV
 local id = A[base + 1]
@@ -606,6 +626,15 @@ if drop then redis.call('HDEL', jk, drop) end
 if ixk and ixk ~= '' then
   zset(P .. ixk, ixm, false)
   if tn and string.sub(ixk, 1, 6) == 'ready:' then touch(cur[5], cur[6], tn) end
+end
+if ixk == 'finished' then zset(P .. 'fin:' .. cur[1] .. '|' .. (cur[6] or ''), ixm, false) end
+if nixk == 'finished' then
+  local g = A[base + 6] .. '|' .. t
+  zset(P .. 'fin:' .. g, A[base + 18], A[base + 19])
+  if not FG[g] then
+    FG[g] = true
+    redis.call('SADD', P .. 'fin-groups', g)
+  end
 end
 if nixk ~= '' then
   zset(P .. nixk, A[base + 18], A[base + 19])
@@ -1087,18 +1116,44 @@ local n = 0
 for i = 1, #r, 2 do
   local m = r[i]
   if tonumber(r[i + 1]) == cm and tonumber(string.sub(m, 1, 6)) >= cs then break end
-  local id = string.sub(m, 7)
-  local jk = P .. 'job:' .. id
-  local f = redis.call('HMGET', jk, 'st', 'q', 't', 'dk', 'enq')
   redis.call('ZREM', key, m)
-  redis.call('ZREM', P .. 'job-ids', id)
-  if f[4] and f[4] ~= '' then redis.call('ZREM', P .. 'dedup:' .. f[4], sub6(f[5]) .. id) end
-  if f[1] then count(f[1], f[2], f[3], -1) end
-  redis.call('DEL', jk)
+  local f = dropjob(string.sub(m, 7))
+  if ARGV[1] == 'finished' and f[1] then
+    redis.call('ZREM', P .. 'fin:' .. f[1] .. '|' .. (f[3] or ''), m)
+  end
   n = n + 1
 end
 flush()
 return {n, #r / 2}
+)lua";
+
+// DeleteSurplusJobs, one chunk. ARGV: status, keep, limit. Per job type of
+// the status (P fin-groups), deletes the oldest of P fin:<st>|<t> past its
+// `keep` newest (ZRANGE from the front: by finished_at, then job id), at
+// most `limit` in all. Returns how many.
+const char* const kTrim = R"lua(
+local pre, keep, limit = ARGV[1] .. '|', tonumber(ARGV[2]), tonumber(ARGV[3])
+local GS = P .. 'fin-groups'
+local n = 0
+for _, g in ipairs(redis.call('SMEMBERS', GS)) do
+  if n >= limit then break end
+  if string.sub(g, 1, #pre) == pre then
+    local gk = P .. 'fin:' .. g
+    local card = redis.call('ZCARD', gk)
+    if card == 0 then
+      redis.call('SREM', GS, g)
+    elseif card > keep then
+      for _, m in ipairs(redis.call('ZRANGE', gk, 0, math.min(card - keep, limit - n) - 1)) do
+        redis.call('ZREM', gk, m)
+        redis.call('ZREM', P .. 'finished', m)
+        dropjob(string.sub(m, 7))
+        n = n + 1
+      end
+    end
+  end
+end
+flush()
+return n
 )lua";
 
 // ReadStats. ARGV: now. Promotes due jobs, then returns {the counters
@@ -1214,6 +1269,7 @@ const QueueScripts& Scripts() {
       Script(WithLib(kLoad)),     Script(WithLib(kScanIds)),  Script(WithLib(kScanTime)),
       Script(WithLib(kFindDup)),  Script(WithLib(kPurge)),    Script(WithLib(kStats)),
       Script(WithLib(kControl)),  Script(WithLib(std::string(kWrite) + kWriteMany)),
+      Script(WithLib(kTrim)),
   };
   return *scripts;
 }

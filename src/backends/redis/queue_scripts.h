@@ -28,6 +28,7 @@ struct QueueScripts {
   Script stats;       // ReadStats from the counters (no scan of jobs).
   Script control;     // WriteControl: a rule and its audit line.
   Script write_many;  // Several writes (WriteJobs' batch) in one call.
+  Script trim;        // DeleteSurplusJobs, one chunk.
 };
 
 // The scripts, built once. Thread-safe.

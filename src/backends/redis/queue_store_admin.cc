@@ -205,6 +205,13 @@ Result<int> RedisQueueBackend::DeleteJobs(JobPlacement placement, TimePoint olde
   }
 }
 
+Result<int> RedisQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64_t keep, int limit) {
+  JOBPACT_ASSIGN_OR_RETURN(Reply r, Run("TrimFinished", Scripts().trim,
+                                        {std::string(JobStatusName(status)), std::to_string(keep),
+                                         std::to_string(limit)}));
+  return static_cast<int>(r.integer);
+}
+
 Result<QueueStats> RedisQueueBackend::ReadStats(TimePoint now) {
   QueueStats stats;
   for (JobStatus s : kAllJobStatuses) stats.by_status[s] = 0;

@@ -111,6 +111,7 @@ class SqliteQueueBackend final : public StoreBackend {
                                                       std::string_view self_job_id,
                                                       TimePoint since) override;
   Result<int> DeleteJobs(JobPlacement placement, TimePoint older_than) override;
+  Result<int> DeleteSurplusJobs(JobStatus status, std::int64_t keep, int limit) override;
   Result<QueueStats> ReadStats(TimePoint now) override;
   Status RequestCancel(const JobChange& change) override;
   Result<ControlState> LoadControl() override { return internal::LoadControl(*core_); }
@@ -917,6 +918,75 @@ Result<int> SqliteQueueBackend::DeleteJobs(JobPlacement placement, TimePoint old
         older_than);
   }
   return Status::InvalidArgument("DeleteJobs: only DLQ entries and final jobs are purged");
+}
+
+Result<int> SqliteQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64_t keep, int limit) {
+  // Read first, outside the write lock: per job type of `status`, its
+  // newest job past the `keep` newest (one index seek per type, then an
+  // index walk of `keep` entries). Then one write transaction deletes, per
+  // type, the oldest jobs up to that one. The cutoff stays right however
+  // the store changed in between: jobs finishing since are newer (the kept
+  // ones only grow), and a purge by age removes the oldest first.
+  constexpr const char* kFinal = "status IN ('succeeded', 'failed', 'discarded')";
+  const std::string st(JobStatusName(status));
+  std::vector<jobpact::internal::RetentionCutoff> cutoffs;
+  JOBPACT_SQLITE_RETURN_IF_ERROR(core_->Read("TrimFinished", true, [&](Connection& conn) -> Status {
+    static const std::string next_type = std::string("SELECT job_type FROM jobpact_jobs WHERE ") +
+                                         kFinal +
+                                         " AND status = ?1 AND job_type > ?2 "
+                                         "ORDER BY status, job_type LIMIT 1";
+    static const std::string cutoff =
+        std::string("SELECT finished_at_ns, job_id FROM jobpact_jobs WHERE ") + kFinal +
+        " AND status = ?1 AND job_type = ?2 "
+        "ORDER BY status DESC, job_type DESC, finished_at_ns DESC, job_id DESC "
+        "LIMIT 1 OFFSET ?3";
+    JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw_type, conn.Prepare(next_type.c_str()));
+    Stmt types(raw_type);
+    JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw_cut, conn.Prepare(cutoff.c_str()));
+    Stmt cut(raw_cut);
+    std::string type;
+    while (true) {
+      types.Bind(1, st).Bind(2, type);
+      const int rc = types.Step();
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) return conn.Error(rc, "TrimFinished");
+      type = types.Text(0);
+      sqlite3_reset(types.get());
+      cut.Bind(1, st).Bind(2, type).Bind(3, keep);
+      const int crc = cut.Step();
+      if (crc == SQLITE_ROW) {
+        cutoffs.push_back(jobpact::internal::RetentionCutoff{type, cut.Int(0), cut.Text(1)});
+      } else if (crc != SQLITE_DONE) {
+        return conn.Error(crc, "TrimFinished");
+      }
+      sqlite3_reset(cut.get());
+    }
+    return Status::Ok();
+  }));
+  if (cutoffs.empty()) return 0;
+  int deleted = 0;
+  JOBPACT_SQLITE_RETURN_IF_ERROR(core_->Write("TrimFinished", [&](Connection& conn) -> Status {
+    static const std::string del =
+        std::string(
+            "DELETE FROM jobpact_jobs WHERE rowid IN (SELECT rowid FROM jobpact_jobs "
+            "WHERE ") +
+        kFinal +
+        " AND status = ?1 AND job_type = ?2 AND (finished_at_ns < ?3 OR (finished_at_ns = ?3 "
+        "AND job_id <= ?4)) ORDER BY status, job_type, finished_at_ns, job_id LIMIT ?5)";
+    JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.Prepare(del.c_str()));
+    Stmt st_del(raw);
+    deleted = 0;
+    for (const jobpact::internal::RetentionCutoff& c : cutoffs) {
+      if (deleted >= limit) break;
+      st_del.Bind(1, st).Bind(2, c.job_type).Bind(3, c.finished_at_ns).Bind(4, c.job_id);
+      st_del.Bind(5, limit - deleted);
+      JOBPACT_RETURN_IF_ERROR(StepDone(conn, st_del, "TrimFinished"));
+      deleted += sqlite3_changes(conn.db());
+      sqlite3_reset(st_del.get());
+    }
+    return Status::Ok();
+  }));
+  return deleted;
 }
 
 Result<QueueStats> SqliteQueueBackend::ReadStats(TimePoint now) {

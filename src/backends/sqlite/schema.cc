@@ -174,6 +174,15 @@ CREATE TABLE jobpact_tenant_turns (
   last_tenant TEXT NOT NULL
 ) WITHOUT ROWID;
 )sql",
+    // Version 5: count retention (TrimFinished). Final jobs by (status,
+    // job type, finished_at, id), so that finding the newest N of a type
+    // and deleting the older ones are index walks of that type alone. The
+    // age purge keeps version 1's jobpact_jobs_finished.
+    R"sql(
+CREATE INDEX jobpact_jobs_finished_by_type
+  ON jobpact_jobs (status, job_type, finished_at_ns, job_id)
+  WHERE status IN ('succeeded', 'failed', 'discarded');
+)sql",
 };
 
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == SqliteBackend::kSchemaVersion,

@@ -29,6 +29,16 @@ void QueueBackendContract::SetUp() {
   BackendContractTest::SetUp();
   if (!IsSkipped() && queue_ == nullptr) GTEST_SKIP() << "no QueueBackend";
 }
+void FinishedRetentionContract::SetUp() {
+  BackendContractTest::SetUp();
+  if (IsSkipped()) return;
+  if (queue_ == nullptr || admin_ == nullptr) GTEST_SKIP() << "no QueueBackend with a QueueAdmin";
+  FinishedRetention keep;
+  keep.succeeded = 1000000;  // Deletes nothing: asks whether the store can trim.
+  if (admin_->TrimFinished(keep).status().code() == StatusCode::kUnimplemented) {
+    GTEST_SKIP() << "this store retains finished jobs by age only (no DeleteSurplusJobs)";
+  }
+}
 void DeadLetterContract::SetUp() {
   BackendContractTest::SetUp();
   if (!IsSkipped() && queue_ == nullptr) GTEST_SKIP() << "no QueueBackend";
@@ -129,7 +139,7 @@ int contract_internal::LinkAllSuites() {
   return QueueContractAnchor() + DeadLetterContractAnchor() + LockStoreContractAnchor() +
          IdempotencyStoreContractAnchor() + ConcurrencyContractAnchor() + LeaseContractAnchor() +
          AdminContractAnchor() + HostileInputContractAnchor() + RateLimitContractAnchor() +
-         FairnessContractAnchor() + GuardsContractAnchor();
+         FairnessContractAnchor() + GuardsContractAnchor() + RetentionContractAnchor();
 }
 
 }  // namespace testing

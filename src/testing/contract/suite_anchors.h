@@ -24,6 +24,7 @@ int HostileInputContractAnchor();      // hostile_input_contract.cc
 int RateLimitContractAnchor();         // rate_limit_contract.cc
 int FairnessContractAnchor();          // fairness_contract.cc
 int GuardsContractAnchor();            // guards_contract.cc
+int RetentionContractAnchor();         // retention_contract.cc
 
 }  // namespace contract_internal
 }  // namespace testing

@@ -228,5 +228,38 @@ TEST_F(InMemoryQueueBackendTest, ACompletionDoesNotUseAnotherStoresNote) {
   EXPECT_EQ(queue_.Get("job_note_shared_0001")->status, JobStatus::kSucceeded);
 }
 
+// A trim larger than one chunk (FinishedRetention::kTrimChunk jobs per hold
+// of the mutex) goes on chunk after chunk to the end, and the trimmed jobs
+// leave every index: the store holds exactly the kept ones, a job trimmed
+// between a lease and its completion is not found through a stale note,
+// and a trimmed dedup key no longer matches.
+TEST_F(InMemoryQueueBackendTest, ATrimOfManyChunksDeletesEverySurplusJob) {
+  constexpr int kJobs = 2 * FinishedRetention::kTrimChunk + 500;
+  std::vector<Envelope> envs;
+  for (int i = 0; i < kJobs; ++i) {
+    Envelope env = FullEnvelope("job_chunk_" + std::to_string(100000 + i));
+    env.dedup_key = "k" + std::to_string(i);
+    envs.push_back(std::move(env));
+  }
+  ASSERT_THAT(queue_.EnqueueBatch(envs, {}).status(), IsOk());
+  Completion ok;
+  ok.to = JobStatus::kSucceeded;
+  ok.reason = "succeeded";
+  DequeueRequest req;
+  req.worker_id = "w";
+  req.max_jobs = kJobs;
+  std::vector<Delivery> ds = queue_.Dequeue(req).value();
+  ASSERT_EQ(ds.size(), static_cast<std::size_t>(kJobs));
+  for (int i = 0; i + 1 < kJobs; ++i) ASSERT_THAT(queue_.Complete(ds[i], ok), IsOk());
+  FinishedRetention keep;
+  keep.succeeded = 10;
+  ASSERT_EQ(queue_.TrimFinished(keep).value(), kJobs - 1 - 10);
+  EXPECT_EQ(queue_.Size(), 11u);                        // The ten newest and the running one.
+  EXPECT_THAT(queue_.Complete(ds.back(), ok), IsOk());  // Its note is void: found by id.
+  EXPECT_FALSE(queue_.FindDuplicate("k0", "x", TimePoint{}).value().has_value());
+  EXPECT_TRUE(
+      queue_.FindDuplicate("k" + std::to_string(kJobs - 2), "x", TimePoint{}).value().has_value());
+}
+
 }  // namespace
 }  // namespace jobpact

@@ -312,6 +312,7 @@ TEST_F(PostgresBackendTest, AVersion1SchemaGainsTheRateLimitsTableAndKeepsItsJob
   // What a version-1 library leaves: everything but the rate limiters (and
   // version 3's tenant column, its indexes and tenant_turns).
   ASSERT_EQ(Sql("DROP TABLE {s}.rate_limits"), "");
+  ASSERT_EQ(Sql("DROP INDEX {s}.jobs_finished_by_type"), "");  // Version 4.
   ASSERT_EQ(Sql("DROP TABLE {s}.tenant_turns"), "");
   ASSERT_EQ(Sql("ALTER TABLE {s}.jobs DROP COLUMN tenant_id"), "");
   ASSERT_EQ(Sql("UPDATE {s}.schema_version SET version = 1, min_compatible_version = 1"), "");
@@ -337,6 +338,7 @@ TEST_F(PostgresBackendTest, AVersion2SchemaGainsTenantsAndKeepsItsJobsWithTheirT
   backend_.reset();
   // What a version-2 library leaves: no tenant column, no turns. And a row
   // whose envelope is not JSON (a hand edit): it migrates with no tenant.
+  ASSERT_EQ(Sql("DROP INDEX {s}.jobs_finished_by_type"), "");  // Version 4.
   ASSERT_EQ(Sql("DROP TABLE {s}.tenant_turns"), "");
   ASSERT_EQ(Sql("ALTER TABLE {s}.jobs DROP COLUMN tenant_id"), "");
   ASSERT_EQ(Sql("INSERT INTO {s}.jobs (job_id, job_type, queue, priority, status, attempt, "

@@ -285,7 +285,8 @@ TEST_F(SqliteAdminTest, AVersionOneFileIsMigratedInPlaceWithItsJobs) {
   {
     // Take the file back to schema version 1, as the previous release left it.
     RawDb raw(path_);
-    ASSERT_EQ(raw.Exec("DROP TABLE jobpact_tenant_turns; DROP INDEX jobpact_jobs_ready_by_tenant; "
+    ASSERT_EQ(raw.Exec("DROP INDEX jobpact_jobs_finished_by_type; "
+                       "DROP TABLE jobpact_tenant_turns; DROP INDEX jobpact_jobs_ready_by_tenant; "
                        "DROP INDEX jobpact_jobs_running_tenant; "
                        "ALTER TABLE jobpact_jobs DROP COLUMN tenant_id; "
                        "DROP TABLE jobpact_rate_limits; "

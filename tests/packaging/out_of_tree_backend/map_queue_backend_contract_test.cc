@@ -43,6 +43,7 @@ TEST(OutOfTreeBackend, EverySuiteOfTheInstalledLibraryIsLinkedIn) {
   EXPECT_THAT(suites, ::testing::ElementsAre(
                           "MapStore/CompletionGuardsContract",
                           "MapStore/ConcurrencyContract", "MapStore/DeadLetterContract",
+                          "MapStore/FinishedRetentionContract",
                           "MapStore/IdempotencyStoreContract", "MapStore/LockStoreContract",
                           "MapStore/QueueAdminContract", "MapStore/QueueBackendContract",
                           "MapStore/RateLimitStoreContract"));
