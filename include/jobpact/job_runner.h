@@ -181,19 +181,17 @@ struct JobRunnerOptions {
   // many as succeeded: they are the evidence an operator reads, but a storm
   // of expiries or permanent failures must not grow the store either.
   // nullopt: no count limit for that status (age only); 0: none kept past
-  // the next pass. What a trim gives up: dedup at enqueue and at delivery
-  // looks for a job that succeeded within dedup_window; one trimmed
-  // earlier is no longer found, so a type finishing more than
+  // the next pass. A job that succeeded within dedup_window is kept
+  // whatever the count (FinishedRetention::keep_succeeded_since): dedup at
+  // enqueue and at delivery still finds it, so a type finishing more than
   // succeeded / dedup_window jobs per second (100,000 / 5 min = 333/s by
-  // default) should raise the count if it relies on dedup for its whole
-  // window (idempotency keys are kept apart, idempotency_retention, and
-  // still guard the effect). Dead-lettered jobs are not trimmed by count:
+  // default) keeps its last dedup_window of succeeded jobs instead. Dead-lettered jobs are not trimmed by count:
   // the DLQ is quarantine awaiting an operator (SPEC 7), retained by age
   // (dlq_retention) and watched by its alerts. A store without count
   // retention (a user-written one without DeleteSurplusJobs) is retained by
   // age only, which the first pass logs once. max_jobs caps what one pass
   // deletes (0: every surplus job), in chunks each its own atomic step.
-  FinishedRetention finished_retention{100000, 100000, 100000, 0};
+  FinishedRetention finished_retention{100000, 100000, 100000, 0, std::nullopt};
 
   // --- Guards (SPEC 10, 11) ---
   // Retry budget: per job type, retries of transient and unknown failures

@@ -181,6 +181,11 @@ struct FinishedRetention {
   // at most kTrimChunk, each its own atomic step (one hold of its lock, one
   // transaction, one script), so a trim never stalls the workers for long.
   std::int64_t max_jobs = 0;
+  // Succeeded jobs with a dedup key finished at or after this are kept
+  // whatever the count: dedup (SPEC 3 step 4) still finds a job that
+  // succeeded within its window, and trimming it would let a duplicate
+  // run. The runner passes now - dedup_window. nullopt: no such floor.
+  std::optional<TimePoint> keep_succeeded_since;
 
   static constexpr int kTrimChunk = 1000;
 };

@@ -269,13 +269,16 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
   // `keep` of their job type -- newest by finished_at, then by job id (of
   // jobs finished at the same time the greater id is the newer), so that
   // which jobs go is deterministic. The oldest surplus go first. Returns how
-  // many; fewer than `limit` means no surplus is left. Jobs in any other
-  // status are never touched. It must not scan every stored job: keep an
+  // many; fewer than `limit` means no surplus is left. A job with a dedup
+  // key finished at or after `dedup_floor` stays (it counts among the
+  // surplus but is passed over). Jobs in any other status are never
+  // touched. It must not scan every stored job: keep an
   // index by (status, job type, finished_at). Added after the others: the
   // default returns kUnimplemented, so a store written before still
   // compiles (its finished jobs are then retained by age only).
   // REQUIRES: status final, keep >= 0, limit >= 1.
-  virtual Result<int> DeleteSurplusJobs(JobStatus status, std::int64_t keep, int limit);
+  virtual Result<int> DeleteSurplusJobs(JobStatus status, std::int64_t keep,
+                                        TimePoint dedup_floor, int limit);
 
   // Counts for Stats(), at `now` (see QueueStats).
   virtual Result<QueueStats> ReadStats(TimePoint now) = 0;

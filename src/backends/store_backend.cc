@@ -354,11 +354,14 @@ Result<int> StoreBackend::TrimFinished(const FinishedRetention& keep) {
     std::int64_t total = 0;
     for (const auto& [status, n] : counts) {
       if (!*n) continue;
+      const TimePoint before = status == JobStatus::kSucceeded && keep.keep_succeeded_since
+                                   ? *keep.keep_succeeded_since
+                                   : TimePoint::max();
       while (keep.max_jobs == 0 || total < keep.max_jobs) {
         std::int64_t chunk = FinishedRetention::kTrimChunk;
         if (keep.max_jobs != 0) chunk = std::min(chunk, keep.max_jobs - total);
         JOBPACT_ASSIGN_OR_RETURN(int deleted,
-                                 DeleteSurplusJobs(status, **n, static_cast<int>(chunk)));
+                                 DeleteSurplusJobs(status, **n, before, static_cast<int>(chunk)));
         total += deleted;
         if (deleted < chunk) break;
       }
@@ -367,7 +370,7 @@ Result<int> StoreBackend::TrimFinished(const FinishedRetention& keep) {
   });
 }
 
-Result<int> StoreBackend::DeleteSurplusJobs(JobStatus, std::int64_t, int) {
+Result<int> StoreBackend::DeleteSurplusJobs(JobStatus, std::int64_t, TimePoint, int) {
   return Status::Unimplemented("TrimFinished: the " + std::string(Name()) +
                                " store does not trim finished jobs by count (it implements no "
                                "DeleteSurplusJobs); they are retained by age only");

@@ -70,7 +70,10 @@ Status RunnerCore::RunMaintenance() {
   if (!purged.ok()) note("purge finished jobs", purged.status());
   // Count retention, on top of the age: a store that cannot trim says so
   // once, and is then retained by age only.
-  const FinishedRetention& keep = options_.finished_retention;
+  // A job that succeeded within the dedup window is kept: dedup still
+  // finds it (SPEC 3 step 4).
+  FinishedRetention keep = options_.finished_retention;
+  keep.keep_succeeded_since = now - options_.dedup_window;
   if ((keep.succeeded || keep.failed || keep.discarded) &&
       store_trims_.load(std::memory_order_relaxed)) {
     Result<int> trimmed = options_.backend.admin->TrimFinished(keep);

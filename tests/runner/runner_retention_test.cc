@@ -32,6 +32,36 @@ std::vector<std::string> RunJobs(Harness& h, const std::string& type, int n) {
   return ids;
 }
 
+// A job that succeeded within the dedup window stays whatever the count:
+// dedup (SPEC 3 step 4) must still find it.
+TEST(RunnerRetentionTest, SucceededJobsWithinTheDedupWindowOutliveTheCount) {
+  Harness h([](JobRunnerOptions& o) {
+    o.finished_retention.succeeded = 1;
+    o.dedup_window = std::chrono::minutes(5);
+  });
+  ASSERT_THAT(h.Handle("ok.a", [](JobContext&) { return Status::Ok(); }), IsOk());
+  std::vector<std::string> a;
+  for (int i = 0; i < 3; ++i) {
+    Envelope env;
+    env.job_type = "ok.a";
+    env.payload = "{}";
+    env.dedup_key = "order:" + std::to_string(i);
+    a.push_back(h.Enqueue(env)->job_id);
+    ASSERT_THAT(h.RunUntilIdle().status(), IsOk());
+    h.clock().Advance(Seconds(1));
+  }
+  // Without a dedup key nothing holds a job back.
+  const std::vector<std::string> plain = RunJobs(h, "ok.a", 2);
+  ASSERT_THAT(h.runner().RunMaintenance(), IsOk());
+  for (const std::string& id : a) EXPECT_EQ(h.StatusOf(id), JobStatus::kSucceeded) << id;
+  EXPECT_EQ(h.StatusOf(plain[0]), std::nullopt);
+  EXPECT_EQ(h.StatusOf(plain[1]), JobStatus::kSucceeded);  // The newest: the count's.
+  h.clock().Advance(std::chrono::minutes(5));
+  ASSERT_THAT(h.runner().RunMaintenance(), IsOk());
+  for (const std::string& id : a) EXPECT_EQ(h.StatusOf(id), std::nullopt) << id;
+  EXPECT_EQ(h.StatusOf(plain[1]), JobStatus::kSucceeded);
+}
+
 TEST(RunnerRetentionTest, MaintenanceKeepsTheNewestFinishedJobsPerTypeAndStatus) {
   Harness h([](JobRunnerOptions& o) {
     o.finished_retention.succeeded = 2;

@@ -609,13 +609,25 @@ class InMemoryQueueBackend::Impl {
     return deleted;
   }
 
-  Result<int> DeleteSurplusJobs(JobStatus status, std::int64_t keep, int limit) {
+  Result<int> DeleteSurplusJobs(JobStatus status, std::int64_t keep, TimePoint dedup_floor,
+                                int limit) {
     internal::MutexLock lock(mu_);
     int deleted = 0;
     for (auto& [type, sets] : finals_) {
       std::set<TimeKey>& set = sets[FinalSlot(status)];
-      while (deleted < limit && static_cast<std::int64_t>(set.size()) > keep) {
-        EraseJob(set.begin()->second);  // The oldest: (finished_at, id) first.
+      // The oldest first: (finished_at, id). Past dedup_floor, a job with
+      // a dedup key is passed over.
+      auto it = set.begin();
+      std::int64_t surplus = static_cast<std::int64_t>(set.size()) - keep;
+      while (deleted < limit && surplus > 0 && it != set.end()) {
+        --surplus;
+        const auto job = jobs_.find(it->second);
+        if (it->first >= dedup_floor && !job->second->record.envelope.dedup_key.empty()) {
+          ++it;
+          continue;
+        }
+        ++it;
+        EraseJob(job->first);
         ++deleted;
       }
     }
@@ -998,8 +1010,9 @@ Result<int> InMemoryQueueBackend::DeleteJobs(JobPlacement placement, TimePoint o
   return impl_->DeleteJobs(placement, older_than);
 }
 Result<int> InMemoryQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64_t keep,
+                                                    TimePoint dedup_floor,
                                                     int limit) {
-  return impl_->DeleteSurplusJobs(status, keep, limit);
+  return impl_->DeleteSurplusJobs(status, keep, dedup_floor, limit);
 }
 Result<QueueStats> InMemoryQueueBackend::ReadStats(TimePoint now) { return impl_->ReadStats(now); }
 Status InMemoryQueueBackend::RequestCancel(const JobChange& change) {

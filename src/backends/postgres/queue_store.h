@@ -102,7 +102,8 @@ class PostgresQueueBackend final : public StoreBackend {
                                                       std::string_view self_job_id,
                                                       TimePoint since) override;
   Result<int> DeleteJobs(JobPlacement placement, TimePoint older_than) override;
-  Result<int> DeleteSurplusJobs(JobStatus status, std::int64_t keep, int limit) override;
+  Result<int> DeleteSurplusJobs(JobStatus status, std::int64_t keep, TimePoint dedup_floor,
+                                int limit) override;
   Result<QueueStats> ReadStats(TimePoint now) override;
   Status RequestCancel(const JobChange& change) override;
   Result<ControlState> LoadControl() override { return internal::LoadControl(*core_); }

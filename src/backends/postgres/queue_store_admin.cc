@@ -171,7 +171,7 @@ Result<int> PostgresQueueBackend::DeleteJobs(JobPlacement placement, TimePoint o
 }
 
 Result<int> PostgresQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64_t keep,
-                                                    int limit) {
+                                                    TimePoint dedup_floor, int limit) {
   // As the SQLite store's: per job type of `status`, its newest job past
   // the `keep` newest, read first (an index seek per type, then a walk of
   // `keep` index entries), then one transaction deletes per type the oldest
@@ -208,8 +208,9 @@ Result<int> PostgresQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64
     const std::string del = core_->Sql(
         "DELETE FROM {t}jobs WHERE job_id IN (SELECT job_id FROM {t}jobs WHERE status IN "
         "('succeeded', 'failed', 'discarded') AND status = $1 AND job_type = $2 AND "
-        "(finished_at_ns, job_id) <= ($3::bigint, $4::text COLLATE \"C\") ORDER BY status, "
-        "job_type, finished_at_ns, job_id LIMIT $5 FOR UPDATE SKIP LOCKED)");
+        "(finished_at_ns, job_id) <= ($3::bigint, $4::text COLLATE \"C\") AND (finished_at_ns < "
+        "$6::bigint OR dedup_key IS NULL) ORDER BY status, job_type, finished_at_ns, job_id LIMIT $5 FOR UPDATE SKIP "
+        "LOCKED)");
     deleted = 0;
     for (const jobpact::internal::RetentionCutoff& c : cutoffs) {
       if (deleted >= limit) break;
@@ -219,7 +220,8 @@ Result<int> PostgresQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64
                                                          .Add(c.job_type)
                                                          .Add(c.finished_at_ns)
                                                          .Add(c.job_id)
-                                                         .Add(limit - deleted),
+                                                         .Add(limit - deleted)
+                                                         .Add(ToNs(dedup_floor)),
                                                      "TrimFinished"));
       deleted += static_cast<int>(r.affected());
     }

@@ -1127,12 +1127,15 @@ flush()
 return {n, #r / 2}
 )lua";
 
-// DeleteSurplusJobs, one chunk. ARGV: status, keep, limit. Per job type of
-// the status (P fin-groups), deletes the oldest of P fin:<st>|<t> past its
-// `keep` newest (ZRANGE from the front: by finished_at, then job id), at
-// most `limit` in all. Returns how many.
+// DeleteSurplusJobs, one chunk. ARGV: status, keep, limit, dedup_floor.
+// Per job type of the status (P fin-groups), deletes the oldest of
+// P fin:<st>|<t> past its `keep` newest (ZRANGE from the front: by
+// finished_at, then job id), at most `limit` in all, passing over a job
+// with a dedup key not finished before `dedup_floor` (compared in whole
+// ms: a job of that ms is kept). Returns how many.
 const char* const kTrim = R"lua(
 local pre, keep, limit = ARGV[1] .. '|', tonumber(ARGV[2]), tonumber(ARGV[3])
+local floor = msof(ARGV[4])
 local GS = P .. 'fin-groups'
 local n = 0
 for _, g in ipairs(redis.call('SMEMBERS', GS)) do
@@ -1143,11 +1146,18 @@ for _, g in ipairs(redis.call('SMEMBERS', GS)) do
     if card == 0 then
       redis.call('SREM', GS, g)
     elseif card > keep then
-      for _, m in ipairs(redis.call('ZRANGE', gk, 0, math.min(card - keep, limit - n) - 1)) do
-        redis.call('ZREM', gk, m)
-        redis.call('ZREM', P .. 'finished', m)
-        dropjob(string.sub(m, 7))
-        n = n + 1
+      local r = redis.call('ZRANGE', gk, 0, math.min(card - keep, limit - n) - 1, 'WITHSCORES')
+      for i = 1, #r, 2 do
+        local m = r[i]
+        local id = string.sub(m, 7)
+        local dk = nil
+        if tonumber(r[i + 1]) >= floor then dk = redis.call('HGET', P .. 'job:' .. id, 'dk') end
+        if not dk or dk == '' then
+          redis.call('ZREM', gk, m)
+          redis.call('ZREM', P .. 'finished', m)
+          dropjob(id)
+          n = n + 1
+        end
       end
     end
   end

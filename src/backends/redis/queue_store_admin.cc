@@ -205,10 +205,11 @@ Result<int> RedisQueueBackend::DeleteJobs(JobPlacement placement, TimePoint olde
   }
 }
 
-Result<int> RedisQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64_t keep, int limit) {
+Result<int> RedisQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64_t keep,
+                                                 TimePoint dedup_floor, int limit) {
   JOBPACT_ASSIGN_OR_RETURN(Reply r, Run("TrimFinished", Scripts().trim,
                                         {std::string(JobStatusName(status)), std::to_string(keep),
-                                         std::to_string(limit)}));
+                                         std::to_string(limit), TimeArgClamped(dedup_floor)}));
   return static_cast<int>(r.integer);
 }
 

@@ -111,7 +111,8 @@ class SqliteQueueBackend final : public StoreBackend {
                                                       std::string_view self_job_id,
                                                       TimePoint since) override;
   Result<int> DeleteJobs(JobPlacement placement, TimePoint older_than) override;
-  Result<int> DeleteSurplusJobs(JobStatus status, std::int64_t keep, int limit) override;
+  Result<int> DeleteSurplusJobs(JobStatus status, std::int64_t keep, TimePoint dedup_floor,
+                                int limit) override;
   Result<QueueStats> ReadStats(TimePoint now) override;
   Status RequestCancel(const JobChange& change) override;
   Result<ControlState> LoadControl() override { return internal::LoadControl(*core_); }
@@ -920,7 +921,8 @@ Result<int> SqliteQueueBackend::DeleteJobs(JobPlacement placement, TimePoint old
   return Status::InvalidArgument("DeleteJobs: only DLQ entries and final jobs are purged");
 }
 
-Result<int> SqliteQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64_t keep, int limit) {
+Result<int> SqliteQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64_t keep,
+                                                  TimePoint dedup_floor, int limit) {
   // Read first, outside the write lock: per job type of `status`, its
   // newest job past the `keep` newest (one index seek per type, then an
   // index walk of `keep` entries). Then one write transaction deletes, per
@@ -972,14 +974,15 @@ Result<int> SqliteQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64_t
             "WHERE ") +
         kFinal +
         " AND status = ?1 AND job_type = ?2 AND (finished_at_ns < ?3 OR (finished_at_ns = ?3 "
-        "AND job_id <= ?4)) ORDER BY status, job_type, finished_at_ns, job_id LIMIT ?5)";
+        "AND job_id <= ?4)) AND (finished_at_ns < ?6 OR dedup_key IS NULL) ORDER BY status, "
+        "job_type, finished_at_ns, job_id LIMIT ?5)";
     JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.Prepare(del.c_str()));
     Stmt st_del(raw);
     deleted = 0;
     for (const jobpact::internal::RetentionCutoff& c : cutoffs) {
       if (deleted >= limit) break;
       st_del.Bind(1, st).Bind(2, c.job_type).Bind(3, c.finished_at_ns).Bind(4, c.job_id);
-      st_del.Bind(5, limit - deleted);
+      st_del.Bind(5, limit - deleted).Bind(6, ToNs(dedup_floor));
       JOBPACT_RETURN_IF_ERROR(StepDone(conn, st_del, "TrimFinished"));
       deleted += sqlite3_changes(conn.db());
       sqlite3_reset(st_del.get());

@@ -138,6 +138,43 @@ TEST_P(FinishedRetentionContract, OneCallDeletesAtMostMaxJobsOldestFirst) {
   EXPECT_THAT(Present(ids), ElementsAre("job_m6", "job_m7"));
 }
 
+// Dedup still finds a job that succeeded within its window (SPEC 3 step
+// 4), so those with a dedup key are kept whatever the count; a job without
+// one, or of another status, is not.
+TEST_P(FinishedRetentionContract, SucceededJobsDedupStillNeedsOutliveTheCount) {
+  std::vector<std::string> ids;
+  for (int i = 1; i <= 3; ++i) {
+    ids.push_back("job_s" + std::to_string(i));
+    Finish(ids.back(), "a", JobStatus::kSucceeded, "order:" + std::to_string(i));
+  }
+  const TimePoint since = Now();
+  ids.push_back("job_n1");
+  Finish(ids.back(), "a", JobStatus::kSucceeded);
+  for (int i = 4; i <= 5; ++i) {
+    ids.push_back("job_s" + std::to_string(i));
+    Finish(ids.back(), "a", JobStatus::kSucceeded, "order:" + std::to_string(i));
+  }
+  for (int i = 1; i <= 3; ++i) {
+    ids.push_back("job_f" + std::to_string(i));
+    Finish(ids.back(), "a", JobStatus::kFailed);
+  }
+  FinishedRetention keep;
+  keep.succeeded = 1;
+  keep.failed = 1;
+  keep.keep_succeeded_since = since;
+  JOBPACT_ASSERT_OK_AND_ASSIGN(int n, admin_->TrimFinished(keep));
+  EXPECT_EQ(n, 6);
+  EXPECT_THAT(Present(ids), ElementsAre("job_s4", "job_s5", "job_f3"));
+  // Still a duplicate for dedup.
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<std::string> dup,
+                               queue_->FindDuplicate("order:4", "job_new", since));
+  EXPECT_EQ(dup, std::optional<std::string>("job_s4"));
+  // Trimmed: no longer found, even with a window reaching back to it.
+  JOBPACT_ASSERT_OK_AND_ASSIGN(
+      dup, queue_->FindDuplicate("order:1", "job_new", since - std::chrono::hours(1)));
+  EXPECT_EQ(dup, std::nullopt);
+}
+
 TEST_P(FinishedRetentionContract, NegativeCountsAreRefused) {
   FinishedRetention keep;
   keep.failed = -1;
