@@ -12,7 +12,12 @@
 // retention is for.
 //
 // The jobs carry a dedup key each (the store's dedup index must shrink with
-// the trimmed jobs) and no idempotency key: idempotency records live in the
+// the trimmed jobs), so the trim keeps every job that succeeded within the
+// dedup window whatever the count (dedup may still find it): the window is
+// JOBPACT_SUSTAINED_DEDUP_WINDOW seconds (default 10, so that a run of a
+// minute shows the count at work; the runner's default is 5 minutes, and
+// the store then holds the last 5 minutes of succeeded jobs with a dedup
+// key). No idempotency key: idempotency records live in the
 // IdempotencyStore and are retained by idempotency_retention (24 h) alone,
 // which this run does not bound (docs/benchmarks.md says so).
 //
@@ -27,6 +32,7 @@
 //   JOBPACT_SUSTAINED_KEEP      finished_retention.succeeded (default the
 //                               runner's, 100,000)
 //   JOBPACT_SUSTAINED_RETENTION "count" (default) or "age" (no count limit)
+//   JOBPACT_SUSTAINED_DEDUP_WINDOW  dedup_window in seconds (default 10)
 //   JOBPACT_SUSTAINED_DIR       where the SQLite file goes (default: a new
 //                               directory under the system temp directory)
 //
@@ -102,6 +108,8 @@ class Run {
     o.logger_name = "jobpact.bench";
     o.metrics = std::make_shared<NullMetricsSink>();
     o.finished_retention.succeeded = keep;
+    o.dedup_window = std::chrono::duration_cast<Duration>(
+        std::chrono::duration<double>(EnvDouble("JOBPACT_SUSTAINED_DEDUP_WINDOW", 10)));
     admin_ = o.backend.admin;
     auto runner = JobRunner::Create(o);
     if (!runner.ok()) {
