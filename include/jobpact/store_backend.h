@@ -269,10 +269,12 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
   // `keep` of their job type -- newest by finished_at, then by job id (of
   // jobs finished at the same time the greater id is the newer), so that
   // which jobs go is deterministic. The oldest surplus go first. Returns how
-  // many; fewer than `limit` means no surplus is left. A job with a dedup
-  // key finished at or after `dedup_floor` stays (it counts among the
-  // surplus but is passed over). Jobs in any other status are never
-  // touched. It must not scan every stored job: keep an
+  // many. A job with a dedup key finished at or after `dedup_floor` stays
+  // (it counts among the surplus but is passed over); what a call looks at,
+  // kept or not, counts against `limit`, so that a window full of such jobs
+  // costs one bounded step. Fewer than `limit` deleted: no surplus is left,
+  // or what is left waits for its window to pass. Jobs in any other status
+  // are never touched. It must not scan every stored job: keep an
   // index by (status, job type, finished_at). Added after the others: the
   // default returns kUnimplemented, so a store written before still
   // compiles (its finished jobs are then retained by age only).

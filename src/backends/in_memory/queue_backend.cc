@@ -378,6 +378,14 @@ class InMemoryQueueBackend::Impl {
       if (best->tenant != best->turn->last_tenant) best->turn->last_tenant.assign(best->tenant);
       const Id id = std::get<2>(*best->ready.begin());
       Entry& e = *std::get<3>(*best->ready.begin());
+      if (e.record.ready_at > now) {
+        // Enqueued (ready at its producer's now) after this caller read the
+        // clock, before it took the lock: ready a hair after `now`, so not
+        // this lease's. Its set waits for the next lease (a rare race: this
+        // lease takes fewer jobs, instead of failing whole).
+        from.erase(std::find(from.begin(), from.end(), best));
+        continue;
+      }
       if (auto r = room.find(e.record.envelope.job_type); r != room.end() && --r->second <= 0) {
         // This delivery takes the type's last free slot.
         from.erase(std::remove_if(from.begin(), from.end(),
@@ -613,14 +621,17 @@ class InMemoryQueueBackend::Impl {
                                 int limit) {
     internal::MutexLock lock(mu_);
     int deleted = 0;
+    int looked = 0;
     for (auto& [type, sets] : finals_) {
       std::set<TimeKey>& set = sets[FinalSlot(status)];
       // The oldest first: (finished_at, id). Past dedup_floor, a job with
-      // a dedup key is passed over.
+      // a dedup key is passed over; what is looked at counts against
+      // `limit` too, so a window full of them costs a chunk, not a walk.
       auto it = set.begin();
       std::int64_t surplus = static_cast<std::int64_t>(set.size()) - keep;
-      while (deleted < limit && surplus > 0 && it != set.end()) {
+      while (looked < limit && surplus > 0 && it != set.end()) {
         --surplus;
+        ++looked;
         const auto job = jobs_.find(it->second);
         if (it->first >= dedup_floor && !job->second->record.envelope.dedup_key.empty()) {
           ++it;

@@ -206,11 +206,12 @@ Result<int> PostgresQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64
   int deleted = 0;
   JOBPACT_PG_RETURN_IF_ERROR(core_->Tx("TrimFinished", [&](Connection& conn) -> Status {
     const std::string del = core_->Sql(
-        "DELETE FROM {t}jobs WHERE job_id IN (SELECT job_id FROM {t}jobs WHERE status IN "
+        "WITH c AS (SELECT job_id, finished_at_ns, dedup_key FROM {t}jobs WHERE status IN "
         "('succeeded', 'failed', 'discarded') AND status = $1 AND job_type = $2 AND "
-        "(finished_at_ns, job_id) <= ($3::bigint, $4::text COLLATE \"C\") AND (finished_at_ns < "
-        "$6::bigint OR dedup_key IS NULL) ORDER BY status, job_type, finished_at_ns, job_id LIMIT $5 FOR UPDATE SKIP "
-        "LOCKED)");
+        "(finished_at_ns, job_id) <= ($3::bigint, $4::text COLLATE \"C\") ORDER BY status, "
+        "job_type, finished_at_ns, job_id LIMIT $5 FOR UPDATE SKIP LOCKED) DELETE FROM {t}jobs "
+        "WHERE job_id IN (SELECT job_id FROM c WHERE finished_at_ns < $6::bigint OR dedup_key "
+        "IS NULL)");
     deleted = 0;
     for (const jobpact::internal::RetentionCutoff& c : cutoffs) {
       if (deleted >= limit) break;

@@ -970,12 +970,12 @@ Result<int> SqliteQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64_t
   JOBPACT_SQLITE_RETURN_IF_ERROR(core_->Write("TrimFinished", [&](Connection& conn) -> Status {
     static const std::string del =
         std::string(
-            "DELETE FROM jobpact_jobs WHERE rowid IN (SELECT rowid FROM jobpact_jobs "
-            "WHERE ") +
+            "DELETE FROM jobpact_jobs WHERE rowid IN (SELECT rowid FROM (SELECT rowid, "
+            "finished_at_ns, dedup_key FROM jobpact_jobs WHERE ") +
         kFinal +
         " AND status = ?1 AND job_type = ?2 AND (finished_at_ns < ?3 OR (finished_at_ns = ?3 "
-        "AND job_id <= ?4)) AND (finished_at_ns < ?6 OR dedup_key IS NULL) ORDER BY status, "
-        "job_type, finished_at_ns, job_id LIMIT ?5)";
+        "AND job_id <= ?4)) ORDER BY status, job_type, finished_at_ns, job_id LIMIT ?5) WHERE "
+        "finished_at_ns < ?6 OR dedup_key IS NULL)";
     JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw, conn.Prepare(del.c_str()));
     Stmt st_del(raw);
     deleted = 0;

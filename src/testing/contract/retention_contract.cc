@@ -175,6 +175,33 @@ TEST_P(FinishedRetentionContract, SucceededJobsDedupStillNeedsOutliveTheCount) {
   EXPECT_EQ(dup, std::nullopt);
 }
 
+// What a call looks at counts against its cap, kept or not: a window full
+// of jobs dedup still needs costs one bounded step, and the deletable jobs
+// behind them wait for the window to pass.
+TEST_P(FinishedRetentionContract, JobsDedupStillNeedsCountAgainstTheCap) {
+  const TimePoint since = Now();
+  std::vector<std::string> ids;
+  for (int i = 1; i <= 2; ++i) {
+    ids.push_back("job_k" + std::to_string(i));
+    Finish(ids.back(), "a", JobStatus::kSucceeded, "order:" + std::to_string(i));
+  }
+  for (int i = 1; i <= 2; ++i) {
+    ids.push_back("job_n" + std::to_string(i));
+    Finish(ids.back(), "a", JobStatus::kSucceeded);
+  }
+  FinishedRetention keep;
+  keep.succeeded = 0;
+  keep.max_jobs = 2;
+  keep.keep_succeeded_since = since;
+  JOBPACT_ASSERT_OK_AND_ASSIGN(int n, admin_->TrimFinished(keep));
+  EXPECT_EQ(n, 0);
+  EXPECT_THAT(Present(ids), ElementsAre("job_k1", "job_k2", "job_n1", "job_n2"));
+  keep.max_jobs = 0;  // No cap: a chunk looks past them.
+  JOBPACT_ASSERT_OK_AND_ASSIGN(n, admin_->TrimFinished(keep));
+  EXPECT_EQ(n, 2);
+  EXPECT_THAT(Present(ids), ElementsAre("job_k1", "job_k2"));
+}
+
 TEST_P(FinishedRetentionContract, NegativeCountsAreRefused) {
   FinishedRetention keep;
   keep.failed = -1;

@@ -233,6 +233,37 @@ TEST_F(InMemoryQueueBackendTest, ACompletionDoesNotUseAnotherStoresNote) {
 // leave every index: the store holds exactly the kept ones, a job trimmed
 // between a lease and its completion is not found through a stale note,
 // and a trimmed dedup key no longer matches.
+// A producer's enqueue can land between a leasing caller's clock read and
+// its lock: the job is ready a hair after the lease's `now`. The lease
+// passes over it (the next one takes it) instead of failing whole, which it
+// did ("dequeue_failed ... not ready until", seen by bench/sustained_bench).
+TEST_F(InMemoryQueueBackendTest, AJobEnqueuedAfterTheLeasesClockReadWaitsForTheNextLease) {
+  Envelope early = FullEnvelope("job_early");
+  early.priority = 0;
+  PrepareForEnqueue(early, clock_->Now());
+  ASSERT_THAT(queue_.Enqueue(early, {}).status(), IsOk());
+  const TimePoint t = clock_->Now();
+  clock_->Advance(Millis(1));
+  Envelope late = FullEnvelope("job_late");  // Priority 3: the head.
+  late.dedup_key.clear();
+  late.queue = "other";
+  PrepareForEnqueue(late, clock_->Now());
+  ASSERT_THAT(queue_.Enqueue(late, {}).status(), IsOk());
+  clock_->SetTime(t);  // The lease read the clock before that enqueue.
+  DequeueRequest req;
+  req.worker_id = "w1";
+  req.max_jobs = 4;
+  Result<std::vector<Delivery>> got = queue_.Dequeue(req);
+  ASSERT_THAT(got.status(), IsOk());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].job.envelope.job_id, "job_early");
+  clock_->Advance(Millis(1));
+  got = queue_.Dequeue(req);
+  ASSERT_THAT(got.status(), IsOk());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].job.envelope.job_id, "job_late");
+}
+
 TEST_F(InMemoryQueueBackendTest, ATrimOfManyChunksDeletesEverySurplusJob) {
   constexpr int kJobs = 2 * FinishedRetention::kTrimChunk + 500;
   std::vector<Envelope> envs;
