@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "jobpact/job.h"
+#include "src/internal/lock_lease.h"
 #include "src/backends/postgres/core.h"
 #include "src/internal/checks.h"
 #include "src/internal/guarded.h"
@@ -28,16 +29,6 @@ using internal::PgResult;
 using Core = PostgresBackend::Core;
 
 namespace {
-
-LockLease MakeLease(std::string_view key, std::string owner, std::uint64_t token,
-                    std::int64_t expires_ns) {
-  LockLease l;
-  l.key = std::string(key);
-  l.owner = std::move(owner);
-  l.fencing_token = token;
-  l.expires_at = TimeFromNs(expires_ns);
-  return l;
-}
 
 class PostgresLockStore final : public LockStore {
  public:
@@ -69,7 +60,7 @@ class PostgresLockStore final : public LockStore {
                       Params().Add(key).Add(owner).Add(expires_ns).Add(now_ns),
                       "LockStore::Acquire"));
         if (r.rows() == 1) {
-          lease = MakeLease(key, std::string(owner), static_cast<std::uint64_t>(r.Int(0, 0)),
+          lease = ::jobpact::internal::MakeLockLease(key, std::string(owner), static_cast<std::uint64_t>(r.Int(0, 0)),
                             expires_ns);
           return Status::Ok();
         }
@@ -104,7 +95,7 @@ class PostgresLockStore final : public LockStore {
           return Status::Aborted("lock " + std::string(key) + " is no longer held by " +
                                  std::string(owner) + " (expired, taken or released)");
         }
-        lease = MakeLease(key, std::string(owner), static_cast<std::uint64_t>(r.Int(0, 0)),
+        lease = ::jobpact::internal::MakeLockLease(key, std::string(owner), static_cast<std::uint64_t>(r.Int(0, 0)),
                           expires_ns);
         return Status::Ok();
       }));
@@ -150,7 +141,7 @@ class PostgresLockStore final : public LockStore {
                                  "WHERE key = $1 AND expires_at_ns > $2"),
                       Params().Add(key).Add(ToNs(core_->Now())), "LockStore::Inspect"));
         if (r.rows() > 0) {
-          out = MakeLease(key, r.Text(0, 0), static_cast<std::uint64_t>(r.Int(0, 1)),
+          out = ::jobpact::internal::MakeLockLease(key, r.Text(0, 0), static_cast<std::uint64_t>(r.Int(0, 1)),
                           r.Int(0, 2));
         }
         return Status::Ok();
@@ -175,7 +166,7 @@ class PostgresLockStore final : public LockStore {
                           .Add(static_cast<std::int64_t>(std::min<std::size_t>(limit, 1u << 30))),
                       "LockStore::List"));
         for (int i = 0; i < r.rows(); ++i) {
-          out.push_back(MakeLease(r.Text(i, 0), r.Text(i, 1),
+          out.push_back(::jobpact::internal::MakeLockLease(r.Text(i, 0), r.Text(i, 1),
                                   static_cast<std::uint64_t>(r.Int(i, 2)), r.Int(i, 3)));
         }
         return Status::Ok();

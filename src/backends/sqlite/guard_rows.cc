@@ -49,16 +49,6 @@ Result<std::optional<LockRow>> ReadLock(Connection& conn, std::string_view key,
   return std::optional<LockRow>(std::move(row));
 }
 
-LockLease MakeLockLease(std::string_view key, std::string owner, std::uint64_t token,
-                        std::int64_t expires_ns) {
-  LockLease l;
-  l.key = std::string(key);
-  l.owner = std::move(owner);
-  l.fencing_token = token;
-  l.expires_at = TimeFromNs(expires_ns);
-  return l;
-}
-
 Result<LockLease> AcquireLockRow(Connection& conn, std::string_view key, std::string_view owner,
                                  std::int64_t now_ns, std::int64_t expires_ns,
                                  std::string_view what) {

@@ -15,6 +15,7 @@
 #include "jobpact/lock_store.h"
 #include "jobpact/status.h"
 #include "src/backends/sqlite/connection.h"
+#include "src/internal/lock_lease.h"
 
 namespace jobpact {
 namespace sqlite {
@@ -29,8 +30,7 @@ struct LockRow {
 Result<std::optional<LockRow>> ReadLock(Connection& conn, std::string_view key,
                                         std::int64_t now_ns, std::string_view what);
 
-LockLease MakeLockLease(std::string_view key, std::string owner, std::uint64_t token,
-                        std::int64_t expires_ns);
+using ::jobpact::internal::MakeLockLease;  // src/internal/lock_lease.h
 
 // LockStore::Acquire: takes `key` for `owner` until `expires_ns` (a new
 // fencing token from the file's counter; the owner's own live lock is
