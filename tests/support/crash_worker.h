@@ -1,6 +1,7 @@
 // What every backend's crash-test worker process shares (header only: the
-// workers link no test framework): the runner settings, the append-only
-// logs that survive SIGKILL, and the run until SIGTERM.
+// workers link no test framework): the runner settings, the jobs, the
+// append-only logs that survive SIGKILL, the producer, and the run until
+// SIGTERM.
 #ifndef JOBPACT_TESTS_SUPPORT_CRASH_WORKER_H_
 #define JOBPACT_TESTS_SUPPORT_CRASH_WORKER_H_
 
@@ -9,16 +10,20 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <random>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "jobpact/backend.h"
 #include "jobpact/clock.h"
+#include "jobpact/job.h"
 #include "jobpact/job_runner.h"
+#include "jobpact/queue_backend.h"
 
 namespace jobpact {
 namespace crash_testing {
@@ -40,11 +45,20 @@ inline void RandomPause() {
   std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
 }
 
+inline volatile std::sig_atomic_t g_sigterm = 0;
+inline void OnSigterm(int) { g_sigterm = 1; }
+
+// First thing in main: from then on SIGTERM asks for a clean stop (the test
+// may send it while a fresh worker is still setting up).
+inline void CatchSigterm() { std::signal(SIGTERM, OnSigterm); }
+
 // The runner of a crash worker on `backend`: runner id "crash-worker-<pid>"
 // (PidOfWorker reads it back from the history), short polls and
-// maintenance, the visibility buffer relaxed for the tests' short leases
-// (3 s, set per job), and room for a job to lose its worker more than the
-// default 3 times in a run with many kills (the tests still accept the DLQ).
+// maintenance, and the visibility buffer relaxed for the tests' short
+// leases (3 s, set per job). The recovery cap stays the default
+// (max_lease_recoveries 3): a job that loses its worker a fourth time is
+// dead-lettered, and the tests check that each such job was held by that
+// many workers they killed.
 inline JobRunnerOptions CrashWorkerOptions(BackendBundle backend, std::shared_ptr<Clock> clock) {
   JobRunnerOptions o;
   o.backend = std::move(backend);
@@ -54,18 +68,80 @@ inline JobRunnerOptions CrashWorkerOptions(BackendBundle backend, std::shared_pt
   o.poll_interval = Millis(20);
   o.maintenance_interval = Millis(200);
   o.validation.visibility_buffer = Millis(500);
-  o.max_lease_recoveries = 10;
   o.runner_id = "crash-worker-" + std::to_string(getpid());
   o.log_level = LogLevel::kWarn;
   return o;
 }
 
-inline volatile std::sig_atomic_t g_sigterm = 0;
-inline void OnSigterm(int) { g_sigterm = 1; }
+// A job of the crash tests, ready to enqueue: `type`, payload {"n": n}, a
+// 1 s timeout and a 3 s lease (short leases: quick recovery). Every even n
+// carries an idempotency key of its own ("idem-<job id>"), so that the
+// claim, the record and their recovery after a kill are under test too.
+inline Envelope CrashJob(const std::string& type, std::int64_t n, TimePoint now) {
+  Envelope env;
+  env.job_type = type;
+  env.payload = "{\"n\":" + std::to_string(n) + "}";
+  env.timeout = Seconds(1);
+  env.visibility_timeout = Seconds(3);
+  PrepareForEnqueue(env, now);
+  if (n % 2 == 0) env.idempotency_key = "idem-" + env.job_id;
+  return env;
+}
 
-// First thing in main: from then on SIGTERM asks for a clean stop (the test
-// may send it while a fresh worker is still setting up).
-inline void CatchSigterm() { std::signal(SIGTERM, OnSigterm); }
+// Brackets the opening of the worker's store with two lines in
+// <log_dir>/open-<pid>.log, "opening" and "opened", so that the test can
+// tell a kill inside Open (and so inside a schema migration) from one
+// before or after it (KillDuringStartup, crash_rig.h).
+class OpenLog {
+ public:
+  explicit OpenLog(const std::string& log_dir)
+      : fd_(OpenAppend(log_dir + "/open-" + std::to_string(getpid()) + ".log")) {
+    AppendLine(fd_, "opening\n");
+  }
+  ~OpenLog() { close(fd_); }
+  OpenLog(const OpenLog&) = delete;
+  OpenLog& operator=(const OpenLog&) = delete;
+  void Opened() { AppendLine(fd_, "opened\n"); }
+
+ private:
+  int fd_;
+};
+
+// The producer's share of a crash test: `batches` EnqueueBatch calls of
+// `size` jobs (CrashJob of `type`), each logged in
+// <log_dir>/produce-<pid>.log as "sent <job id> <job id> ..." before the
+// call and "acked" once it returned OK, so that a kill inside a call shows
+// as a "sent" line without its "acked". The batches are 50 ms apart, so
+// that a producer lives through a few of the test's kill rounds on every
+// store. Returns the process's exit code: 0 when every batch was
+// acknowledged, 2 on an error.
+inline int RunProducer(QueueBackend& queue, Clock& clock, const std::string& log_dir,
+                       const std::string& type, int batches = 10, int size = 200) {
+  const int fd = OpenAppend(log_dir + "/produce-" + std::to_string(getpid()) + ".log");
+  if (fd < 0) {
+    std::perror("open produce log");
+    return 2;
+  }
+  std::int64_t n = 0;
+  for (int b = 0; b < batches && !g_sigterm; ++b) {
+    std::vector<Envelope> envs;
+    std::string sent = "sent";
+    for (int i = 0; i < size; ++i) {
+      envs.push_back(CrashJob(type, n++, clock.Now()));
+      sent += " " + envs.back().job_id;
+    }
+    if (!AppendLine(fd, sent + "\n")) return 2;
+    Result<std::vector<EnqueueResult>> r = queue.EnqueueBatch(envs, {});
+    if (!r.ok()) {
+      std::fprintf(stderr, "enqueue: %s\n", r.status().ToString().c_str());
+      return 2;
+    }
+    if (!AppendLine(fd, "acked\n")) return 2;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  close(fd);
+  return 0;
+}
 
 // Starts `runner` and runs it until SIGTERM (see CatchSigterm), then shuts
 // it down: the process's exit code (2 if it could not start).

@@ -1,13 +1,22 @@
 // The PostgreSQL crash test: real worker processes (postgres_crash_worker.cc,
 // a JobRunner each) share one schema of the test server while this test
-// kills them with SIGKILL at random moments and starts replacements
-// (tests/support/crash_rig.h, shared with the other crash tests). 3000
-// jobs, a bounded number of kills (12) and a bounded time (120 s).
+// kills them with SIGKILL (tests/support/crash_rig.h, shared with the other
+// crash tests):
+//   - first while they open the fresh schema, and so while they run its
+//     migrations (KillDuringStartup);
+//   - then at random moments while they run 3000 jobs (half with an
+//     idempotency key) and a producer process enqueues more in big batches:
+//     the producer twice, every worker at once in one round, one worker at
+//     random in the others, each replaced; 12 rounds, 120 s at most. The
+//     workers keep the runner's default recovery cap.
 //
-// Afterwards, from the store:
-//   - no job is missing, and every job is in a final status or the DLQ;
-//   - each redelivery traces to a killed worker (the delivery history
-//     entries name the worker, and so its pid);
+// Afterwards, from the store (RunKillLoopAndCheck):
+//   - every acknowledged enqueue is stored; a batch a kill cut short is
+//     stored whole or not at all;
+//   - every job is in a final status or the DLQ; each redelivery traces to
+//     a killed worker (the delivery history entries name the worker, and so
+//     its pid), and each dead-lettered job to as many killed workers as the
+//     recovery cap allows, plus one;
 //   - the effect committed in the completion transaction (a row in
 //     <schema>.effects) exists exactly once for every succeeded job and
 //     never for any other.
@@ -21,6 +30,7 @@
 #include <vector>
 
 #include "jobpact/job.h"
+#include "jobpact/job_runner.h"
 #include "jobpact/postgres/postgres_backend.h"
 #include "jobpact/testing/matchers.h"
 #include "tests/backends/postgres/postgres_test_server.h"
@@ -41,6 +51,16 @@ TEST(PostgresCrashTest, KilledWorkersLoseNoJobAndTheCompletionEffectHappensOnce)
   crash_testing::TempDir tmp("jobpact_pgcrash");
   ASSERT_FALSE(tmp.path().empty());
   const std::string& dir = tmp.path();
+
+  // Workers killed while they open the fresh schema, migrating it.
+  crash_testing::StartupKills startup;
+  startup.binary = JOBPACT_POSTGRES_CRASH_WORKER;
+  startup.args = {url, options.schema, dir};
+  startup.dir = dir;
+  const crash_testing::StartupKillsResult opened = crash_testing::KillDuringStartup(startup);
+  ASSERT_EQ(opened.failure, "");
+  EXPECT_GT(opened.inside_open, 0) << "no kill landed inside Open in " << opened.kills;
+
   auto clock = SystemClock::Default();
   JOBPACT_ASSERT_OK_AND_ASSIGN(auto backend, postgres::PostgresBackend::Open(options, clock));
   postgres_testing::PgConnPtr raw = postgres_testing::Connect(options);
@@ -48,85 +68,59 @@ TEST(PostgresCrashTest, KilledWorkersLoseNoJobAndTheCompletionEffectHappensOnce)
   const std::string schema = "\"" + options.schema + "\"";
   ASSERT_EQ(postgres_testing::Query(raw.get(), "CREATE TABLE " + schema + ".effects (job_id text)"),
             "");
-
-  std::vector<std::string> ids;
-  for (int batch = 0; batch < kJobs / 500; ++batch) {
-    std::vector<Envelope> envs;
-    for (int i = 0; i < 500; ++i) {
-      Envelope env;
-      env.job_type = "crash.effect";
-      env.payload = "{\"n\":" + std::to_string(batch * 500 + i) + "}";
-      env.timeout = Seconds(1);
-      env.visibility_timeout = Seconds(3);  // Short leases: quick recovery.
-      PrepareForEnqueue(env, clock->Now());
-      ids.push_back(env.job_id);
-      envs.push_back(std::move(env));
-    }
-    ASSERT_TRUE(backend->queue()->EnqueueBatch(envs, {}).ok());
-  }
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<std::string> ids,
+                               crash_testing::EnqueueJobs(*backend->queue(), *clock, kJobs,
+                                                          [](int) { return "crash.effect"; }));
 
   crash_testing::KillLoop loop;
   loop.binary = JOBPACT_POSTGRES_CRASH_WORKER;
   loop.args = {url, options.schema, dir};
+  loop.producer_args = {url, options.schema, dir, "produce"};
   loop.dir = dir;
   loop.pending = [&]() -> Result<std::int64_t> {
     JOBPACT_ASSIGN_OR_RETURN(QueueStats stats, backend->admin()->Stats());
     return crash_testing::Pending(stats);
   };
-  const crash_testing::KillLoopResult run = crash_testing::RunKillLoop(loop);
-  ASSERT_TRUE(run.failure.empty()) << run.failure << " (see " << dir << "/worker-*.stderr)";
-  ASSERT_TRUE(run.done) << "jobs still pending after " << run.seconds << " s";
+  auto history = [&](const std::string& id) -> Result<std::vector<nlohmann::json>> {
+    const char* values[1] = {id.c_str()};
+    PGresult* r = PQexecParams(
+        raw.get(), ("SELECT history FROM " + schema + ".jobs WHERE job_id = $1").c_str(), 1,
+        nullptr, values, nullptr, nullptr, 0);
+    const bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+    nlohmann::json h =
+        ok ? nlohmann::json::parse(PQgetvalue(r, 0, 0), nullptr, false) : nlohmann::json();
+    const std::string error = PQresultErrorMessage(r);
+    PQclear(r);
+    if (!h.is_array()) return Status::Internal("the history of " + id + " is unreadable " + error);
+    return h.get<std::vector<nlohmann::json>>();
+  };
+  const crash_testing::CrashOutcome run = crash_testing::RunKillLoopAndCheck(
+      loop, *backend->admin(), std::move(ids), history, JobRunnerOptions{}.max_lease_recoveries);
+  for (const std::string& problem : run.problems) ADD_FAILURE() << problem;
+  ASSERT_TRUE(run.run.done) << "see " << dir << "/worker-*.stderr";
+  EXPECT_GT(run.cut_stored + run.cut_absent, 0) << "no kill landed inside an EnqueueBatch call";
+  EXPECT_TRUE(run.run.killed_all_at_once);
 
   // The effects, per job, in one query.
   std::map<std::string, int> effects;
   {
-    PGresult* r = PQexec(raw.get(), ("SELECT job_id, count(*) FROM " + schema +
-                                     ".effects GROUP BY job_id").c_str());
+    PGresult* r = PQexec(
+        raw.get(), ("SELECT job_id, count(*) FROM " + schema + ".effects GROUP BY job_id").c_str());
     ASSERT_EQ(PQresultStatus(r), PGRES_TUPLES_OK) << PQresultErrorMessage(r);
-    for (int i = 0; i < PQntuples(r); ++i) effects[PQgetvalue(r, i, 0)] = std::atoi(PQgetvalue(r, i, 1));
+    for (int i = 0; i < PQntuples(r); ++i)
+      effects[PQgetvalue(r, i, 0)] = std::atoi(PQgetvalue(r, i, 1));
     PQclear(r);
   }
-  int redelivered = 0, dead_lettered = 0, succeeded = 0;
-  for (const std::string& id : ids) {
-    JOBPACT_ASSERT_OK_AND_ASSIGN(JobRecord rec, backend->admin()->Get(id));
-    ASSERT_TRUE(IsFinal(rec.status) || rec.status == JobStatus::kDeadLettered)
-        << id << " is " << JobStatusName(rec.status);
-    int deliveries = 0;
-    for (const Transition& t : rec.history) deliveries += t.to == JobStatus::kRunning ? 1 : 0;
-    ASSERT_GT(deliveries, 0) << id << " was never delivered";
-    if (deliveries > 1) ++redelivered;
-    EXPECT_EQ(deliveries - 1, rec.lease_recoveries) << id << ": a redelivery without a lost lease";
+  for (const std::string& id : run.ids) {
     const int n = effects.count(id) > 0 ? effects[id] : 0;
-    if (rec.status == JobStatus::kSucceeded) {
-      ++succeeded;
+    if (run.succeeded.count(id) == 1) {
       EXPECT_EQ(n, 1) << id << ": the completion effect did not commit exactly once";
     } else {
-      ++dead_lettered;
-      EXPECT_EQ(n, 0) << id << " is " << JobStatusName(rec.status) << " but its effect committed";
+      EXPECT_EQ(n, 0) << id << " did not succeed but its effect committed";
     }
   }
-  // Every worker that lost a lease was one this test killed (the stored
-  // history names the worker of each delivery).
-  std::set<std::string> lost;
-  {
-    PGresult* r = PQexec(raw.get(), ("SELECT history FROM " + schema +
-                                     ".jobs WHERE lease_recoveries > 0").c_str());
-    ASSERT_EQ(PQresultStatus(r), PGRES_TUPLES_OK) << PQresultErrorMessage(r);
-    for (int i = 0; i < PQntuples(r); ++i) {
-      nlohmann::json h = nlohmann::json::parse(PQgetvalue(r, i, 0), nullptr, false);
-      ASSERT_TRUE(h.is_array());
-      crash_testing::NoteLostLeases(h.get<std::vector<nlohmann::json>>(), &lost);
-    }
-    PQclear(r);
-  }
-  for (const std::string& worker : lost) {
-    EXPECT_EQ(run.killed.count(crash_testing::PidOfWorker(worker)), 1u)
-        << worker << " lost a lease but was never killed";
-  }
-  std::printf("postgres crash test: %d jobs, %d kills, %d redelivered, %d succeeded, %d DLQ, "
-              "%.1f s\n",
-              kJobs, run.kills, redelivered, succeeded, dead_lettered, run.seconds);
-  EXPECT_EQ(succeeded + dead_lettered, kJobs);
+  std::printf("postgres crash test: startup: %d kills, %d inside Open; run: %s\n", opened.kills,
+              opened.inside_open, run.Summary().c_str());
   backend.reset();
   postgres_testing::DropSchema(options);
 }

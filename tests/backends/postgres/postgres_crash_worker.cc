@@ -3,12 +3,14 @@
 // and the other workers) that runs "crash.effect" jobs until SIGTERM (clean
 // shutdown) or SIGKILL (the point of the test).
 //
-//   postgres_crash_worker <postgres url> <schema> <log_dir>
+//   postgres_crash_worker <postgres url> <schema> <log_dir> [produce]
 //
 // Each job's effect is one row in <schema>.effects, inserted through the
 // completion transaction's PGconn* (Completion::transactional_effect): it
 // commits iff the completion does, so every succeeded job must end with
-// exactly one row and every other job with none.
+// exactly one row and every other job with none. With "produce", a
+// producer instead (RunProducer, crash_worker.h): enqueues batches of
+// "crash.effect" jobs and exits.
 #include <libpq-fe.h>
 
 #include <cstdio>
@@ -20,8 +22,8 @@
 #include "tests/support/crash_worker.h"
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s <postgres url> <schema> <log_dir>\n", argv[0]);
+  if (argc != 4 && !(argc == 5 && std::string(argv[4]) == "produce")) {
+    std::fprintf(stderr, "usage: %s <postgres url> <schema> <log_dir> [produce]\n", argv[0]);
     return 2;
   }
   jobpact::crash_testing::CatchSigterm();
@@ -33,10 +35,16 @@ int main(int argc, char** argv) {
   options->schema = argv[2];
   options->pool_size = 4;
   auto clock = jobpact::SystemClock::Default();
+  jobpact::crash_testing::OpenLog open_log(argv[3]);
   auto backend = jobpact::postgres::PostgresBackend::Open(*options, clock);
   if (!backend.ok()) {
     std::fprintf(stderr, "open: %s\n", backend.status().ToString().c_str());
     return 2;
+  }
+  open_log.Opened();
+  if (argc == 5) {
+    return jobpact::crash_testing::RunProducer(*(*backend)->queue(), *clock, argv[3],
+                                               "crash.effect");
   }
   jobpact::JobRunnerOptions ro =
       jobpact::crash_testing::CrashWorkerOptions((*backend)->bundle(), clock);
@@ -45,8 +53,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "runner: %s\n", runner.status().ToString().c_str());
     return 2;
   }
-  const std::string insert =
-      "INSERT INTO \"" + options->schema + "\".effects (job_id) VALUES ($1)";
+  const std::string insert = "INSERT INTO \"" + options->schema + "\".effects (job_id) VALUES ($1)";
   jobpact::Status handled =
       (*runner)->Handle("crash.effect", [&](jobpact::JobContext& ctx) -> jobpact::Status {
         jobpact::crash_testing::RandomPause();

@@ -1,21 +1,30 @@
 // The Redis crash test: real worker processes (redis_crash_worker.cc, a
 // JobRunner each) share one namespace of the test server while this test
-// kills them with SIGKILL at random moments and starts replacements. 3000
-// jobs, a bounded number of kills (12) and a bounded time (120 s).
+// kills them with SIGKILL (tests/support/crash_rig.h, shared with the other
+// crash tests):
+//   - first while they open the fresh namespace (connect, load the
+//     scripts: KillDuringStartup);
+//   - then at random moments while they run 3000 jobs (half with an
+//     idempotency key) and a producer process enqueues more in big batches:
+//     the producer twice, every worker at once in one round, one worker at
+//     random in the others, each replaced; 12 rounds, 120 s at most. The
+//     workers keep the runner's default recovery cap.
 //
 // Afterwards, from the store and the workers' logs:
-//   - no job is missing, and every job is in a final status or the DLQ;
-//   - each redelivery traces to a killed worker: every delivery of a job
-//     except its last was taken by a process this test killed (the delivery
-//     history entries name the worker, and so its pid);
+//   - every acknowledged enqueue is stored; a batch a kill cut short is
+//     stored whole or not at all;
+//   - every job is in a final status or the DLQ; each redelivery traces to
+//     a killed worker (the delivery history entries name the worker, and so
+//     its pid), and each dead-lettered job to as many killed workers as the
+//     recovery cap allows, plus one (RunKillLoopAndCheck);
 //   - the effect attached to the completion (INCR of a per-job counter,
 //     RedisEffect) happened exactly once for every succeeded job and never
 //     for any other;
-//   - a plain effect (the handler's own INCR, of jobs with an idempotency
-//     key) happened at least once for every succeeded job, and each
-//     duplicate is explained: every run of the effect but one was by a
-//     worker this test killed (between the effect and the ack, since the
-//     idempotency record skips a redelivery once it is written).
+//   - a plain effect (the handler's own INCR) happened at least once for
+//     every succeeded job, and each duplicate is explained: every run of the
+//     effect but one was by a worker this test killed (between the effect
+//     and the ack; with an idempotency key, the record skips a redelivery
+//     once it is written).
 // Figures (kills, redeliveries, time) are printed.
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -30,6 +39,7 @@
 #include <vector>
 
 #include "jobpact/job.h"
+#include "jobpact/job_runner.h"
 #include "jobpact/queue_backend.h"
 #include "jobpact/redis/redis_backend.h"
 #include "jobpact/testing/matchers.h"
@@ -47,7 +57,7 @@ namespace {
 constexpr int kJobs = 3000;
 constexpr int kPlainJobs = 1000;  // Of kJobs: "crash.plain"; the rest "crash.effect".
 constexpr int kWorkers = 3;
-constexpr int kMaxKills = 12;
+constexpr int kMaxRounds = 12;
 constexpr auto kTimeBudget = std::chrono::seconds(120);
 
 TEST(RedisCrashTest, KilledWorkersLoseNoJobAndEveryDuplicateEffectIsExplained) {
@@ -56,44 +66,63 @@ TEST(RedisCrashTest, KilledWorkersLoseNoJobAndEveryDuplicateEffectIsExplained) {
   crash_testing::TempDir tmp("jobpact_rcrash");
   ASSERT_FALSE(tmp.path().empty());
   const std::string& dir = tmp.path();
+
+  // Workers killed while they open the fresh namespace.
+  crash_testing::StartupKills startup;
+  startup.binary = JOBPACT_REDIS_CRASH_WORKER;
+  startup.args = {url, options.key_namespace, dir};
+  startup.dir = dir;
+  const crash_testing::StartupKillsResult opened = crash_testing::KillDuringStartup(startup);
+  ASSERT_EQ(opened.failure, "");
+  EXPECT_GT(opened.inside_open, 0) << "no kill landed inside Open in " << opened.kills;
+
   auto clock = SystemClock::Default();
   JOBPACT_ASSERT_OK_AND_ASSIGN(auto backend, redis::RedisBackend::Open(options, clock));
   JOBPACT_ASSERT_OK_AND_ASSIGN(auto client, redis_internal::RedisClient::Connect(options));
   const std::string prefix = "jobpact:{" + options.key_namespace + "}:";
-
-  std::vector<std::string> ids;
-  for (int batch = 0; batch < kJobs / 500; ++batch) {
-    std::vector<Envelope> envs;
-    for (int i = 0; i < 500; ++i) {
-      const int n = batch * 500 + i;
-      Envelope env;
-      env.job_type = n < kPlainJobs ? "crash.plain" : "crash.effect";
-      if (n < kPlainJobs) env.idempotency_key = "plain-" + std::to_string(n);
-      env.payload = "{\"n\":" + std::to_string(n) + "}";
-      env.timeout = Seconds(1);
-      env.visibility_timeout = Seconds(3);  // Short leases: quick recovery.
-      PrepareForEnqueue(env, clock->Now());
-      ids.push_back(env.job_id);
-      envs.push_back(std::move(env));
-    }
-    ASSERT_TRUE(backend->queue()->EnqueueBatch(envs, {}).ok());
-  }
+  JOBPACT_ASSERT_OK_AND_ASSIGN(
+      std::vector<std::string> ids,
+      crash_testing::EnqueueJobs(*backend->queue(), *clock, kJobs, [](int n) {
+        return n < kPlainJobs ? "crash.plain" : "crash.effect";
+      }));
 
   crash_testing::KillLoop loop;
   loop.binary = JOBPACT_REDIS_CRASH_WORKER;
   loop.args = {url, options.key_namespace, dir};
+  loop.producer_args = {url, options.key_namespace, dir, "produce"};
   loop.dir = dir;
   loop.workers = kWorkers;
-  loop.max_kills = kMaxKills;
+  loop.max_rounds = kMaxRounds;
   loop.budget = kTimeBudget;
   loop.pending = [&]() -> Result<std::int64_t> {
     JOBPACT_ASSIGN_OR_RETURN(QueueStats stats, backend->admin()->Stats());
     return crash_testing::Pending(stats);
   };
-  const crash_testing::KillLoopResult run = crash_testing::RunKillLoop(loop);
-  ASSERT_EQ(run.failure, "");
-  ASSERT_TRUE(run.done) << "jobs still pending after " << run.seconds << " s";
-  const std::set<pid_t>& killed = run.killed;
+  // The stored history: JSON entries, entry n in field "h<n>", "hn" their
+  // count (queue_scripts.cc).
+  auto history = [&](const std::string& id) -> Result<std::vector<nlohmann::json>> {
+    JOBPACT_ASSIGN_OR_RETURN(redis_internal::Reply hn,
+                             client->Command({"HGET", prefix + "job:" + id, "hn"}));
+    std::vector<std::string> hmget{"HMGET", prefix + "job:" + id};
+    const long count = std::atol(hn.str.c_str());
+    for (long n = std::max(1L, count - static_cast<long>(kMaxHistory) + 1); n <= count; ++n) {
+      hmget.push_back("h" + std::to_string(n));
+    }
+    if (hmget.size() == 2) return Status::NotFound(id + " has no stored history");
+    JOBPACT_ASSIGN_OR_RETURN(redis_internal::Reply h, client->Command(hmget));
+    std::vector<nlohmann::json> entries;
+    for (const redis_internal::Reply& entry : h.elements) {
+      entries.push_back(nlohmann::json::parse(entry.str, nullptr, false));
+    }
+    return entries;
+  };
+  const crash_testing::CrashOutcome run = crash_testing::RunKillLoopAndCheck(
+      loop, *backend->admin(), std::move(ids), history, JobRunnerOptions{}.max_lease_recoveries);
+  for (const std::string& problem : run.problems) ADD_FAILURE() << problem;
+  ASSERT_TRUE(run.run.done) << "see " << dir << "/worker-*.stderr";
+  EXPECT_GT(run.cut_stored + run.cut_absent, 0) << "no kill landed inside an EnqueueBatch call";
+  EXPECT_TRUE(run.run.killed_all_at_once);
+  const std::set<pid_t>& killed = run.run.killed;
 
   // Who ran each plain effect: "<job id>" lines of plain-<pid>.log.
   std::map<std::string, std::vector<pid_t>> plain_runs;
@@ -113,28 +142,9 @@ TEST(RedisCrashTest, KilledWorkersLoseNoJobAndEveryDuplicateEffectIsExplained) {
   }
   int plain_duplicates = 0;
 
-  int redelivered = 0, dead_lettered = 0, succeeded = 0;
-  for (const std::string& id : ids) {
+  for (const std::string& id : run.ids) {
     JOBPACT_ASSERT_OK_AND_ASSIGN(JobRecord rec, backend->admin()->Get(id));
-    ASSERT_TRUE(IsFinal(rec.status) || rec.status == JobStatus::kDeadLettered)
-        << id << " is " << JobStatusName(rec.status);
-    // Every delivery but the last ended in a recovered lease (its worker
-    // was lost: which one, below).
-    // A plain job's delivery may also end requeued because the claim of
-    // the killed worker that ran it still held its key
-    // (idempotency_in_progress): that, too, traces to the lost worker.
-    int deliveries = 0, claim_waits = 0;
-    for (const Transition& t : rec.history) {
-      deliveries += t.to == JobStatus::kRunning ? 1 : 0;
-      claim_waits += t.reason == reason::kIdempotencyInProgress ? 1 : 0;
-    }
-    ASSERT_GT(deliveries, 0) << id << " was never delivered";
-    if (deliveries > 1) ++redelivered;
-    EXPECT_EQ(deliveries - 1, rec.lease_recoveries + claim_waits)
-        << id << ": a redelivery without a lost lease";
-    if (claim_waits > 0) {
-      EXPECT_GT(rec.lease_recoveries, 0) << id << ": a claim held by no lost worker";
-    }
+    const bool succeeded = rec.status == JobStatus::kSucceeded;
     if (rec.envelope.job_type == "crash.plain") {
       JOBPACT_ASSERT_OK_AND_ASSIGN(redis_internal::Reply n,
                                    client->Command({"GET", prefix + "app:plain:" + id}));
@@ -145,56 +155,25 @@ TEST(RedisCrashTest, KilledWorkersLoseNoJobAndEveryDuplicateEffectIsExplained) {
       int by_survivors = 0;
       for (pid_t pid : runs) by_survivors += killed.count(pid) == 0 ? 1 : 0;
       EXPECT_LE(by_survivors, 1) << id << ": a worker that was not killed ran the effect again";
-      if (rec.status == JobStatus::kSucceeded) {
-        ++succeeded;
+      if (succeeded) {
         EXPECT_GE(effects, 1) << id << " succeeded without its effect";
         plain_duplicates += effects > 1 ? effects - 1 : 0;
-      } else {
-        ++dead_lettered;
       }
       continue;
     }
     JOBPACT_ASSERT_OK_AND_ASSIGN(redis_internal::Reply n,
                                  client->Command({"GET", prefix + "app:effect:" + id}));
-    if (rec.status == JobStatus::kSucceeded) {
-      ++succeeded;
+    if (succeeded) {
       EXPECT_EQ(n.str, "1") << id << ": the completion effect did not happen exactly once";
     } else {
-      ++dead_lettered;
       EXPECT_TRUE(n.is_nil()) << id << " is " << JobStatusName(rec.status)
                               << " but its effect happened " << n.str << " times";
     }
   }
-  // The lease recoveries name the dead: every worker that lost a lease was
-  // one this test killed (the delivery entries of the raw history).
-  std::set<std::string> lost;
-  for (const std::string& id : ids) {
-    // The stored history: JSON entries, entry n in field "h<n>", "hn"
-    // their count (queue_scripts.cc).
-    JOBPACT_ASSERT_OK_AND_ASSIGN(redis_internal::Reply hn,
-                                 client->Command({"HGET", prefix + "job:" + id, "hn"}));
-    std::vector<std::string> hmget{"HMGET", prefix + "job:" + id};
-    const long count = std::atol(hn.str.c_str());
-    for (long n = std::max(1L, count - static_cast<long>(kMaxHistory) + 1); n <= count; ++n) {
-      hmget.push_back("h" + std::to_string(n));
-    }
-    ASSERT_GT(hmget.size(), 2u) << id << " has no stored history";
-    JOBPACT_ASSERT_OK_AND_ASSIGN(redis_internal::Reply h, client->Command(hmget));
-    std::vector<nlohmann::json> entries;
-    for (const redis_internal::Reply& entry : h.elements) {
-      entries.push_back(nlohmann::json::parse(entry.str, nullptr, false));
-    }
-    crash_testing::NoteLostLeases(entries, &lost);
-  }
-  for (const std::string& worker : lost) {
-    EXPECT_EQ(killed.count(crash_testing::PidOfWorker(worker)), 1u)
-        << worker << " lost a lease but was never killed";
-  }
   std::printf(
-      "redis crash test: %d jobs, %d kills, %d redelivered, %d succeeded, %d DLQ, %d duplicate "
-      "plain effects (each by a killed worker), %.1f s\n",
-      kJobs, run.kills, redelivered, succeeded, dead_lettered, plain_duplicates, run.seconds);
-  EXPECT_EQ(succeeded + dead_lettered, kJobs);
+      "redis crash test: startup: %d kills, %d inside Open; run: %s; %d duplicate plain effects "
+      "(each by a killed worker)\n",
+      opened.kills, opened.inside_open, run.Summary().c_str(), plain_duplicates);
   std::vector<std::string> del{"DEL"};
   std::string cursor = "0";
   do {

@@ -3,7 +3,10 @@
 // the other workers) that runs "crash.effect" jobs until SIGTERM (clean
 // shutdown) or SIGKILL (the point of the test).
 //
-//   redis_crash_worker <redis url> <namespace> <log_dir>
+//   redis_crash_worker <redis url> <namespace> <log_dir> [produce]
+//
+// With "produce", a producer instead (RunProducer, crash_worker.h):
+// enqueues batches of "crash.effect" jobs and exits.
 //
 // Each job's effect is INCR of its own counter (RedisEffect key
 // "effect:<job id>"), attached to the completion: the completion script
@@ -33,8 +36,8 @@ using jobpact::crash_testing::AppendLine;
 using jobpact::crash_testing::OpenAppend;
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s <redis url> <namespace> <log_dir>\n", argv[0]);
+  if (argc != 4 && !(argc == 5 && std::string(argv[4]) == "produce")) {
+    std::fprintf(stderr, "usage: %s <redis url> <namespace> <log_dir> [produce]\n", argv[0]);
     return 2;
   }
   jobpact::crash_testing::CatchSigterm();
@@ -52,10 +55,16 @@ int main(int argc, char** argv) {
   }
   options->key_namespace = argv[2];
   auto clock = jobpact::SystemClock::Default();
+  jobpact::crash_testing::OpenLog open_log(log_dir);
   auto backend = jobpact::redis::RedisBackend::Open(*options, clock);
   if (!backend.ok()) {
     std::fprintf(stderr, "open: %s\n", backend.status().ToString().c_str());
     return 2;
+  }
+  open_log.Opened();
+  if (argc == 5) {
+    return jobpact::crash_testing::RunProducer(*(*backend)->queue(), *clock, log_dir,
+                                               "crash.effect");
   }
   jobpact::JobRunnerOptions ro =
       jobpact::crash_testing::CrashWorkerOptions((*backend)->bundle(), clock);

@@ -2,17 +2,21 @@
 // the shared database file that runs "crash.effect" jobs until SIGTERM (clean
 // shutdown) or SIGKILL (the point of the test).
 //
-//   sqlite_crash_worker <db> <log_dir> <mode>
+//   sqlite_crash_worker <db> <log_dir> <mode> [produce]
 //     mode "tx":      the effect is a row in `effects`, written inside the
 //                     transaction that completes the job (transactional
 //                     completion) -> exactly once.
 //     mode "outside": the effect is a line appended to <log_dir>/effects.txt
 //                     before the job is acknowledged -> at least once.
+//     "produce":      a producer instead (RunProducer, crash_worker.h):
+//                     enqueues batches of "crash.effect" jobs and exits.
 //
 // Before each handler runs, the job id is appended to
 // <log_dir>/start-<pid>.log, so the test can tell which process started a
 // job. Appends use write(2) on an O_APPEND descriptor: the data is in the
 // kernel once write returns, so it survives SIGKILL of this process.
+#include "tests/support/crash_worker.h"
+
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -24,14 +28,13 @@
 #include "jobpact/clock.h"
 #include "jobpact/job_runner.h"
 #include "jobpact/sqlite/sqlite_backend.h"
-#include "tests/support/crash_worker.h"
 
 using jobpact::crash_testing::AppendLine;
 using jobpact::crash_testing::OpenAppend;
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s <db> <log_dir> <tx|outside>\n", argv[0]);
+  if (argc != 4 && !(argc == 5 && std::string(argv[4]) == "produce")) {
+    std::fprintf(stderr, "usage: %s <db> <log_dir> <tx|outside> [produce]\n", argv[0]);
     return 2;
   }
   const std::string db_path = argv[1];
@@ -48,10 +51,16 @@ int main(int argc, char** argv) {
   }
 
   auto clock = jobpact::SystemClock::Default();
+  jobpact::crash_testing::OpenLog open_log(log_dir);
   auto backend = jobpact::sqlite::SqliteBackend::Open(db_path, {}, clock);
   if (!backend.ok()) {
     std::fprintf(stderr, "open: %s\n", backend.status().ToString().c_str());
     return 2;
+  }
+  open_log.Opened();
+  if (argc == 5) {
+    return jobpact::crash_testing::RunProducer(*(*backend)->queue(), *clock, log_dir,
+                                               "crash.effect");
   }
 
   jobpact::JobRunnerOptions options =
