@@ -87,6 +87,16 @@ configure_and_build() {
 # were part of it gains them here (the thread safety analysis compiles
 # every library target, and a reconfigure of an existing directory is a
 # matter of seconds).
+# build_tsan BUILD_DIR: configures and builds the ThreadSanitizer build
+# (RelWithDebInfo with line tables only, every backend, the tests): the one
+# scripts/test runs the suite in, and scripts/tsan_repeat reuses.
+build_tsan() {
+  configure_and_build "$1" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" -DJOBPACT_SANITIZE=thread \
+    -DJOBPACT_BUILD_TESTS=ON -DJOBPACT_BUILD_EXAMPLES=OFF -DJOBPACT_WITH_SQLITE=ON \
+    -DJOBPACT_WITH_REDIS=ON -DJOBPACT_WITH_POSTGRES=ON -DJOBPACT_WITH_HTTP=ON
+}
+
 configure_fuzz_build() {
   local dir="$1"
   if [ ! -f "$dir/CMakeCache.txt" ]; then

@@ -157,7 +157,8 @@ JobTrace TraceJob(const std::vector<nlohmann::json>& history) {
 // What RunKillLoopAndCheck says of one job (crash_rig.h). Returns the
 // problems.
 std::vector<std::string> CheckTrace(const JobRecord& record, const JobTrace& trace,
-                                    const std::set<pid_t>& killed, int max_recoveries) {
+                                    const std::set<pid_t>& killed, int max_recoveries,
+                                    bool leases_lost_to_kills) {
   std::vector<std::string> problems;
   const std::string& id = record.envelope.job_id;
   auto problem = [&](const std::string& what) { problems.push_back(id + ": " + what); };
@@ -169,6 +170,7 @@ std::vector<std::string> CheckTrace(const JobRecord& record, const JobTrace& tra
     problem(std::to_string(trace.lost_by.size()) + " lease expiries in the history, " +
             std::to_string(record.lease_recoveries) + " lease recoveries counted");
   }
+  if (!leases_lost_to_kills) return problems;
   for (pid_t pid : trace.lost_by) {
     if (killed.count(pid) == 0)
       problem("lost a lease held by " + std::to_string(pid) + ", never killed");
@@ -310,7 +312,8 @@ KillLoopResult RunKillLoop(const KillLoop& loop) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50 + rng() % 250));
+    const auto spread = std::max<long>(1, (loop.max_pause - loop.min_pause).count());
+    std::this_thread::sleep_for(loop.min_pause + std::chrono::milliseconds(rng() % spread));
     const int round = out.rounds++;
     if (producer > 0 && out.producer_kills < loop.producer_kills &&
         AwaitProducerInCall(loop.dir, producer)) {
@@ -318,13 +321,16 @@ KillLoopResult RunKillLoop(const KillLoop& loop) {
       ++out.producer_kills;
       producer = Spawn(loop.binary, loop.producer_args, loop.dir, seq++);
     } else if (round == loop.kill_all_round) {
-      for (pid_t pid : workers) {
-        if (!kill_and_note(pid)) return out;
+      for (std::size_t i = static_cast<std::size_t>(loop.spared); i < workers.size(); ++i) {
+        if (!kill_and_note(workers[i])) return out;
       }
-      for (pid_t& pid : workers) pid = spawn_worker();
+      for (std::size_t i = static_cast<std::size_t>(loop.spared); i < workers.size(); ++i) {
+        workers[i] = spawn_worker();
+      }
       out.killed_all_at_once = true;
     } else {
-      const std::size_t victim = rng() % workers.size();
+      const std::size_t victim = static_cast<std::size_t>(loop.spared) +
+                                 rng() % (workers.size() - static_cast<std::size_t>(loop.spared));
       if (!kill_and_note(workers[victim])) return out;
       workers[victim] = spawn_worker();
     }
@@ -411,7 +417,7 @@ std::string CrashOutcome::Summary() const {
 
 CrashOutcome RunKillLoopAndCheck(const KillLoop& loop, QueueAdmin& admin,
                                  std::vector<std::string> ids, const RawHistory& history,
-                                 int max_recoveries) {
+                                 int max_recoveries, bool leases_lost_to_kills) {
   CrashOutcome out;
   out.run = RunKillLoop(loop);
   if (!out.run.failure.empty()) {
@@ -434,7 +440,8 @@ CrashOutcome RunKillLoopAndCheck(const KillLoop& loop, QueueAdmin& admin,
       continue;
     }
     const JobTrace trace = TraceJob(*entries);
-    const std::vector<std::string> job = CheckTrace(*rec, trace, out.run.killed, max_recoveries);
+    const std::vector<std::string> job =
+        CheckTrace(*rec, trace, out.run.killed, max_recoveries, leases_lost_to_kills);
     out.problems.insert(out.problems.end(), job.begin(), job.end());
     if (rec->status == JobStatus::kSucceeded) out.succeeded.insert(id);
     if (rec->status == JobStatus::kDeadLettered) ++out.dead_lettered;

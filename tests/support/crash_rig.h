@@ -57,6 +57,12 @@ struct KillLoop {
   int workers = 3;                // Running at once.
   int max_rounds = 12;            // Kill rounds, at most.
   std::chrono::seconds budget{120};
+  // The pause before each kill round, drawn from [min_pause, max_pause].
+  std::chrono::milliseconds min_pause{50};
+  std::chrono::milliseconds max_pause{300};
+  // The first `spared` workers are never killed (the soak test reads the
+  // memory log of a worker that lives through the whole run).
+  int spared = 0;
   // The kill round (counted from 0) that kills every worker at once and
   // then starts them all again; -1 for none.
   int kill_all_round = 3;
@@ -84,10 +90,10 @@ struct KillLoopResult {
 };
 
 // Starts loop.workers processes (and a producer, see KillLoop); then, until
-// nothing is pending or the budget is spent, every 50-300 ms runs a kill
-// round (at most max_rounds): SIGKILL to the producer while it may still
-// be killed, to every worker in round kill_all_round, else to one worker at
-// random, and replacements for all it killed. A worker that exits by
+// nothing is pending or the budget is spent, every min_pause-max_pause runs
+// a kill round (at most max_rounds): SIGKILL to the producer while it may
+// still be killed, to every worker not spared in round kill_all_round, else
+// to one of them at random, and replacements for all it killed. A worker that exits by
 // itself, or a producer that exits with an error, is a failure. At the end
 // every worker gets SIGTERM and 10 s to exit with status 0. No process
 // outlives the call.
@@ -157,9 +163,12 @@ struct CrashOutcome {
 //   - a dead-lettered job is there only for "lease_expired_repeatedly",
 //     after max_recoveries + 1 lost leases held by as many distinct killed
 //     workers (the runner's default cap, which the workers keep).
+// With `leases_lost_to_kills` false (the soak test, whose workers also
+// stall and meet backend faults), the last two are not asked: a lease may
+// then be lost by a live worker, and a job dead-lettered for it.
 CrashOutcome RunKillLoopAndCheck(const KillLoop& loop, QueueAdmin& admin,
                                  std::vector<std::string> ids, const RawHistory& history,
-                                 int max_recoveries);
+                                 int max_recoveries, bool leases_lost_to_kills = true);
 
 }  // namespace crash_testing
 }  // namespace jobpact

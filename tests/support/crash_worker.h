@@ -12,9 +12,12 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -107,26 +110,52 @@ class OpenLog {
   int fd_;
 };
 
-// The producer's share of a crash test: `batches` EnqueueBatch calls of
-// `size` jobs (CrashJob of `type`), each logged in
+// How a producer enqueues (RunProducer): `batches` batches of `size`, or,
+// with `until` set, batches until that wall-clock time (the soak test's
+// producer, whose replacements keep to the same end), each `pause` apart.
+struct ProducerPlan {
+  int batches = 10;
+  int size = 200;
+  std::chrono::milliseconds pause{50};
+  std::optional<std::chrono::system_clock::time_point> until;
+};
+
+// The producer's plan from a worker's last argument: "produce" (the crash
+// tests': 10 batches of 200, 50 ms apart, so that a producer lives through
+// a few kill rounds on every store) or "produce-until:<unix seconds>" (the
+// soak test's: batches of 50 every 100 ms until then). nullopt for any
+// other argument.
+inline std::optional<ProducerPlan> ParseProducerPlan(const std::string& arg) {
+  if (arg == "produce") return ProducerPlan{};
+  constexpr std::string_view kUntil = "produce-until:";
+  if (arg.rfind(kUntil, 0) != 0) return std::nullopt;
+  ProducerPlan plan;
+  plan.size = 50;
+  plan.pause = std::chrono::milliseconds(100);
+  plan.until = std::chrono::system_clock::time_point(
+      std::chrono::seconds(std::atoll(arg.c_str() + kUntil.size())));
+  return plan;
+}
+
+// The producer's share of a crash test: EnqueueBatch calls of CrashJob
+// jobs of `type` as `plan` says, each logged in
 // <log_dir>/produce-<pid>.log as "sent <job id> <job id> ..." before the
 // call and "acked" once it returned OK, so that a kill inside a call shows
-// as a "sent" line without its "acked". The batches are 50 ms apart, so
-// that a producer lives through a few of the test's kill rounds on every
-// store. Returns the process's exit code: 0 when every batch was
-// acknowledged, 2 on an error.
+// as a "sent" line without its "acked". Returns the process's exit code:
+// 0 when every batch was acknowledged, 2 on an error.
 inline int RunProducer(QueueBackend& queue, Clock& clock, const std::string& log_dir,
-                       const std::string& type, int batches = 10, int size = 200) {
+                       const std::string& type, const ProducerPlan& plan) {
   const int fd = OpenAppend(log_dir + "/produce-" + std::to_string(getpid()) + ".log");
   if (fd < 0) {
     std::perror("open produce log");
     return 2;
   }
   std::int64_t n = 0;
-  for (int b = 0; b < batches && !g_sigterm; ++b) {
+  for (int b = 0; !g_sigterm; ++b) {
+    if (plan.until ? std::chrono::system_clock::now() >= *plan.until : b >= plan.batches) break;
     std::vector<Envelope> envs;
     std::string sent = "sent";
-    for (int i = 0; i < size; ++i) {
+    for (int i = 0; i < plan.size; ++i) {
       envs.push_back(CrashJob(type, n++, clock.Now()));
       sent += " " + envs.back().job_id;
     }
@@ -137,7 +166,7 @@ inline int RunProducer(QueueBackend& queue, Clock& clock, const std::string& log
       return 2;
     }
     if (!AppendLine(fd, "acked\n")) return 2;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(plan.pause);
   }
   close(fd);
   return 0;

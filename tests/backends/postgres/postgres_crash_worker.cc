@@ -14,6 +14,7 @@
 #include <libpq-fe.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "jobpact/clock.h"
@@ -22,8 +23,12 @@
 #include "tests/support/crash_worker.h"
 
 int main(int argc, char** argv) {
-  if (argc != 4 && !(argc == 5 && std::string(argv[4]) == "produce")) {
-    std::fprintf(stderr, "usage: %s <postgres url> <schema> <log_dir> [produce]\n", argv[0]);
+  const std::optional<jobpact::crash_testing::ProducerPlan> producer =
+      argc == 5 ? jobpact::crash_testing::ParseProducerPlan(argv[4]) : std::nullopt;
+  if (argc != 4 && !producer) {
+    std::fprintf(stderr,
+                 "usage: %s <postgres url> <schema> <log_dir> [produce|produce-until:<unix s>]\n",
+                 argv[0]);
     return 2;
   }
   jobpact::crash_testing::CatchSigterm();
@@ -42,9 +47,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   open_log.Opened();
-  if (argc == 5) {
+  if (producer) {
     return jobpact::crash_testing::RunProducer(*(*backend)->queue(), *clock, argv[3],
-                                               "crash.effect");
+                                               "crash.effect", *producer);
   }
   jobpact::JobRunnerOptions ro =
       jobpact::crash_testing::CrashWorkerOptions((*backend)->bundle(), clock);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "jobpact/clock.h"
@@ -36,8 +37,12 @@ using jobpact::crash_testing::AppendLine;
 using jobpact::crash_testing::OpenAppend;
 
 int main(int argc, char** argv) {
-  if (argc != 4 && !(argc == 5 && std::string(argv[4]) == "produce")) {
-    std::fprintf(stderr, "usage: %s <redis url> <namespace> <log_dir> [produce]\n", argv[0]);
+  const std::optional<jobpact::crash_testing::ProducerPlan> producer =
+      argc == 5 ? jobpact::crash_testing::ParseProducerPlan(argv[4]) : std::nullopt;
+  if (argc != 4 && !producer) {
+    std::fprintf(stderr,
+                 "usage: %s <redis url> <namespace> <log_dir> [produce|produce-until:<unix s>]\n",
+                 argv[0]);
     return 2;
   }
   jobpact::crash_testing::CatchSigterm();
@@ -62,9 +67,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   open_log.Opened();
-  if (argc == 5) {
+  if (producer) {
     return jobpact::crash_testing::RunProducer(*(*backend)->queue(), *clock, log_dir,
-                                               "crash.effect");
+                                               "crash.effect", *producer);
   }
   jobpact::JobRunnerOptions ro =
       jobpact::crash_testing::CrashWorkerOptions((*backend)->bundle(), clock);

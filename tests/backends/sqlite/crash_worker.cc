@@ -8,8 +8,12 @@
 //                     completion) -> exactly once.
 //     mode "outside": the effect is a line appended to <log_dir>/effects.txt
 //                     before the job is acknowledged -> at least once.
-//     "produce":      a producer instead (RunProducer, crash_worker.h):
+//     "produce", "produce-until:<unix s>":
+//                     a producer instead (RunProducer, crash_worker.h):
 //                     enqueues batches of "crash.effect" jobs and exits.
+//     "soak":         a worker of the soak test (soak_test.cc): backend
+//                     faults and stalls injected at random (Chaos,
+//                     soak_worker.h), its memory logged (RssLog).
 //
 // Before each handler runs, the job id is appended to
 // <log_dir>/start-<pid>.log, so the test can tell which process started a
@@ -23,18 +27,24 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "jobpact/clock.h"
 #include "jobpact/job_runner.h"
 #include "jobpact/sqlite/sqlite_backend.h"
+#include "tests/support/soak_worker.h"
 
 using jobpact::crash_testing::AppendLine;
 using jobpact::crash_testing::OpenAppend;
 
 int main(int argc, char** argv) {
-  if (argc != 4 && !(argc == 5 && std::string(argv[4]) == "produce")) {
-    std::fprintf(stderr, "usage: %s <db> <log_dir> <tx|outside> [produce]\n", argv[0]);
+  const std::optional<jobpact::crash_testing::ProducerPlan> producer =
+      argc == 5 ? jobpact::crash_testing::ParseProducerPlan(argv[4]) : std::nullopt;
+  if (argc != 4 && !producer && !(argc == 5 && std::string(argv[4]) == "soak")) {
+    std::fprintf(stderr,
+                 "usage: %s <db> <log_dir> <tx|outside> [produce|produce-until:<unix s>|soak]\n",
+                 argv[0]);
     return 2;
   }
   const std::string db_path = argv[1];
@@ -58,13 +68,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   open_log.Opened();
-  if (argc == 5) {
+  if (producer) {
     return jobpact::crash_testing::RunProducer(*(*backend)->queue(), *clock, log_dir,
-                                               "crash.effect");
+                                               "crash.effect", *producer);
   }
 
-  jobpact::JobRunnerOptions options =
-      jobpact::crash_testing::CrashWorkerOptions((*backend)->bundle(), clock);
+  jobpact::BackendBundle bundle = (*backend)->bundle();
+  std::optional<jobpact::crash_testing::Chaos> chaos;
+  std::optional<jobpact::crash_testing::RssLog> rss;
+  if (argc == 5 && std::string(argv[4]) == "soak") {
+    chaos.emplace(&bundle, jobpact::Seconds(3));  // CrashJob's lease.
+    rss.emplace(log_dir);
+  }
+  jobpact::JobRunnerOptions options = jobpact::crash_testing::CrashWorkerOptions(bundle, clock);
   auto runner = jobpact::JobRunner::Create(options);
   if (!runner.ok()) {
     std::fprintf(stderr, "runner: %s\n", runner.status().ToString().c_str());
