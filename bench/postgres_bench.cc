@@ -234,7 +234,7 @@ void BM_PostgresLeaseWithBacklog(benchmark::State& state) {
     return state.SkipWithError(e.c_str());
   }
   // The plan of the lease step's pick (the same WHERE and ORDER BY as
-  // src/backends/postgres/queue_backend.cc), printed once per size: an
+  // src/backends/postgres/queue_lease.cc), printed once per size: an
   // index scan of the partial ready index that stops after 16 rows.
   std::string plan;
   const std::string c = "\"" + db.schema() + "\".control";

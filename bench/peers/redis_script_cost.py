@@ -4,15 +4,21 @@
 Starts its own redis-server under callgrind (127.0.0.1, a free port, a
 temporary directory; stopped by SHUTDOWN NOSAVE, then its PID), loads the
 insert, lease and completion scripts as src/backends/redis/queue_scripts.cc
-assembles them, replays each one N times through `redis-cli --pipe` with
-the arguments the store sends, and prints the instructions per call of
-each phase (callgrind_control zeroes and dumps the counters around it).
+assembles them (from src/backends/redis/queue_scripts*.cc, where each group
+of scripts has its file), replays each one N times through `redis-cli
+--pipe` with the arguments the store sends, and prints the instructions per
+call of each phase (callgrind_control zeroes and dumps the counters around
+it).
 Instruction counts do not move with the machine's load, unlike times.
 
-  bench/peers/redis_script_cost.py [--source FILE] [--calls N] [--batch B]
+  bench/peers/redis_script_cost.py [--source FILE]... [--calls N] [--batch B]
 
---source: a queue_scripts.cc to take the scripts from (default: this
-tree's), e.g. an edited copy to try a change before building anything.
+--source: a file to take the scripts from, repeated for each one, or a
+glob (quoted) of several (default: this tree's
+src/backends/redis/queue_scripts*.cc); their texts are read as one. E.g.
+edited copies, to try a change before building anything, or a revision's
+single queue_scripts.cc from before the scripts were split into groups
+(--source <(git show 546b1b6:src/backends/redis/queue_scripts.cc)).
 --batch B: also insert, lease and complete B jobs per call (per-job cost
 is the figure divided by B). Needs valgrind, redis-server and redis-cli.
 """
@@ -20,12 +26,18 @@ import argparse, glob, os, re, shutil, socket, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ap = argparse.ArgumentParser()
-ap.add_argument('--source', default=os.path.join(HERE, '../../src/backends/redis/queue_scripts.cc'))
+ap.add_argument('--source', action='append')
 ap.add_argument('--calls', type=int, default=500)
 ap.add_argument('--batch', type=int, default=0)
 a = ap.parse_args()
 
-src = open(a.source).read()
+sources = []
+for pattern in a.source or [os.path.join(HERE, '../../src/backends/redis/queue_scripts*.cc')]:
+    matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+    if not matches:
+        sys.exit('--source %s: no such file' % pattern)
+    sources += matches
+src = '\n'.join(open(path).read() for path in sources)
 def lit(name):
     return re.search(r'const char\* const ' + name + r' = R"lua\((.*?)\)lua";', src, re.S).group(1)
 withlib = re.search(r'std::string WithLib\(const std::string& body\) \{(.*?)\n\}', src, re.S).group(1)

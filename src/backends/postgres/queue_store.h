@@ -8,8 +8,13 @@
 // lease token). Every value is a statement parameter.
 //
 // By side:
-//   queue_backend.cc      the worker side: insert, write (completion
-//                         groups), lease, renew, lease recovery
+//   the worker side:
+//     queue_enqueue.cc    insert (dedup, maximum depths, index key sizes)
+//     queue_write.cc      conditional writes, WriteJobs (completion groups,
+//                         savepoints for transactional effects)
+//     queue_lease.cc      lease, renew, lease recovery (and quarantine)
+//     queue_backend.cc    what those share: record and array parameters,
+//                         the constructor, raw input as text
 //   queue_store_admin.cc  the operator side: cancel, load, query, dedup
 //                         lookup, purges, stats
 #ifndef JOBPACT_SRC_BACKENDS_POSTGRES_QUEUE_STORE_H_
@@ -31,15 +36,40 @@
 #include "src/backends/postgres/core.h"
 
 // The columns every job read selects (the shared codec's order).
-#define JOBPACT_PG_JOB_COLUMNS                                                                \
-  "job_id, status, attempt, max_attempts, ready_at_ns, enqueued_at_ns, updated_at_ns, "      \
-  "finished_at_ns, epoch, lease_recoveries, lock_waits, previous_delay_ns, checkpoint, "     \
-  "failure_class, failure_code, failure_message, reason, result, envelope, history, "        \
-  "lease_token, lease_expires_at_ns, dead_lettered_at_ns, raw_envelope, audit, job_type, "   \
+#define JOBPACT_PG_JOB_COLUMNS                                                             \
+  "job_id, status, attempt, max_attempts, ready_at_ns, enqueued_at_ns, updated_at_ns, "    \
+  "finished_at_ns, epoch, lease_recoveries, lock_waits, previous_delay_ns, checkpoint, "   \
+  "failure_class, failure_code, failure_message, reason, result, envelope, history, "      \
+  "lease_token, lease_expires_at_ns, dead_lettered_at_ns, raw_envelope, audit, job_type, " \
   "queue, priority, cancel_requested"
+
+// The columns a change writes ($5..$25 after the four of the condition):
+// every field the engine may change. An empty checkpoint keeps the stored
+// one, and a change of a running job keeps the audit and a cancel request an
+// operator stored meanwhile (JobChange).
+#define JOBPACT_PG_RECORD_SET                                                                  \
+  "status = $5, attempt = $6, max_attempts = $7, ready_at_ns = $8, updated_at_ns = $9, "       \
+  "finished_at_ns = $10, epoch = $11, lease_recoveries = $12, lock_waits = $13, "              \
+  "previous_delay_ns = $14, checkpoint = CASE WHEN $15::text = '' THEN checkpoint ELSE $15 "   \
+  "END, failure_class = $16, failure_code = $17, failure_message = $18, reason = $19, "        \
+  "result = $20, lease_token = $21, lease_expires_at_ns = $22, dead_lettered_at_ns = $23, "    \
+  "audit = CASE WHEN $2::text = 'running' THEN audit ELSE $24::jsonb END, cancel_requested = " \
+  "CASE WHEN $2::text = 'running' THEN greatest(cancel_requested, $25::integer) ELSE "         \
+  "$25::integer END"
 
 namespace jobpact {
 namespace postgres {
+
+// Shared by the queue store's files, defined (and described) in
+// queue_backend.cc: a text[] parameter value, parameter rows as array
+// columns (for unnest), a record's mutable fields as parameters.
+std::string TextArray(const std::vector<std::string>& items);
+std::vector<std::string> ArrayColumns(const std::vector<internal::Params>& rows, int columns);
+void AddRecord(internal::Params& p, const JobRecord& r);
+// The SQL of the lease query (queue_lease.cc) and of the batch update
+// (queue_write.cc), which the constructor prepares (Core::SqlOf).
+std::string LeaseSql(bool some_queues);
+std::string BatchUpdateSql();
 
 // Raw input as the raw_envelope column holds it. PostgreSQL text takes
 // neither NUL bytes nor invalid UTF-8, yet quarantined input is kept whole
@@ -70,9 +100,8 @@ class PostgresQueueBackend final : public StoreBackend {
                                    const std::vector<JobChange>& jobs);
   static Result<std::vector<EnqueueResult>> InsertOn(Core& core, internal::Connection& conn,
                                                      std::vector<JobChange>& jobs,
-                                                     const EnqueueOptions& options,
-                                                     TimePoint now);
-  // Inserts new jobs' rows in one statement (see queue_backend.cc).
+                                                     const EnqueueOptions& options, TimePoint now);
+  // Inserts new jobs' rows in one statement (see queue_enqueue.cc).
   static Status InsertRows(Core& core, internal::Connection& conn,
                            const std::vector<internal::Params>& rows);
 
@@ -156,12 +185,13 @@ class PostgresQueueBackend final : public StoreBackend {
   Status StaleError(internal::Connection& conn, const JobChange& c, std::string_view what);
   // The record of a row, or -- for a row that no longer decodes -- the row
   // quarantined (engine::Quarantine) in its place, with `quarantined` set.
-  Result<JobRecord> DecodeOrQuarantine(internal::Connection& conn, const internal::PgRow& row, TimePoint now,
-                                       bool with_history, bool* quarantined);
+  Result<JobRecord> DecodeOrQuarantine(internal::Connection& conn, const internal::PgRow& row,
+                                       TimePoint now, bool with_history, bool* quarantined);
   // Notifies idle workers when the current transaction commits.
   Status Notify(internal::Connection& conn) { return NotifyOn(*core_, conn); }
   static Status NotifyOn(Core& core, internal::Connection& conn) {
-    return conn.Exec("SELECT pg_notify($1, '')", internal::Params().Add(core.channel()), "notify").status();
+    return conn.Exec("SELECT pg_notify($1, '')", internal::Params().Add(core.channel()), "notify")
+        .status();
   }
   Result<int> PurgeInChunks(std::string_view what, const char* sql, TimePoint older_than);
 

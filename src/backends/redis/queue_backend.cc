@@ -1,5 +1,5 @@
 // The Redis queue store: the storage primitives of StoreBackend, each one
-// Lua script (queue_scripts.cc, with the key layout) run by the server, so
+// Lua script (queue_scripts*.cc, with the key layout) run by the server, so
 // every state change is one atomic step for every client of the namespace.
 // What a change does to a job is the engine's (jobpact/transitions.h): a
 // write stores the record the engine computed, conditional on (job id,

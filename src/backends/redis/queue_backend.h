@@ -4,7 +4,7 @@
 // queue.
 //
 // Defined in queue_backend.cc, the queue store (its scripts and key table:
-// queue_scripts.cc).
+// queue_scripts*.cc).
 #ifndef JOBPACT_SRC_BACKENDS_REDIS_QUEUE_BACKEND_H_
 #define JOBPACT_SRC_BACKENDS_REDIS_QUEUE_BACKEND_H_
 

@@ -1,5 +1,6 @@
 // Private to the Redis queue store: its Lua scripts, one per atomic step
-// (queue_scripts.cc has the key layout they share and the argument lists).
+// (queue_scripts.cc has the key layout they share; queue_scripts_*.cc the
+// scripts by group, with their argument lists).
 // Every script takes KEYS[1] = the namespace prefix ("jobpact:{<ns>}:") and
 // builds the keys it touches as prefix .. <kind> .. ":" .. <name>, with the
 // kinds of src/backends/redis/keys.h; all of them carry the namespace's one

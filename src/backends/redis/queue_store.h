@@ -2,7 +2,7 @@
 // side: the worker side (enqueue, write, lease, renew, recover, wait:
 // queue_backend.cc) and the reads and the operator side (loads, listings,
 // purges, stats, cancel, control state, policies: queue_store_admin.cc).
-// The scripts and the key layout are in queue_scripts.cc.
+// The scripts and the key layout are in queue_scripts*.cc.
 #ifndef JOBPACT_SRC_BACKENDS_REDIS_QUEUE_STORE_H_
 #define JOBPACT_SRC_BACKENDS_REDIS_QUEUE_STORE_H_
 
