@@ -695,7 +695,7 @@ bool RunnerCore::RecoverGuards(const Delivery& d, const Completion& c, const Aft
       return true;
     }
   } else if (record) {
-    RecordAfterAck(d, c);
+    RecordAfterAck(d, c, /*acked=*/false);
   } else if (c.guards.claim == CompletionGuards::Claim::kRelease) {
     ReleaseClaim(d);
   }
@@ -753,7 +753,7 @@ void RunnerCore::RecordResult(const DeliveryRun& run, Completion& c) {
       clock().Now(), false);
 }
 
-void RunnerCore::RecordAfterAck(const Delivery& d, const Completion& c) {
+void RunnerCore::RecordAfterAck(const Delivery& d, const Completion& c, bool acked) {
   const Envelope& env = d.job.envelope;
   const Lease& lease = d.lease;
   Status s = options_.idempotency->Complete(env.idempotency_key, lease.token, c.result,
@@ -763,12 +763,12 @@ void RunnerCore::RecordAfterAck(const Delivery& d, const Completion& c) {
   // already marked this delivery's claim completed inside the completion
   // transaction: that is success.
   if (s.code() == StatusCode::kAborted && ClaimRecordedBy(env.idempotency_key, lease.token)) return;
-  // The effect and the job's success are committed: this is not a failed
-  // attempt and must not be retried (a retry would not repeat the effect, but
-  // the job is no longer ours to change). The claim expires with its TTL; a
-  // later job with the same key may then run again.
+  // The effect is done (and, when acked, the job's success committed): this
+  // is not a failed attempt and must not be retried (a retry would not
+  // repeat the effect, but the job is no longer ours to change). The claim
+  // expires with its TTL; a later job with the same key may then run again.
   logger_.Log(LogLevel::kError, "idempotency_record_failed", &env,
-              {{"error", s.ToString()}, {"after_ack", "true"}});
+              {{"error", s.ToString()}, {"after_ack", acked ? "true" : "false"}});
 }
 
 void RunnerCore::ReleaseLock(const Delivery& d) {

@@ -310,7 +310,9 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // Step 9 with a transactional effect: records the idempotent result after
   // the ack committed the effect (a claim the backend already completed for
   // this delivery counts as recorded); a failure is logged, never retried.
-  void RecordAfterAck(const Delivery& d, const Completion& c);
+  // RecoverGuards calls it too, after a completion whose write failed
+  // (`acked` false): the handler's effect happened all the same.
+  void RecordAfterAck(const Delivery& d, const Completion& c, bool acked = true);
   void ReleaseLock(const Delivery& d);
   // 9.4-9.6: the transition's event if the ack was stored; otherwise the
   // stale-completion or completion-failed report.
