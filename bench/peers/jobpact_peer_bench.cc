@@ -1,8 +1,9 @@
 // jobpact's side of the peer benchmarks: the workloads of issue 8 ("Speed,
 // side by side in one run", bench/peers/run.sh: Redis, against BullMQ and
-// bee-queue) and of issue 9 (bench/peers/run_postgres.sh: PostgreSQL,
-// against graphile-worker and pg-boss), through jobpact used as a service
-// would use it: one JobRunner with workers = 10 on the bundle
+// bee-queue), of issue 9 (bench/peers/run_postgres.sh: PostgreSQL,
+// against graphile-worker and pg-boss) and of issue 12
+// (bench/peers/run_sqlite.sh: SQLite, against plainjob), through jobpact
+// used as a service would use it: one JobRunner with workers = 10 on the bundle
 // OpenBackend(url) opens, jobs enqueued with JobRunner::EnqueueBatch.
 // The node scripts beside this file run the same workloads through the
 // peers; table.js prints the one table.
@@ -13,6 +14,10 @@
 //             succeeded transition (a TransitionObserver sees it after the
 //             ack is stored).
 //   idem      the same with an idempotency_key and a dedup_key on every job.
+//   full      the full contract: an idempotency_key, a dedup_key and a
+//             lock_key (one per job, as bench/sqlite_bench.cc's
+//             BM_SqliteRunnerFullContract) on every job. Not in the
+//             default list (run_sqlite.sh asks for it).
 //   failonce  F jobs whose first attempt throws TransientError and whose
 //             second succeeds; the retry delay is 0 (a policy override) and
 //             the retry budget is off (the peers have none).
@@ -31,12 +36,21 @@
 // seconds of the postmaster and its children (/proc; --pg-pid names the
 // postmaster), the WAL bytes written (pg_current_wal_lsn) and the
 // transaction ids assigned (pg_current_snapshot's xmax: one per writing
-// transaction or writing subtransaction), read with psql.
+// transaction or writing subtransaction), read with psql. SQLite has no
+// server: the library runs in this process, so the figure is this
+// process's CPU seconds (getrusage, all threads).
+//
+// SQLite: --url sqlite:///DIR/NAME.db[?synchronous=normal|full&...] names
+// the files: each workload opens a fresh DIR/NAME-WORKLOAD.db (removed
+// first, with its -wal and -shm), with the URL's parameters and
+// max_connections = workers + 2.
 //
 // Usage: jobpact_peer_bench --url redis://127.0.0.1:PORT/0 | postgres://USER@127.0.0.1:PORT/DB
+//          | sqlite:///tmp/DIR/jobpact.db[?synchronous=normal|full]
 //          [--pg-pid PID] [--workloads noop,idem,...] [--jobs 20000] [--fail-jobs 5000]
 //          [--latency-jobs 500] [--workers 10] [--label TEXT]
 #include <dirent.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -256,12 +270,57 @@ class PostgresServer : public Server {
   int postmaster_pid_;
 };
 
+class SqliteServer : public Server {
+ public:
+  // sqlite:///DIR/NAME.db[?PARAMS] (an absolute path; see the file comment).
+  explicit SqliteServer(const std::string& url) {
+    const auto q = url.find('?');
+    path_ = url.substr(std::strlen("sqlite://"), q == std::string::npos ? std::string::npos
+                                                                       : q - std::strlen("sqlite://"));
+    if (q != std::string::npos) params_ = url.substr(q + 1);
+    if (path_.empty() || path_[0] != '/') {
+      std::fprintf(stderr, "--url: sqlite:///absolute/path.db, not %s\n", url.c_str());
+      std::exit(2);
+    }
+    if (path_.size() > 3 && path_.compare(path_.size() - 3, 3, ".db") == 0) {
+      path_.resize(path_.size() - 3);
+    }
+  }
+  std::string UrlFor(const std::string& ns, int pool) const override {
+    std::string url = "sqlite://" + File(ns) + "?max_connections=" + std::to_string(pool);
+    return params_.empty() ? url : url + "&" + params_;
+  }
+  void Reset(const std::string& ns) const override {
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+      std::remove((File(ns) + suffix).c_str());
+    }
+  }
+  ServerInfo Read() const override {
+    ServerInfo info;
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    info.v["cpu_s"] = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                      static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    return info;
+  }
+  std::string Delta(const ServerInfo& a, const ServerInfo& b) const override {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "{\"cpu_s\":%.4f}", Diff(a, b, "cpu_s"));
+    return buf;
+  }
+
+ private:
+  std::string File(const std::string& ns) const { return path_ + "-" + ns + ".db"; }
+  std::string path_, params_;
+};
+
 std::unique_ptr<Server> ServerFor(const Args& a) {
   if (a.url.rfind("redis://", 0) == 0) return std::make_unique<RedisServer>(a.url);
   if (a.url.rfind("postgres://", 0) == 0 || a.url.rfind("postgresql://", 0) == 0) {
     return std::make_unique<PostgresServer>(a.url, a.pg_pid);
   }
-  std::fprintf(stderr, "--url: a redis:// or postgres:// URL, not %s\n", a.url.c_str());
+  if (a.url.rfind("sqlite://", 0) == 0) return std::make_unique<SqliteServer>(a.url);
+  std::fprintf(stderr, "--url: a redis://, postgres:// or sqlite:/// URL, not %s\n", a.url.c_str());
   std::exit(2);
 }
 
@@ -359,7 +418,8 @@ void Drain(const Args& a, const Server& server, const std::string& workload) {
   const std::string ns = "peer_" + workload;
   server.Reset(ns);
   const bool fail_once = workload == "failonce";
-  const bool keys = workload == "idem";
+  const bool full = workload == "full";
+  const bool keys = workload == "idem" || full;
   const int jobs = fail_once ? a.fail_jobs : a.jobs;
   Rig rig = MakeRig(server, ns, a.workers);
   jobpact::Status s = rig.runner->Handle(
@@ -384,6 +444,7 @@ void Drain(const Args& a, const Server& server, const std::string& workload) {
         e.idempotency_key = "bench.job:" + std::to_string(i);
         e.dedup_key = "bench.job:" + std::to_string(i);
       }
+      if (full) e.lock_key = "order:ord_" + std::to_string(i);
       batch.push_back(std::move(e));
     }
     auto r = rig.runner->EnqueueBatch(std::move(batch));
@@ -516,9 +577,10 @@ Args ParseArgs(int argc, char** argv) {
       a.label = b;
     } else {
       std::fprintf(stderr,
-                   "usage: jobpact_peer_bench --url redis://HOST:PORT/DB|postgres://USER@HOST:PORT/DB "
+                   "usage: jobpact_peer_bench --url redis://HOST:PORT/DB|postgres://USER@HOST:PORT/DB"
+                   "|sqlite:///DIR/NAME.db[?synchronous=normal|full] "
                    "[--pg-pid PID] [--workloads "
-                   "noop,idem,failonce,latency,latency_local,latency_poll1] [--jobs N] [--fail-jobs N] "
+                   "noop,idem,full,failonce,latency,latency_local,latency_poll1] [--jobs N] [--fail-jobs N] "
                    "[--latency-jobs N] [--workers N] [--label TEXT]\n");
       std::exit(2);
     }
@@ -536,7 +598,7 @@ int main(int argc, char** argv) {
   const Args a = ParseArgs(argc, argv);
   const std::unique_ptr<Server> server = ServerFor(a);
   for (const std::string& w : a.workloads) {
-    if (w == "noop" || w == "idem" || w == "failonce") {
+    if (w == "noop" || w == "idem" || w == "full" || w == "failonce") {
       Drain(a, *server, w);
     } else if (w == "latency" || w == "latency_local" || w == "latency_poll1") {
       Latency(a, *server, w);

@@ -1,14 +1,16 @@
-// Turns the RESULT lines of one run.sh or run_postgres.sh run (a file of
-// JSON objects, one a line) into the table: each workload's figure per
-// library, the ratios jobpact/peer, then what bounds each figure, from the
-// server's own counters (Redis: INFO; PostgreSQL: /proc, the WAL position
-// and the transaction ids).
+// Turns the RESULT lines of one run.sh, run_postgres.sh or run_sqlite.sh
+// run (a file of JSON objects, one a line) into the table: each workload's
+// figure per library, the ratios jobpact/peer, then what bounds each figure,
+// from the server's own counters (Redis: INFO; PostgreSQL: /proc, the WAL
+// position and the transaction ids; SQLite, which runs inside each
+// library's process: that process's CPU time). A workload no library ran
+// has no row.
 'use strict';
 const fs = require('fs');
 
 const rows = fs.readFileSync(process.argv[2], 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
 const names = { jobpact: 'jobpact', bullmq: 'BullMQ', 'bee-queue': 'bee-queue', 'graphile-worker': 'graphile-worker',
-  'pg-boss': 'pg-boss' };
+  'pg-boss': 'pg-boss', plainjob: 'plainjob' };
 const peers = [...new Set(rows.map((r) => r.lib))].filter((l) => l !== 'jobpact');
 const libs = ['jobpact', ...peers];
 const get = (lib, workload, label = '') =>
@@ -27,6 +29,7 @@ const only = (cells) => [...cells, ...peers.map(() => '(jobpact only)'), ...peer
 const rate = (title, w, jobpactOnly) => {
   const title2 = title.replace('N', (n(w) || 0).toLocaleString('en-US'));
   const j = get('jobpact', w);
+  if (!libs.some((l) => get(l, w))) return;
   if (jobpactOnly) {
     if (j) line(only([title2, fmtRate(j)]));
     return;
@@ -36,9 +39,11 @@ const rate = (title, w, jobpactOnly) => {
 };
 rate('N no-op jobs, pre-enqueued, drain (higher is better)', 'noop');
 rate('N no-op jobs + idempotency_key + dedup_key, drain', 'idem', true);
+rate('N no-op jobs + idempotency_key + dedup_key + lock_key (the full contract), drain', 'full', true);
 rate('N jobs failing once, retried at 0 delay where the library allows it, drain', 'failonce');
 rate('enqueue N jobs, bulk, 1,000 a call', 'enqueue_noop');
-for (const [q, key] of [['p50', 'p50_ms'], ['p99', 'p99_ms'], ['max', 'max_ms']]) {
+for (const [q, key] of rows.some((r) => r.workload === 'latency') ?
+  [['p50', 'p50_ms'], ['p99', 'p99_ms'], ['max', 'max_ms']] : []) {
   const v = (l) => { const r = get(l, 'latency'); return r && r[key]; };
   line([`enqueue->start latency ${q}, idle worker, ${n('latency') || 0} jobs 5 ms apart (lower is better)`,
     ...libs.map((l) => fmtMs(v(l))), ...peers.map((p) => ratio(v('jobpact'), v(p)))]);
@@ -56,7 +61,19 @@ for (const r of rows.filter((x) => x.label && x.workload === 'noop')) {
 
 lines.push('');
 const postgres = rows.some((r) => r.server && 'wal_bytes' in r.server);
-if (postgres) {
+const sqlite = rows.every((r) => r.server && Object.keys(r.server).join() === 'cpu_s');
+if (sqlite) {
+  lines.push('What bounds each figure (SQLite runs inside each library\'s own process: that process\'s CPU time, all ' +
+    'threads, over the measured phase; per job):');
+  lines.push('');
+  line(['library', 'workload', 'wall s', 'process CPU us/job', 'process busy (100% = one core)']);
+  line(['---', '---', '---:', '---:', '---:']);
+  for (const r of rows) {
+    const s = r.server, k = r.jobs;
+    line([names[r.lib] || r.lib, r.workload + (r.label ? ` (${r.label})` : ''), r.seconds.toFixed(3),
+      (s.cpu_s * 1e6 / k).toFixed(1), `${Math.round(100 * s.cpu_s / r.seconds)}%`]);
+  }
+} else if (postgres) {
   lines.push('What bounds each figure (the server\'s CPU from /proc, its WAL position and transaction ids, over the ' +
     'measured phase; per job):');
   lines.push('');
