@@ -181,6 +181,13 @@ class JOBPACT_EXPORT Operations {
                            std::string_view reason);
   // Deletes DLQ entries dead-lettered before `older_than`; how many.
   Result<int> PurgeDeadLetters(TimePoint older_than);
+  // Deletes finished jobs (succeeded, failed, discarded) that finished
+  // before `older_than`; how many (QueueAdmin::PurgeFinished).
+  Result<int> PurgeFinished(TimePoint older_than);
+  // Keeps the newest finished jobs per job type and final status as `keep`
+  // says and deletes the rest; how many (QueueAdmin::TrimFinished,
+  // kUnimplemented from a store without count retention).
+  Result<int> TrimFinished(const FinishedRetention& keep);
 
   // --- Control state, obeyed by every process (SPEC 10) ---
   // Resume* and Clear* return kNotFound, naming the rule, if it is not set.

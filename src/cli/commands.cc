@@ -235,6 +235,61 @@ int JobsCancel(const Context& ctx, const std::string& id, const Who& who) {
                   : "job " + id + ": cancel requested; its handler sees it at the next heartbeat");
 }
 
+int JobsPurge(const Context& ctx, const JobsPurgeArgs& args) {
+  if (args.older_than.empty() && !args.keep) {
+    return FailWith(ctx, kExitUsage, "jobs purge: give --older-than DURATION, --keep N or both");
+  }
+  const TimePoint now = Now();
+  Json out = Json::object();
+  std::string human;
+  if (!args.older_than.empty()) {
+    Result<Duration> d = ParseDuration("--older-than", args.older_than);
+    if (!d.ok()) return Fail(ctx, "jobs purge", d.status());
+    const TimePoint before = now - *d;
+    Result<int> n = ctx.ops->PurgeFinished(before);
+    if (!n.ok()) return Fail(ctx, "jobs purge", n.status());
+    out["purged"] = *n;
+    out["finished_before"] = TimeJson(before);
+    human = "purged " + std::to_string(*n) + " jobs finished before " + HumanTime(before);
+  }
+  if (args.keep) {
+    if (*args.keep < 0) {
+      return FailWith(ctx, kExitUsage,
+                      "jobs purge: --keep must be 0 or more, not " + std::to_string(*args.keep));
+    }
+    Result<Duration> window = ParseDuration("--dedup-window", args.dedup_window);
+    if (!window.ok()) return Fail(ctx, "jobs purge", window.status());
+    FinishedRetention keep;
+    const std::vector<std::string> all = {"succeeded", "failed", "discarded"};
+    for (const std::string& status : args.statuses.empty() ? all : args.statuses) {
+      if (status == "succeeded") {
+        keep.succeeded = *args.keep;
+      } else if (status == "failed") {
+        keep.failed = *args.keep;
+      } else if (status == "discarded") {
+        keep.discarded = *args.keep;
+      } else {
+        return FailWith(ctx, kExitUsage,
+                        "jobs purge: --status '" + status +
+                            "' is not a final status with count retention (succeeded, failed, "
+                            "discarded; dead letters: dlq purge)");
+      }
+    }
+    keep.keep_succeeded_since = now - *window;
+    Result<int> n = ctx.ops->TrimFinished(keep);
+    if (!n.ok()) return Fail(ctx, "jobs purge", n.status());
+    out["trimmed"] = *n;
+    out["kept_per_type"] = *args.keep;
+    out["statuses"] = args.statuses.empty() ? all : args.statuses;
+    out["dedup_kept_since"] = TimeJson(*keep.keep_succeeded_since);
+    human += std::string(human.empty() ? "" : "; ") + "trimmed " + std::to_string(*n) +
+             " jobs beyond the newest " + std::to_string(*args.keep) +
+             " per job type and status (succeeded jobs with a dedup key finished since " +
+             HumanTime(*keep.keep_succeeded_since) + " kept)";
+  }
+  return Done(ctx, out, human);
+}
+
 // --- the DLQ ---
 
 int DlqList(const Context& ctx, const DlqSelection& sel) {

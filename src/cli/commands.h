@@ -4,8 +4,10 @@
 #define JOBPACT_SRC_CLI_COMMANDS_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +58,15 @@ struct JobsListArgs {
 };
 int JobsList(const Context& ctx, const JobsListArgs& args);
 int JobsCancel(const Context& ctx, const std::string& id, const Who& who);
+// jobs purge: finished jobs deleted by age (--older-than) and/or by count
+// (--keep the newest N per job type and final status).
+struct JobsPurgeArgs {
+  std::string older_than;             // Empty: no age limit.
+  std::optional<std::int64_t> keep;   // No value: no count limit.
+  std::vector<std::string> statuses;  // Of succeeded, failed, discarded; empty: all three.
+  std::string dedup_window = "5m";    // Succeeded jobs with a dedup key kept this long.
+};
+int JobsPurge(const Context& ctx, const JobsPurgeArgs& args);
 
 // The DLQ selection of list, replay and discard.
 struct DlqSelection {

@@ -96,7 +96,7 @@ int Main(int argc, char** argv) {
   stats->callback([&] { run = [](const Context& c) { return Stats(c); }; });
 
   // jobs
-  CLI::App* jobs = app.add_subcommand("jobs", "Look at and cancel jobs");
+  CLI::App* jobs = app.add_subcommand("jobs", "Look at, cancel and purge jobs");
   jobs->require_subcommand(1);
   std::string job_id;
   CLI::App* jobs_show = jobs->add_subcommand("show", "A job's record, full history and audit");
@@ -120,6 +120,20 @@ int Main(int argc, char** argv) {
     needs_who = &who;
     run = [&](const Context& c) { return JobsCancel(c, job_id, who); };
   });
+
+  JobsPurgeArgs purge_args;
+  CLI::App* jobs_purge = jobs->add_subcommand(
+      "purge", "Delete finished jobs: older than DURATION, or beyond the newest N per type");
+  jobs_purge->add_option("--older-than", purge_args.older_than,
+                         "Jobs finished longer ago than this, e.g. 7d");
+  jobs_purge->add_option("--keep", purge_args.keep,
+                         "Keep the newest N finished jobs per job type and status");
+  jobs_purge->add_option("--status", purge_args.statuses,
+                         "With --keep: succeeded, failed or discarded (repeatable; default all)");
+  jobs_purge->add_option("--dedup-window", purge_args.dedup_window,
+                         "With --keep: succeeded jobs with a dedup key finished this recently "
+                         "are kept, as the runners' dedup_window (default 5m)");
+  jobs_purge->callback([&] { run = [&](const Context& c) { return JobsPurge(c, purge_args); }; });
 
   // dlq
   CLI::App* dlq = app.add_subcommand("dlq", "The dead-letter queue");

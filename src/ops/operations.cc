@@ -193,6 +193,14 @@ Result<int> Operations::PurgeDeadLetters(TimePoint older_than) {
   return backend_.admin->PurgeDeadLetters(older_than);
 }
 
+Result<int> Operations::PurgeFinished(TimePoint older_than) {
+  return backend_.admin->PurgeFinished(older_than);
+}
+
+Result<int> Operations::TrimFinished(const FinishedRetention& keep) {
+  return backend_.admin->TrimFinished(keep);
+}
+
 Status Operations::Set(ControlKind kind, std::string_view subject, int limit, FailureClass c,
                        std::string_view actor, std::string_view reason) {
   ControlRule rule;

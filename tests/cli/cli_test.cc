@@ -309,6 +309,37 @@ TEST_P(CliTest, DiscardAndPurge) {
   EXPECT_THAT(RunJson({"dlq", "list"}).json(), SizeIs(0));
 }
 
+TEST_P(CliTest, JobsPurgeByCountThenByAgeLeavesUnfinishedJobsAndTheDlq) {
+  // 5 mail.send and 1 order.sync succeeded: the newest 2 of each type stay.
+  Ran trim = RunJson({"jobs", "purge", "--keep", "2", "--status", "succeeded", "--dedup-window",
+                      "0s"});
+  ASSERT_EQ(trim.rc, 0) << trim;
+  EXPECT_EQ(trim.json()["trimmed"], 3);
+  EXPECT_EQ(trim.json()["kept_per_type"], 2);
+  EXPECT_THAT(trim.json()["statuses"], ElementsAre("succeeded"));
+  Ran mail = RunJson({"jobs", "list", "--status", "succeeded", "--type", "mail.send"});
+  ASSERT_EQ(mail.rc, 0) << mail;
+  EXPECT_THAT(mail.json(), SizeIs(2));
+  EXPECT_THAT(Ids(RunJson({"jobs", "list", "--status", "succeeded", "--type", "order.sync"}).json()),
+              ElementsAre(made_.at("succeeded").back()));
+  Ran again = Run({"jobs", "purge", "--keep", "2", "--dedup-window", "0s"});
+  ASSERT_EQ(again.rc, 0) << again;
+  EXPECT_THAT(again.out, HasSubstr("trimmed 0 jobs beyond the newest 2 per job type and status"));
+
+  // By age: nothing finished an hour ago; everything finished before now.
+  Ran none = RunJson({"jobs", "purge", "--older-than", "1h"});
+  ASSERT_EQ(none.rc, 0) << none;
+  EXPECT_EQ(none.json()["purged"], 0);
+  Ran all = RunJson({"jobs", "purge", "--older-than", "0s"});
+  ASSERT_EQ(all.rc, 0) << all;
+  EXPECT_EQ(all.json()["purged"], 3);
+  EXPECT_THAT(RunJson({"jobs", "list", "--status", "succeeded"}).json(), SizeIs(0));
+  // Queued jobs and dead letters are not finished jobs.
+  EXPECT_THAT(RunJson({"jobs", "list", "--status", "queued", "--type", "mail.send"}).json(),
+              SizeIs(2));
+  EXPECT_THAT(RunJson({"dlq", "list"}).json(), SizeIs(127));
+}
+
 TEST_P(CliTest, PauseConcurrencyAndRoutesAreTheControlStateWithItsAudit) {
   auto rules = [&] {
     Ran r = RunJson({"control", "show"});
@@ -555,6 +586,11 @@ TEST_P(CliTest, BadInputGetsOneLineNamingItAndANonZeroCode) {
       {{"dlq", "list", "--until", "2026-13-01T00:00:00Z"}, 2, "--until"},
       {{"dlq", "purge", "--older-than", "10"}, 2, "'10' is not a duration"},
       {{"dlq", "purge", "--older-than", "3 weeks"}, 2, "is not a duration"},
+      {{"jobs", "purge"}, 2, "give --older-than DURATION, --keep N or both"},
+      {{"jobs", "purge", "--older-than", "soon"}, 2, "'soon' is not a duration"},
+      {{"jobs", "purge", "--keep", "-1"}, 2, "--keep must be 0 or more"},
+      {{"jobs", "purge", "--keep", "1", "--status", "running"}, 2, "--status 'running'"},
+      {{"jobs", "purge", "--keep", "1", "--dedup-window", "a while"}, 2, "is not a duration"},
       {{"dlq", "replay", "--type", "x", "--rate", "fast", "--actor", "a", "--reason", "r"}, 2,
        "'fast' is not a rate"},
       {{"jobs", "show", "job_nope"}, 1, "job_nope"},
