@@ -388,6 +388,20 @@ StartupKillsResult KillDuringStartup(const StartupKills& startup) {
   return out;
 }
 
+std::string KillWhileOpening(const std::string& binary, const std::vector<std::string>& args,
+                             const std::string& dir, StartupKillsResult* result) {
+  StartupKills startup;
+  startup.binary = binary;
+  startup.args = args;
+  startup.dir = dir;
+  *result = KillDuringStartup(startup);
+  if (!result->failure.empty()) return result->failure;
+  if (result->inside_open == 0) {
+    return "no kill landed inside Open in " + std::to_string(result->kills) + " kills";
+  }
+  return "";
+}
+
 Result<std::vector<std::string>> EnqueueJobs(QueueBackend& queue, Clock& clock, int count,
                                              const std::function<std::string(int)>& type_of) {
   std::vector<std::string> ids;

@@ -123,6 +123,12 @@ struct StartupKillsResult {
 
 StartupKillsResult KillDuringStartup(const StartupKills& startup);
 
+// KillDuringStartup of `binary` with `args` (log_dir `dir`) and the
+// defaults, its result in *result; what went wrong ("" if nothing): a
+// failure, or no kill that landed inside Open.
+std::string KillWhileOpening(const std::string& binary, const std::vector<std::string>& args,
+                             const std::string& dir, StartupKillsResult* result);
+
 // Enqueues `count` jobs (CrashJob of type_of(n)) in batches of 500 and
 // returns their ids in order.
 Result<std::vector<std::string>> EnqueueJobs(QueueBackend& queue, Clock& clock, int count,

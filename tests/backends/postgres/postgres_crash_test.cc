@@ -53,13 +53,10 @@ TEST(PostgresCrashTest, KilledWorkersLoseNoJobAndTheCompletionEffectHappensOnce)
   const std::string& dir = tmp.path();
 
   // Workers killed while they open the fresh schema, migrating it.
-  crash_testing::StartupKills startup;
-  startup.binary = JOBPACT_POSTGRES_CRASH_WORKER;
-  startup.args = {url, options.schema, dir};
-  startup.dir = dir;
-  const crash_testing::StartupKillsResult opened = crash_testing::KillDuringStartup(startup);
-  ASSERT_EQ(opened.failure, "");
-  EXPECT_GT(opened.inside_open, 0) << "no kill landed inside Open in " << opened.kills;
+  crash_testing::StartupKillsResult opened;
+  ASSERT_EQ(crash_testing::KillWhileOpening(JOBPACT_POSTGRES_CRASH_WORKER,
+                                            {url, options.schema, dir}, dir, &opened),
+            "");
 
   auto clock = SystemClock::Default();
   JOBPACT_ASSERT_OK_AND_ASSIGN(auto backend, postgres::PostgresBackend::Open(options, clock));

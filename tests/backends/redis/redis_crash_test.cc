@@ -68,13 +68,10 @@ TEST(RedisCrashTest, KilledWorkersLoseNoJobAndEveryDuplicateEffectIsExplained) {
   const std::string& dir = tmp.path();
 
   // Workers killed while they open the fresh namespace.
-  crash_testing::StartupKills startup;
-  startup.binary = JOBPACT_REDIS_CRASH_WORKER;
-  startup.args = {url, options.key_namespace, dir};
-  startup.dir = dir;
-  const crash_testing::StartupKillsResult opened = crash_testing::KillDuringStartup(startup);
-  ASSERT_EQ(opened.failure, "");
-  EXPECT_GT(opened.inside_open, 0) << "no kill landed inside Open in " << opened.kills;
+  crash_testing::StartupKillsResult opened;
+  ASSERT_EQ(crash_testing::KillWhileOpening(JOBPACT_REDIS_CRASH_WORKER,
+                                            {url, options.key_namespace, dir}, dir, &opened),
+            "");
 
   auto clock = SystemClock::Default();
   JOBPACT_ASSERT_OK_AND_ASSIGN(auto backend, redis::RedisBackend::Open(options, clock));

@@ -42,6 +42,7 @@
 #include "jobpact/job.h"
 #include "jobpact/job_runner.h"
 #include "jobpact/sqlite/sqlite_backend.h"
+#include "tests/backends/sqlite/crash_support.h"
 #include "tests/support/crash_rig.h"
 
 #ifndef JOBPACT_CRASH_WORKER
@@ -77,28 +78,16 @@ TEST_P(CrashTest, SurvivesRandomKills) {
   const std::string db = dir.path() + "/jobs.db";
 
   // Workers killed while they open the fresh file, creating its schema.
-  crash_testing::StartupKills startup;
-  startup.binary = JOBPACT_CRASH_WORKER;
-  startup.args = {db, dir.path(), mode};
-  startup.dir = dir.path();
-  const crash_testing::StartupKillsResult opened = crash_testing::KillDuringStartup(startup);
-  ASSERT_EQ(opened.failure, "");
-  EXPECT_GT(opened.inside_open, 0) << "no kill landed inside Open in " << opened.kills;
+  crash_testing::StartupKillsResult opened;
+  ASSERT_EQ(crash_testing::KillWhileOpening(JOBPACT_CRASH_WORKER, {db, dir.path(), mode},
+                                            dir.path(), &opened),
+            "");
 
   auto clock = SystemClock::Default();
   auto backend_or = SqliteBackend::Open(db, {}, clock);
   ASSERT_TRUE(backend_or.ok()) << backend_or.status();
   std::shared_ptr<SqliteBackend> backend = *backend_or;
-  // The business table of the transactional effect: no unique constraint,
-  // so a second commit of the effect would show as a second row.
-  ASSERT_TRUE(backend
-                  ->RunInTransaction([](sqlite3* h) -> Status {
-                    return sqlite3_exec(h, "CREATE TABLE effects (job_id TEXT, pid TEXT)", nullptr,
-                                        nullptr, nullptr) == SQLITE_OK
-                               ? Status::Ok()
-                               : Status::Internal(sqlite3_errmsg(h));
-                  })
-                  .ok());
+  ASSERT_TRUE(CreateEffectsTable(*backend).ok());
   auto ids = crash_testing::EnqueueJobs(*backend->queue(), *clock, kJobs,
                                         [](int) { return "crash.effect"; });
   ASSERT_TRUE(ids.ok()) << ids.status();
@@ -115,29 +104,11 @@ TEST_P(CrashTest, SurvivesRandomKills) {
     JOBPACT_ASSIGN_OR_RETURN(QueueStats stats, backend->admin()->Stats());
     return crash_testing::Pending(stats);
   };
-  // The stored histories, read once on the first call.
+  // The test's own connection: the stored histories and the checks below.
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open_v2(db.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
   std::unique_ptr<sqlite3, int (*)(sqlite3*)> raw_closer(raw, sqlite3_close);
-  std::map<std::string, std::vector<nlohmann::json>> histories;
-  auto history = [&](const std::string& id) -> Result<std::vector<nlohmann::json>> {
-    if (histories.empty()) {
-      sqlite3_stmt* st = nullptr;
-      if (sqlite3_prepare_v2(raw, "SELECT job_id, history FROM jobpact_jobs", -1, &st, nullptr) !=
-          SQLITE_OK) {
-        return Status::Internal(sqlite3_errmsg(raw));
-      }
-      while (sqlite3_step(st) == SQLITE_ROW) {
-        histories[reinterpret_cast<const char*>(sqlite3_column_text(st, 0))] =
-            nlohmann::json::parse(reinterpret_cast<const char*>(sqlite3_column_text(st, 1)))
-                .get<std::vector<nlohmann::json>>();
-      }
-      sqlite3_finalize(st);
-    }
-    auto it = histories.find(id);
-    if (it == histories.end()) return Status::NotFound("no stored history for " + id);
-    return it->second;
-  };
+  const crash_testing::RawHistory history = StoredHistories(raw);
   const crash_testing::CrashOutcome run = crash_testing::RunKillLoopAndCheck(
       loop, *backend->admin(), *std::move(ids), history, JobRunnerOptions{}.max_lease_recoveries);
   for (const std::string& problem : run.problems) ADD_FAILURE() << problem;

@@ -47,6 +47,7 @@
 #include "jobpact/job.h"
 #include "jobpact/job_runner.h"
 #include "jobpact/sqlite/sqlite_backend.h"
+#include "tests/backends/sqlite/crash_support.h"
 #include "tests/support/crash_rig.h"
 
 #ifndef JOBPACT_CRASH_WORKER
@@ -86,16 +87,7 @@ TEST(SqliteSoakTest, KillsFaultsAndStallsLoseNothingAndMemoryStaysFlat) {
   auto backend_or = SqliteBackend::Open(db, {}, clock);
   ASSERT_TRUE(backend_or.ok()) << backend_or.status();
   std::shared_ptr<SqliteBackend> backend = *backend_or;
-  // The effect's table: no unique constraint, so a second commit of an
-  // effect would show as a second row.
-  ASSERT_TRUE(backend
-                  ->RunInTransaction([](sqlite3* h) -> Status {
-                    return sqlite3_exec(h, "CREATE TABLE effects (job_id TEXT, pid TEXT)", nullptr,
-                                        nullptr, nullptr) == SQLITE_OK
-                               ? Status::Ok()
-                               : Status::Internal(sqlite3_errmsg(h));
-                  })
-                  .ok());
+  ASSERT_TRUE(CreateEffectsTable(*backend).ok());
 
   const auto until = std::chrono::system_clock::now() + std::chrono::seconds(seconds);
   const std::string until_arg =
@@ -122,25 +114,7 @@ TEST(SqliteSoakTest, KillsFaultsAndStallsLoseNothingAndMemoryStaysFlat) {
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open_v2(db.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
   std::unique_ptr<sqlite3, int (*)(sqlite3*)> raw_closer(raw, sqlite3_close);
-  std::map<std::string, std::vector<nlohmann::json>> histories;  // Read on the first call.
-  auto history = [&](const std::string& id) -> Result<std::vector<nlohmann::json>> {
-    if (histories.empty()) {
-      sqlite3_stmt* st = nullptr;
-      if (sqlite3_prepare_v2(raw, "SELECT job_id, history FROM jobpact_jobs", -1, &st, nullptr) !=
-          SQLITE_OK) {
-        return Status::Internal(sqlite3_errmsg(raw));
-      }
-      while (sqlite3_step(st) == SQLITE_ROW) {
-        histories[reinterpret_cast<const char*>(sqlite3_column_text(st, 0))] =
-            nlohmann::json::parse(reinterpret_cast<const char*>(sqlite3_column_text(st, 1)))
-                .get<std::vector<nlohmann::json>>();
-      }
-      sqlite3_finalize(st);
-    }
-    auto it = histories.find(id);
-    if (it == histories.end()) return Status::NotFound("no stored history for " + id);
-    return it->second;
-  };
+  const crash_testing::RawHistory history = StoredHistories(raw);
   const crash_testing::CrashOutcome run = crash_testing::RunKillLoopAndCheck(
       loop, *backend->admin(), {}, history, JobRunnerOptions{}.max_lease_recoveries,
       /*leases_lost_to_kills=*/false);
