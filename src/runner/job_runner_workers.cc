@@ -31,6 +31,7 @@ RunnerStats RunnerCore::Stats() const {
 }
 
 void RunnerCore::SetWorkerGauges() {
+  MutexLock l(gauges_mu_);
   options_.metrics->SetGauge(metric::kBusyWorkers, MetricLabels{},
                              busy_workers_.load(std::memory_order_relaxed));
   options_.metrics->SetGauge(metric::kHungWorkersNow, MetricLabels{},

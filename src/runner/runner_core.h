@@ -372,6 +372,8 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   bool WatchSlot(const std::shared_ptr<WorkerSlot>& slot, TimePoint now,
                  std::vector<HungWorkerInfo>* hung);
   void MaintenanceLoop();
+  // Publishes the busy and hung worker gauges from the counters, under
+  // gauges_mu_.
   void SetWorkerGauges();
 
   // Immutable after construction.
@@ -445,6 +447,12 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // The watchdog and maintenance threads wait here.
   PlainMutex background_mu_;
   CondVar background_cv_;
+
+  // Held while SetWorkerGauges reads the counters and publishes them, so
+  // that the last publication carries the latest counts: without it a
+  // thread that read the counters before another's change could publish
+  // after it and leave the gauge stale until the next publication.
+  PlainMutex gauges_mu_;
 
   // Shutdown waits here for workers to exit.
   PlainMutex exit_mu_;
