@@ -81,12 +81,6 @@ configure_and_build() {
   cmake --build "$dir" -j "$JOBPACT_JOBS"
 }
 
-# configure_fuzz_build DIR: the clang build of scripts/fuzz (libFuzzer +
-# ASan + UBSan), shared with scripts/thread_safety. Configured once; a
-# build directory made before the HTTP endpoint and the conformance suite
-# were part of it gains them here (the thread safety analysis compiles
-# every library target, and a reconfigure of an existing directory is a
-# matter of seconds).
 # build_tsan BUILD_DIR: configures and builds the ThreadSanitizer build
 # (RelWithDebInfo with line tables only, every backend, the tests): the one
 # scripts/test runs the suite in, and scripts/tsan_repeat reuses.
@@ -97,6 +91,12 @@ build_tsan() {
     -DJOBPACT_WITH_REDIS=ON -DJOBPACT_WITH_POSTGRES=ON -DJOBPACT_WITH_HTTP=ON
 }
 
+# configure_fuzz_build DIR: the clang build of scripts/fuzz (libFuzzer +
+# ASan + UBSan), shared with scripts/thread_safety. Configured once; a
+# build directory made before the HTTP endpoint and the conformance suite
+# were part of it gains them here (the thread safety analysis compiles
+# every library target, and a reconfigure of an existing directory is a
+# matter of seconds).
 configure_fuzz_build() {
   local dir="$1"
   if [ ! -f "$dir/CMakeCache.txt" ]; then
