@@ -76,6 +76,14 @@ class PostgresBackend::Core {
   // Runs `fn` on a pooled connection outside an explicit transaction (each
   // statement its own snapshot).
   Status Read(std::string_view what, const std::function<Status(internal::Connection&)>& fn);
+  // The same for a writing statement that commits on its own (one round
+  // trip: no BEGIN, no COMMIT). As Read, `fn` runs again once, on a new
+  // connection, after a connection found dead, so each of its statements
+  // must be safe to repeat (a second run gives the first one's outcome).
+  Status Autocommit(std::string_view what,
+                    const std::function<Status(internal::Connection&)>& fn) {
+    return Read(what, fn);
+  }
 
   // `tmpl` with every "{t}" replaced by the quoted schema and a dot, e.g.
   // "SELECT 1 FROM {t}jobs" -> SELECT 1 FROM "jobpact".jobs. Cached by the
@@ -111,6 +119,10 @@ class PostgresBackend::Core {
   static std::shared_ptr<LockStore> MakeLocks(std::shared_ptr<Core> core);
   static std::shared_ptr<IdempotencyStore> MakeIdempotency(std::shared_ptr<Core> core);
   static std::shared_ptr<RateLimitStore> MakeRateLimits(std::shared_ptr<Core> core);
+  // The bundle's own stores (set once by PostgresBackend's constructor): the
+  // queue applies completion guards for these only (CompletesGuards).
+  const LockStore* own_locks = nullptr;
+  const IdempotencyStore* own_idempotency = nullptr;
 
   // Enqueue through any connection inside a transaction (ours or the
   // caller's), with NOTIFY.

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "src/backends/postgres/core.h"
+#include "src/backends/postgres/guard_rows.h"
 #include "src/internal/checks.h"
 #include "src/internal/guarded.h"
 #include "src/internal/time_ns.h"
@@ -49,46 +50,15 @@ class PostgresIdempotencyStore final : public IdempotencyStore {
       JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl("IdempotencyStore::Claim",
                                                                     key, owner, claim_ttl));
       ClaimOutcome out;
-      JOBPACT_PG_RETURN_IF_ERROR(core_->Tx("IdempotencyStore::Claim", [&](Connection& conn) -> Status {
-        const std::int64_t now_ns = ToNs(core_->Now());
-        const std::int64_t expires_ns = now_ns + ToNs(claim_ttl);
-        // Missing, expired, or our own live claim: (re)claimed until
-        // now + ttl, in one statement (the unique key decides a race).
-        JOBPACT_ASSIGN_OR_RETURN(
-            PgResult r,
-            conn.Exec(core_->Sql("INSERT INTO {t}idempotency AS i (key, state, owner, result, "
-                                 "expires_at_ns) VALUES ($1, 'in_progress', $2, '', $3) ON "
-                                 "CONFLICT (key) DO UPDATE SET state = 'in_progress', owner = "
-                                 "EXCLUDED.owner, result = '', expires_at_ns = "
-                                 "EXCLUDED.expires_at_ns WHERE i.expires_at_ns <= $4 OR (i.owner "
-                                 "= EXCLUDED.owner AND i.state = 'in_progress') RETURNING 1"),
-                      Params().Add(key).Add(owner).Add(expires_ns).Add(now_ns),
-                      "IdempotencyStore::Claim"));
-        if (r.rows() == 1) {
-          out.kind = ClaimOutcome::Kind::kClaimed;
-          out.record.key = std::string(key);
-          out.record.state = IdempotencyRecord::State::kInProgress;
-          out.record.owner = std::string(owner);
-          out.record.expires_at = TimeFromNs(expires_ns);
-          return Status::Ok();
-        }
-        // A live record of someone else's, or our completed one. The
-        // failed upsert locked the row: it cannot change before COMMIT.
-        JOBPACT_ASSIGN_OR_RETURN(
-            PgResult live,
-            conn.Exec(core_->Sql("SELECT state, owner, result, expires_at_ns FROM "
-                                 "{t}idempotency WHERE key = $1"),
-                      Params().Add(key), "IdempotencyStore::Claim"));
-        if (live.rows() == 0) {
-          return Status::Unavailable("IdempotencyStore::Claim: the record of key " +
-                                     std::string(key) + " vanished during the claim; retry");
-        }
-        out.record = RecordOf(key, live);
-        out.kind = out.record.state == IdempotencyRecord::State::kCompleted
-                       ? ClaimOutcome::Kind::kCompleted
-                       : ClaimOutcome::Kind::kInProgress;
-        return Status::Ok();
-      }));
+      // One statement, committed on its own (guard_rows.h).
+      JOBPACT_PG_RETURN_IF_ERROR(
+          core_->Autocommit("IdempotencyStore::Claim", [&](Connection& conn) -> Status {
+            const std::int64_t now_ns = ToNs(core_->Now());
+            JOBPACT_ASSIGN_OR_RETURN(out, internal::ClaimRow(*core_, conn, key, owner, now_ns,
+                                                             now_ns + ToNs(claim_ttl),
+                                                             "IdempotencyStore::Claim"));
+            return Status::Ok();
+          }));
       return out;
     });
   }

@@ -14,6 +14,7 @@
 #include "jobpact/job.h"
 #include "src/internal/lock_lease.h"
 #include "src/backends/postgres/core.h"
+#include "src/backends/postgres/guard_rows.h"
 #include "src/internal/checks.h"
 #include "src/internal/guarded.h"
 #include "src/internal/time_ns.h"
@@ -41,38 +42,15 @@ class PostgresLockStore final : public LockStore {
       JOBPACT_RETURN_IF_ERROR(
           ::jobpact::internal::CheckKeyOwnerTtl("LockStore::Acquire", key, owner, ttl));
       LockLease lease;
-      JOBPACT_PG_RETURN_IF_ERROR(core_->Tx("LockStore::Acquire", [&](Connection& conn) -> Status {
-        const std::int64_t now_ns = ToNs(core_->Now());
-        const std::int64_t expires_ns = now_ns + ToNs(ttl);
-        // Free, expired, or already ours (then extended with the same
-        // token); a new token for a new holder. One statement: of two
-        // acquirers of a free key, one inserts and the other finds its row.
-        JOBPACT_ASSIGN_OR_RETURN(
-            PgResult r,
-            conn.Exec(core_->Sql("INSERT INTO {t}locks AS l (key, owner, fencing_token, "
-                                 "expires_at_ns) VALUES ($1, $2, "
-                                 "nextval('{t}lock_fencing_tokens'), $3) ON CONFLICT (key) DO "
-                                 "UPDATE SET owner = EXCLUDED.owner, expires_at_ns = "
-                                 "EXCLUDED.expires_at_ns, fencing_token = CASE WHEN l.owner = "
-                                 "EXCLUDED.owner AND l.expires_at_ns > $4 THEN l.fencing_token "
-                                 "ELSE EXCLUDED.fencing_token END WHERE l.expires_at_ns <= $4 "
-                                 "OR l.owner = EXCLUDED.owner RETURNING fencing_token"),
-                      Params().Add(key).Add(owner).Add(expires_ns).Add(now_ns),
-                      "LockStore::Acquire"));
-        if (r.rows() == 1) {
-          lease = ::jobpact::internal::MakeLockLease(key, std::string(owner), static_cast<std::uint64_t>(r.Int(0, 0)),
-                            expires_ns);
-          return Status::Ok();
-        }
-        JOBPACT_ASSIGN_OR_RETURN(
-            PgResult held,
-            conn.Exec(core_->Sql("SELECT owner, expires_at_ns FROM {t}locks WHERE key = $1"),
-                      Params().Add(key), "LockStore::Acquire"));
-        const std::string holder = held.rows() > 0 ? held.Text(0, 0) : "another owner";
-        const std::string until =
-            held.rows() > 0 ? " until " + FormatRfc3339(TimeFromNs(held.Int(0, 1))) : "";
-        return Status::Aborted("lock " + std::string(key) + " is held by " + holder + until);
-      }));
+      // One statement, committed on its own (guard_rows.h).
+      JOBPACT_PG_RETURN_IF_ERROR(
+          core_->Autocommit("LockStore::Acquire", [&](Connection& conn) -> Status {
+            const std::int64_t now_ns = ToNs(core_->Now());
+            JOBPACT_ASSIGN_OR_RETURN(lease, internal::AcquireLockRow(*core_, conn, key, owner, now_ns,
+                                                                 now_ns + ToNs(ttl),
+                                                                 "LockStore::Acquire"));
+            return Status::Ok();
+          }));
       return lease;
     });
   }

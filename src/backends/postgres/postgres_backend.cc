@@ -30,7 +30,10 @@ PostgresBackend::PostgresBackend(std::shared_ptr<Core> core)
       queue_(Core::MakeQueue(core_)),
       locks_(Core::MakeLocks(core_)),
       idempotency_(Core::MakeIdempotency(core_)),
-      rate_limits_(Core::MakeRateLimits(core_)) {}
+      rate_limits_(Core::MakeRateLimits(core_)) {
+  core_->own_locks = locks_.get();
+  core_->own_idempotency = idempotency_.get();
+}
 
 PostgresBackend::~PostgresBackend() = default;
 

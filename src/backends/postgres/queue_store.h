@@ -106,6 +106,16 @@ class PostgresQueueBackend final : public StoreBackend {
                            const std::vector<internal::Params>& rows);
 
   Result<bool> WaitForWork(Duration timeout) override { return core_->WaitForNotify(timeout); }
+  // The bundle's lock and idempotency rows live beside its jobs: the
+  // completion releases and records them in its own transaction, and a job
+  // with both keys takes them in one statement (guard_rows.h).
+  bool CompletesGuards(const LockStore& locks, const IdempotencyStore& idempotency) const override {
+    return &locks == core_->own_locks && &idempotency == core_->own_idempotency;
+  }
+  bool AppliesGuards() const override { return true; }
+  Result<LockLease> AcquireLockAndClaim(std::string_view lock_key, std::string_view idempotency_key,
+                                        std::string_view owner, Duration ttl,
+                                        ClaimOutcome* claim) override;
 
  protected:
   Result<std::vector<EnqueueResult>> InsertJobs(std::vector<JobChange>& jobs,
@@ -179,8 +189,22 @@ class PostgresQueueBackend final : public StoreBackend {
   Status UpdateRows(internal::Connection& conn, const std::vector<const JobChange*>& changes,
                     std::string_view worker, std::vector<bool>* matched);
   // Marks the delivery's idempotency claim completed in the completion's
-  // transaction; kAborted if another owner holds or completed the key.
-  Status CompleteClaimOn(internal::Connection& conn, const JobChange& c, std::int64_t now_ns);
+  // transaction, kept `retention`; kAborted if another owner holds or
+  // completed the key.
+  Status CompleteClaimOn(internal::Connection& conn, const JobChange& c, std::int64_t now_ns,
+                         Duration retention);
+  // Of `writes[i]` for i in `which`: records the claims of those whose
+  // guards say kRecord and that run no effect (before their job rows are
+  // written, so a stale write still leaves the key recorded); sets out[i]
+  // to kAborted for each whose claim is no longer held (its job is then not
+  // written).
+  Status RecordGuardClaims(internal::Connection& conn, const std::vector<JobWrite>& writes,
+                           const std::vector<std::size_t>& which, std::int64_t now_ns,
+                           std::vector<Status>* out);
+  // Of `writes[i]` for i in `which`: releases the locks and drops the claims
+  // their guards give back, whatever became of their completions.
+  Status ReleaseGuards(internal::Connection& conn, const std::vector<JobWrite>& writes,
+                       const std::vector<std::size_t>& which);
   // Why a conditional write matched no row: kNotFound or kAborted.
   Status StaleError(internal::Connection& conn, const JobChange& c, std::string_view what);
   // The record of a row, or -- for a row that no longer decodes -- the row

@@ -1,7 +1,9 @@
 // The PostgreSQL queue store, writes (queue_store.h): conditional writes
 // of engine changes, one row or many in one statement, and WriteJobs'
 // grouped commits (one statement for writes without an effect, a savepoint
-// per write with one) with the idempotency claim of a transactional effect.
+// per write with one) with the idempotency claim of a transactional effect,
+// and the completions' guards (the lock released, the claim recorded or
+// dropped in the completion's transaction).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +15,9 @@
 #include <vector>
 
 #include "jobpact/job_status.h"
+#include "src/backends/postgres/guard_rows.h"
 #include "src/backends/postgres/queue_store.h"
+#include "src/internal/checks.h"
 #include "src/internal/guarded.h"
 #include "src/internal/job_row_codec.h"
 #include "src/internal/time_ns.h"
@@ -147,8 +151,8 @@ Status PostgresQueueBackend::UpdateRows(Connection& conn,
 std::vector<Status> PostgresQueueBackend::WriteJobs(std::vector<JobWrite>& writes) {
   std::vector<Status> out(writes.size());
   // Writes without an effect cannot fail one another (a stale one matches
-  // no row): all of them in one statement. With an effect, a savepoint per
-  // write (below).
+  // no row): all of them in one statement, with their guards in one
+  // statement per kind. With an effect, a savepoint per write (below).
   bool plain = true;
   {
     std::set<std::string_view> ids;
@@ -157,25 +161,34 @@ std::vector<Status> PostgresQueueBackend::WriteJobs(std::vector<JobWrite>& write
     }
   }
   if (plain) {
+    std::vector<std::size_t> all(writes.size());
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
     Status batch = core_->Tx("Complete", [&](Connection& conn) -> Status {
+      std::fill(out.begin(), out.end(), Status::Ok());
+      JOBPACT_RETURN_IF_ERROR(RecordGuardClaims(conn, writes, all, ToNs(core_->Now()), &out));
       std::vector<const JobChange*> refs;
-      for (const JobWrite& w : writes) refs.push_back(&w.change);
-      std::vector<bool> matched;
-      JOBPACT_RETURN_IF_ERROR(UpdateRows(conn, refs, {}, &matched));
-      bool wake = false;
+      std::vector<std::size_t> written;
       for (std::size_t i = 0; i < writes.size(); ++i) {
+        if (!out[i].ok()) continue;  // Its claim is no longer held.
+        refs.push_back(&writes[i].change);
+        written.push_back(i);
+      }
+      std::vector<bool> matched;
+      if (!refs.empty()) JOBPACT_RETURN_IF_ERROR(UpdateRows(conn, refs, {}, &matched));
+      bool wake = false;
+      for (std::size_t k = 0; k < written.size(); ++k) {
+        const std::size_t i = written[k];
         const JobChange& c = writes[i].change;
-        if (!matched[i]) {
+        if (!matched[k]) {
           out[i] = StaleError(conn, c, "write job");
           const StatusCode code = out[i].code();
           if (code != StatusCode::kAborted && code != StatusCode::kNotFound) return out[i];
-        } else {
-          out[i] = Status::Ok();
-          if (c.placement == JobPlacement::kReady || c.placement == JobPlacement::kScheduled) {
-            wake = true;
-          }
+        } else if (c.placement == JobPlacement::kReady ||
+                   c.placement == JobPlacement::kScheduled) {
+          wake = true;
         }
       }
+      JOBPACT_RETURN_IF_ERROR(ReleaseGuards(conn, writes, all));
       if (wake) JOBPACT_RETURN_IF_ERROR(Notify(conn));
       return Status::Ok();
     });
@@ -189,10 +202,13 @@ std::vector<Status> PostgresQueueBackend::WriteJobs(std::vector<JobWrite>& write
     for (std::size_t i = 0; i < writes.size(); ++i) {
       const JobWrite& w = writes[i];
       const JobChange& c = w.change;
+      const std::vector<std::size_t> one = {i};
+      JOBPACT_RETURN_IF_ERROR(RecordGuardClaims(conn, writes, one, now_ns, &out));
+      Status s = std::move(out[i]);
       // Each write commits or rolls back alone (a stale lease or a failed
       // effect), inside the one transaction of the batch.
       JOBPACT_RETURN_IF_ERROR(conn.Simple("SAVEPOINT jobpact_write", "Complete"));
-      Status s = UpdateRow(conn, c);
+      if (s.ok()) s = UpdateRow(conn, c);
       if (s.ok() && w.effect != nullptr) {
         // Inside the completion transaction, after the fence: the effect
         // commits iff this delivery's completion does.
@@ -208,7 +224,9 @@ std::vector<Status> PostgresQueueBackend::WriteJobs(std::vector<JobWrite>& write
                          c.record.envelope.job_id + " was rolled back: " + effect.message());
         } else if (c.record.status == JobStatus::kSucceeded &&
                    !c.record.envelope.idempotency_key.empty()) {
-          s = CompleteClaimOn(conn, c, now_ns);
+          s = CompleteClaimOn(conn, c, now_ns,
+                              w.guards != nullptr ? w.guards->retention
+                                                  : core_->options().idempotency_retention);
         }
       }
       if (conn.broken()) {
@@ -235,6 +253,7 @@ std::vector<Status> PostgresQueueBackend::WriteJobs(std::vector<JobWrite>& write
           return s;
         }
       }
+      JOBPACT_RETURN_IF_ERROR(ReleaseGuards(conn, writes, one));
       out[i] = std::move(s);
     }
     if (wake) JOBPACT_RETURN_IF_ERROR(Notify(conn));
@@ -244,8 +263,78 @@ std::vector<Status> PostgresQueueBackend::WriteJobs(std::vector<JobWrite>& write
   return out;
 }
 
+Status PostgresQueueBackend::RecordGuardClaims(Connection& conn,
+                                               const std::vector<JobWrite>& writes,
+                                               const std::vector<std::size_t>& which,
+                                               std::int64_t now_ns, std::vector<Status>* out) {
+  std::vector<internal::GuardRow> rows;
+  std::vector<std::size_t> of;
+  for (std::size_t i : which) {
+    const JobWrite& w = writes[i];
+    if (w.guards == nullptr || w.guards->claim != CompletionGuards::Claim::kRecord ||
+        w.effect != nullptr) {
+      continue;  // With an effect, recorded only if it commits (CompleteClaimOn).
+    }
+    const JobChange& c = w.change;
+    rows.push_back({c.record.envelope.idempotency_key, c.expect.lease_token, c.record.result,
+                    now_ns + ToNs(w.guards->retention)});
+    of.push_back(i);
+  }
+  std::vector<bool> recorded;
+  JOBPACT_RETURN_IF_ERROR(
+      internal::RecordClaimRows(*core_, conn, rows, now_ns, &recorded, "Complete"));
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    if (recorded[k]) continue;
+    (*out)[of[k]] = Status::Aborted(
+        "Complete: " + std::string(rows[k].owner) +
+        " does not hold a live claim on idempotency key " + std::string(rows[k].key) +
+        " (expired, released, completed or taken); job " +
+        writes[of[k]].change.record.envelope.job_id + " was not completed");
+  }
+  return Status::Ok();
+}
+
+Status PostgresQueueBackend::ReleaseGuards(Connection& conn, const std::vector<JobWrite>& writes,
+                                           const std::vector<std::size_t>& which) {
+  std::vector<internal::GuardRow> locks;
+  std::vector<internal::GuardRow> claims;
+  for (std::size_t i : which) {
+    const JobWrite& w = writes[i];
+    if (w.guards == nullptr) continue;
+    const Envelope& env = w.change.record.envelope;
+    const std::string& owner = w.change.expect.lease_token;
+    if (w.guards->release_lock && !env.lock_key.empty()) locks.push_back({env.lock_key, owner, {}, 0});
+    if (w.guards->claim == CompletionGuards::Claim::kRelease && !env.idempotency_key.empty()) {
+      claims.push_back({env.idempotency_key, owner, {}, 0});
+    }
+  }
+  JOBPACT_RETURN_IF_ERROR(internal::ReleaseLockRows(*core_, conn, locks, "Complete"));
+  return internal::ReleaseClaimRows(*core_, conn, claims, "Complete");
+}
+
+Result<LockLease> PostgresQueueBackend::AcquireLockAndClaim(std::string_view lock_key,
+                                                            std::string_view idempotency_key,
+                                                            std::string_view owner, Duration ttl,
+                                                            ClaimOutcome* claim) {
+  constexpr std::string_view kWhat = "AcquireLockAndClaim";
+  return ::jobpact::internal::Guarded(kWhat, [&]() -> Result<LockLease> {
+    JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl(kWhat, lock_key, owner, ttl));
+    JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl(kWhat, idempotency_key, owner));
+    LockLease lease;
+    // One statement, committed on its own (guard_rows.h).
+    JOBPACT_PG_RETURN_IF_ERROR(core_->Autocommit(kWhat, [&](Connection& conn) -> Status {
+      const std::int64_t now_ns = ToNs(core_->Now());
+      JOBPACT_ASSIGN_OR_RETURN(
+          lease, internal::AcquireLockAndClaimRows(*core_, conn, lock_key, idempotency_key, owner,
+                                                   now_ns, now_ns + ToNs(ttl), claim, kWhat));
+      return Status::Ok();
+    }));
+    return lease;
+  });
+}
+
 Status PostgresQueueBackend::CompleteClaimOn(Connection& conn, const JobChange& c,
-                                             std::int64_t now_ns) {
+                                             std::int64_t now_ns, Duration retention) {
   // The claim this delivery holds (the runner's claim owner is the lease
   // token) is marked completed in the same transaction as the effect, so no
   // crash can separate "effect committed" from "key recorded". A key
@@ -262,7 +351,7 @@ Status PostgresQueueBackend::CompleteClaimOn(Connection& conn, const JobChange& 
                     .Add(key)
                     .Add(owner)
                     .Add(c.record.result)
-                    .Add(now_ns + ToNs(core_->options().idempotency_retention)),
+                    .Add(now_ns + ToNs(retention)),
                 "Complete"));
   if (done.affected() > 0) return Status::Ok();
   JOBPACT_ASSIGN_OR_RETURN(

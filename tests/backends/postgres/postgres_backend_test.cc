@@ -26,6 +26,7 @@
 #include "jobpact/testing/matchers.h"
 #include "tests/backends/postgres/commit_cut_proxy.h"
 #include "tests/backends/postgres/postgres_test_server.h"
+#include "tests/support/guards_runner_cases.h"
 
 namespace jobpact {
 namespace postgres {
@@ -1109,6 +1110,36 @@ TEST(PostgresServerDownTest, ARestartMidRunLosesNoAcknowledgedEnqueueOrCompletio
   }
   std::printf("restart mid-run: %zu enqueues acknowledged, %d refused while down\n", ids.size(),
               refused.load());
+}
+
+// --- The runner with the guards in the completion (as on SQLite) ---
+
+// The bundle's locks and claims live in the schema beside the jobs: the
+// runner releases and records them with each completion, and a job with
+// both keys takes them in one statement. The cases are SQLite's too
+// (tests/support/guards_runner_cases.h).
+class PostgresRunnerTest : public PostgresBackendTest {
+ protected:
+  guards_testing::GuardsTarget Target() {
+    guards_testing::GuardsTarget t;
+    t.open = [o = options_](std::shared_ptr<Clock> clock) -> Result<BackendBundle> {
+      JOBPACT_ASSIGN_OR_RETURN(std::shared_ptr<PostgresBackend> b,
+                               PostgresBackend::Open(o, std::move(clock)));
+      return b->bundle();
+    };
+    t.drop_claims = [this] {
+      EXPECT_EQ(pt::Query(raw_.get(), "DELETE FROM " + options_.schema + ".idempotency"), "");
+    };
+    return t;
+  }
+};
+
+TEST_F(PostgresRunnerTest, SameKeyJobsRunBackToBackAsIfReleasedAtOnce) {
+  guards_testing::ExpectSameKeyJobsRunBackToBack(Target());
+}
+
+TEST_F(PostgresRunnerTest, AClaimLostWhileTheHandlerRanFailsTheAttemptInsteadOfAckingIt) {
+  guards_testing::ExpectAClaimLostFailsTheAttemptInsteadOfAckingIt(Target());
 }
 
 }  // namespace

@@ -1,0 +1,185 @@
+// The JobRunner on a bundle whose locks and idempotency claims live beside
+// its jobs (QueueBackend::CompletesGuards: SQLite, PostgreSQL), so that the
+// runner releases and records them with each completion
+// (Completion::guards) instead of in writes of their own. What that must
+// not change, checked the same way on each such backend:
+//   - a job of the same key right after another still finds the lock free
+//     and the result recorded (no lock_busy, no idempotency_in_progress);
+//   - a claim lost while the handler ran still fails the attempt instead of
+//     acking it.
+// Header-only: each backend's test program calls these from a TEST of its
+// own, with its way of opening a fresh store.
+#ifndef JOBPACT_TESTS_SUPPORT_GUARDS_RUNNER_CASES_H_
+#define JOBPACT_TESTS_SUPPORT_GUARDS_RUNNER_CASES_H_
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "jobpact/backend.h"
+#include "jobpact/clock.h"
+#include "jobpact/job.h"
+#include "jobpact/job_runner.h"
+#include "jobpact/job_status.h"
+#include "jobpact/testing/manual_clock.h"
+#include "jobpact/transition_event.h"
+
+namespace jobpact {
+namespace guards_testing {
+
+// How a backend's test reaches a fresh, empty store.
+struct GuardsTarget {
+  // Opens the store on `clock`; each call of one test opens the same store.
+  std::function<Result<BackendBundle>(std::shared_ptr<Clock> clock)> open;
+  // Deletes every idempotency record behind the runner's back (the
+  // backend's own SQL), from inside a handler.
+  std::function<void()> drop_claims;
+};
+
+// Counts the transitions that end a job and wakes a waiter at `want`.
+class FinalCounter : public TransitionObserver {
+ public:
+  void OnTransition(const TransitionEvent& e) override {
+    if (!IsFinal(e.to)) return;
+    std::lock_guard<std::mutex> l(mu_);
+    ++final_;
+    cv_.notify_all();
+  }
+  bool WaitFor(int want) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, std::chrono::seconds(60), [&] { return final_ >= want; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int final_ = 0;
+};
+
+inline Envelope GuardedJob(const std::string& id, const std::string& lock, const std::string& key,
+                           TimePoint now) {
+  Envelope env;
+  env.job_id = id;
+  env.job_type = "test.job";
+  env.payload = "{}";
+  env.lock_key = lock;
+  env.idempotency_key = key;
+  PrepareForEnqueue(env, now);
+  return env;
+}
+
+inline std::string Reasons(const JobRecord& r) {
+  std::string out;
+  for (const Transition& t : r.history) out += std::string(JobStatusName(t.to)) + ":" + t.reason + " ";
+  return out;
+}
+
+// One worker, one lease of twelve jobs that all share a lock, in pairs that
+// share an idempotency key: each job's lock release and record travel with
+// its completion to the writer, and the next job waits for them instead of
+// being requeued as lock_busy or idempotency_in_progress.
+inline void ExpectSameKeyJobsRunBackToBack(const GuardsTarget& target) {
+  auto clock = SystemClock::Default();
+  Result<BackendBundle> opened = target.open(clock);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  const BackendBundle& b = *opened;
+  ASSERT_TRUE(b.queue->CompletesGuards(*b.locks, *b.idempotency));
+  constexpr int kJobs = 12;
+  std::vector<Envelope> jobs;
+  for (int i = 0; i < kJobs; ++i) {
+    char id[16];
+    std::snprintf(id, sizeof id, "job_%02d", i);
+    jobs.push_back(GuardedJob(id, "acct:1", "charge:" + std::to_string(i / 2), clock->Now()));
+  }
+  ASSERT_TRUE(b.queue->EnqueueBatch(jobs, {}).ok());
+
+  auto finals = std::make_shared<FinalCounter>();
+  JobRunnerOptions o;
+  o.backend = b;
+  o.workers = 1;
+  o.dequeue_batch = 16;
+  o.log_level = LogLevel::kWarn;
+  o.transition_observers.push_back(finals);
+  auto runner = JobRunner::Create(o);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  std::atomic<int> ran{0};
+  ASSERT_TRUE((*runner)->Handle("test.job", [&](JobContext& ctx) {
+                          ctx.SetResult("charged");
+                          ++ran;
+                          return Status::Ok();
+                        }).ok());
+  ASSERT_TRUE((*runner)->Start().ok());
+  const bool all = finals->WaitFor(kJobs);
+  ASSERT_TRUE((*runner)->Shutdown(Seconds(30)).ok());
+  ASSERT_TRUE(all) << "not every job finished within 60 s";
+
+  EXPECT_EQ(ran.load(), kJobs / 2);
+  for (const Envelope& env : jobs) {
+    auto r = b.admin->Get(env.job_id);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, JobStatus::kSucceeded) << env.job_id << ": " << Reasons(*r);
+    EXPECT_EQ(r->lock_waits, 0) << env.job_id << ": " << Reasons(*r);
+    EXPECT_EQ(r->envelope.attempt, 1) << env.job_id << ": " << Reasons(*r);
+  }
+  auto lock = b.locks->Inspect("acct:1");
+  ASSERT_TRUE(lock.ok());
+  EXPECT_FALSE(lock->has_value()) << "the last job's lock was not released";
+  auto rec = b.idempotency->Get("charge:5");
+  ASSERT_TRUE(rec.ok() && rec->has_value());
+  EXPECT_EQ((*rec)->state, IdempotencyRecord::State::kCompleted);
+  EXPECT_EQ((*rec)->result, "charged");
+}
+
+// The handler's claim is taken from it while it runs (deleted behind the
+// runner's back). The record cannot ride with the ack, so the job is not
+// acked as succeeded: the attempt fails as idempotency_record_failed and is
+// retried, as when the record was a write of its own.
+inline void ExpectAClaimLostFailsTheAttemptInsteadOfAckingIt(const GuardsTarget& target) {
+  auto clock = std::make_shared<testing::ManualClock>();
+  Result<BackendBundle> opened = target.open(clock);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  const BackendBundle& b = *opened;
+  ASSERT_TRUE(b.queue->Enqueue(GuardedJob("job_1", "", "charge:1", clock->Now()), {}).ok());
+
+  JobRunnerOptions o;
+  o.backend = b;
+  o.clock = clock;
+  o.log_level = LogLevel::kOff;
+  auto runner = JobRunner::Create(o);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  int runs = 0;
+  ASSERT_TRUE((*runner)->Handle("test.job", [&](JobContext& ctx) {
+                          if (++runs == 1) target.drop_claims();
+                          ctx.SetResult("charged");
+                          return Status::Ok();
+                        }).ok());
+  ASSERT_TRUE((*runner)->RunUntilIdle().ok());
+  auto r = b.admin->Get("job_1");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, JobStatus::kRetryScheduled) << Reasons(*r);
+  ASSERT_TRUE(r->last_failure.has_value()) << Reasons(*r);
+  EXPECT_EQ(r->last_failure->code, reason::kIdempotencyRecordFailed);
+
+  clock->Advance(std::chrono::minutes(10));
+  ASSERT_TRUE((*runner)->RunUntilIdle().ok());
+  r = b.admin->Get("job_1");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, JobStatus::kSucceeded) << Reasons(*r);
+  EXPECT_EQ(runs, 2);
+  auto rec = b.idempotency->Get("charge:1");
+  ASSERT_TRUE(rec.ok() && rec->has_value());
+  EXPECT_EQ((*rec)->state, IdempotencyRecord::State::kCompleted);
+}
+
+}  // namespace guards_testing
+}  // namespace jobpact
+
+#endif  // JOBPACT_TESTS_SUPPORT_GUARDS_RUNNER_CASES_H_
