@@ -234,6 +234,14 @@ Status PostgresQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint 
         JOBPACT_ASSIGN_OR_RETURN(JobChange c, engine::Deliver(rec, std::move(token), now));
         changes.push_back(std::move(c));
       }
+      // The delivery-time dedup check (SPEC 3 step 4) in this transaction,
+      // before the round's rows are written: a read per job fewer for the
+      // worker.
+      std::vector<std::string> duplicate_of(changes.size());
+      if (request.dedup_window.has_value() && !changes.empty()) {
+        JOBPACT_RETURN_IF_ERROR(
+            FindDuplicatesOn(conn, changes, now - *request.dedup_window, &duplicate_of));
+      }
       // Every delivery of the round in one statement; the delivery's history
       // entry also names the worker. The rows are locked by this
       // transaction, so each must match.
@@ -246,10 +254,13 @@ Status PostgresQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint 
           if (!m) return Status::Internal("Dequeue: a leased job changed under its row lock");
         }
       }
-      for (JobChange& c : changes) {
+      for (std::size_t k = 0; k < changes.size(); ++k) {
+        JobChange& c = changes[k];
         Delivery d;
         d.lease = Lease{c.record.envelope.job_id, c.record.lease_token, c.record.epoch,
                         c.record.lease_expires_at, c.record.cancel_requested};
+        d.dedup_checked = request.dedup_window.has_value();
+        d.duplicate_of = std::move(duplicate_of[k]);
         d.job = std::move(c.record);
         d.job.history = std::move(c.append);
         out.push_back(std::move(d));
@@ -272,6 +283,62 @@ Status PostgresQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint 
   });
   if (!s.ok()) out.clear();
   return s;
+}
+
+Status PostgresQueueBackend::FindDuplicatesOn(Connection& conn,
+                                              const std::vector<JobChange>& changes,
+                                              TimePoint since,
+                                              std::vector<std::string>* duplicate_of) {
+  // What FindDuplicate would answer for each job as it is leased in turn:
+  // the oldest running job, or job succeeded since `since`, of its key. The
+  // jobs leased in earlier rounds of this lease are already running in this
+  // transaction and the query finds them; the round's own are not written
+  // yet, so an earlier one of the round with the same key is added here.
+  std::vector<Params> items;
+  std::vector<std::size_t> of;
+  for (std::size_t k = 0; k < changes.size(); ++k) {
+    const Envelope& env = changes[k].record.envelope;
+    if (env.dedup_key.empty()) continue;
+    items.emplace_back();
+    items.back().Add(env.job_id).Add(env.dedup_key);
+    of.push_back(k);
+  }
+  if (items.empty()) return Status::Ok();
+  Params p;
+  for (const std::string& column : ArrayColumns(items, 2)) p.Add(column);
+  p.Add(ToNs(since));
+  JOBPACT_ASSIGN_OR_RETURN(
+      PgResult r,
+      conn.Exec(core_->Sql("SELECT v.i, d.job_id, d.enqueued_at_ns FROM unnest($1::text[], "
+                           "$2::text[]) WITH ORDINALITY AS v(job_id, key, i) CROSS JOIN LATERAL "
+                           "(SELECT j.job_id, j.enqueued_at_ns FROM {t}jobs j WHERE j.dedup_key = "
+                           "v.key AND j.job_id <> v.job_id AND (j.status = 'running' OR "
+                           "(j.status = 'succeeded' AND j.finished_at_ns >= $3)) ORDER BY "
+                           "j.enqueued_at_ns, j.job_id LIMIT 1) d"),
+                p, "Dequeue"));
+  // The candidate of each job: (enqueued_at_ns, job id), the smaller wins.
+  std::vector<std::pair<std::int64_t, std::string>> best(changes.size());
+  std::vector<bool> found(changes.size(), false);
+  for (int row = 0; row < r.rows(); ++row) {
+    const std::size_t k = of[static_cast<std::size_t>(r.Int(row, 0) - 1)];
+    best[k] = {r.Int(row, 2), r.Text(row, 1)};
+    found[k] = true;
+  }
+  for (std::size_t a = 0; a < of.size(); ++a) {
+    const std::size_t k = of[a];
+    const Envelope& env = changes[k].record.envelope;
+    for (std::size_t b = 0; b < a; ++b) {
+      const JobRecord& earlier = changes[of[b]].record;
+      if (earlier.envelope.dedup_key != env.dedup_key) continue;
+      std::pair<std::int64_t, std::string> cand{ToNs(earlier.enqueued_at), earlier.envelope.job_id};
+      if (!found[k] || cand < best[k]) {
+        best[k] = std::move(cand);
+        found[k] = true;
+      }
+    }
+    if (found[k]) (*duplicate_of)[k] = std::move(best[k].second);
+  }
+  return Status::Ok();
 }
 
 Result<Lease> PostgresQueueBackend::RenewLease(const Lease& lease, TimePoint expires_at,

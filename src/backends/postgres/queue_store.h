@@ -178,6 +178,12 @@ class PostgresQueueBackend final : public StoreBackend {
   // Reads the limits into *limits; while any is set, first takes the lock
   // that serializes limited leases (to the end of the transaction).
   Status LoadLeaseLimits(internal::Connection& conn, LeaseLimits* limits);
+  // The lease step's dedup check (DequeueRequest::dedup_window) of one
+  // round's deliveries, before their rows are written: (*duplicate_of)[k]
+  // is what FindDuplicate(key, job id, since) answers for changes[k] once
+  // the jobs before it are leased ("" if nothing).
+  Status FindDuplicatesOn(internal::Connection& conn, const std::vector<JobChange>& changes,
+                          TimePoint since, std::vector<std::string>* duplicate_of);
   // Writes `c` over its row if the row matches c.expect (and appends its
   // history entry, naming `worker` in it if given). kAborted or kNotFound
   // when it does not.
