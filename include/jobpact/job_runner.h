@@ -114,7 +114,11 @@ struct JobRunnerOptions {
   // Jobs leased per backend call.
   int dequeue_batch = 16;
   // Longest idle wait before polling the backend again (an Enqueue on this
-  // runner wakes idle workers at once).
+  // runner wakes idle workers at once). With a backend that wakes idle
+  // workers (QueueBackend::WaitForWork: SQLite, PostgreSQL, Redis), one idle
+  // worker of the runner waits there and the others sleep: a wake-up brings
+  // one worker, and a worker whose Dequeue came back full
+  // (dequeue_batch jobs) wakes the next.
   Duration poll_interval = Millis(100);
   // How a started runner writes its jobs' outcomes (the ack, SPEC 3 step 9).
   //   kAuto: grouped if the queue says grouping pays

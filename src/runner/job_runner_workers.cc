@@ -198,20 +198,53 @@ bool RunnerCore::WaitInStore(std::uint64_t seen_enqueues, TimePoint until) {
 }
 
 void RunnerCore::IdleWait(std::uint64_t seen_enqueues) {
-  if (seen_enqueues != ~std::uint64_t{0} && store_wakes_.load()) {
-    idle_workers_.fetch_add(1, std::memory_order_seq_cst);
-    const bool waited = WaitInStore(seen_enqueues, clock().Now() + options_.poll_interval);
-    idle_workers_.fetch_sub(1, std::memory_order_seq_cst);
-    if (waited) return;
-  }
+  // One idle worker of this runner waits in the store (the watch); the
+  // others sleep here. A wake-up from the store so brings one worker to the
+  // store, not all of them: a herd of lease transactions of which all but
+  // one would find nothing. The watcher, leaving with its wake-up, hands
+  // the watch to a sleeper; a worker whose lease came back full wakes one
+  // more (WakeIdleWorker), so a burst still spreads over the workers.
+  bool may_watch = seen_enqueues != ~std::uint64_t{0};
+  const TimePoint until = clock().Now() + options_.poll_interval;
   MutexLock l(work_mu_);
   idle_workers_.fetch_add(1, std::memory_order_seq_cst);
-  const TimePoint until = clock().Now() + options_.poll_interval;
   while (!stopping_.load() && enqueue_seq_.load(std::memory_order_seq_cst) == seen_enqueues &&
          clock().Now() < until) {
+    if (wake_tokens_ > 0) {
+      --wake_tokens_;
+      break;
+    }
+    if (may_watch && !store_watched_ && store_wakes_.load()) {
+      store_watched_ = true;
+      bool waited;
+      {
+        MutexUnlock unlocked(work_mu_);
+        waited = WaitInStore(seen_enqueues, until);
+      }
+      store_watched_ = false;
+      work_cv_.NotifyOne();  // A sleeper takes the watch over.
+      if (waited) break;
+      may_watch = false;  // The store cannot wait now: sleep the interval.
+      continue;
+    }
     work_cv_.WaitUntil(work_mu_, clock(), until);
   }
   idle_workers_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void RunnerCore::WakeIdleWorker() {
+  if (idle_workers_.load(std::memory_order_seq_cst) <= 0) return;
+  MutexLock l(work_mu_);
+  // Tokens beyond the sleepers would wake later idlers for nothing.
+  const int sleepers = idle_workers_.load(std::memory_order_seq_cst) - (store_watched_ ? 1 : 0);
+  if (wake_tokens_ < sleepers) {
+    ++wake_tokens_;
+    work_cv_.NotifyOne();
+  } else if (store_watched_) {
+    // Only the watcher is idle: it looks at its next slice of the wait
+    // (WaitInStore sees the sequence move).
+    enqueue_seq_.fetch_add(1, std::memory_order_seq_cst);
+  }
 }
 
 DequeueRequest RunnerCore::MakeDequeueRequest(std::string worker_id) const {
@@ -246,6 +279,8 @@ void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
       IdleWait(seen);
       continue;
     }
+    // A full batch: more may be ready than this worker took.
+    if (static_cast<int>(batch.size()) >= request.max_jobs) WakeIdleWorker();
     {
       MutexLock l(slot->mu);
       slot->batch.swap(batch);

@@ -361,11 +361,15 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   DequeueRequest MakeDequeueRequest(std::string worker_id) const;
   // Waits for work after an empty Dequeue: up to poll_interval, or until an
   // enqueue of this runner moves enqueue_seq_ past `seen_enqueues`, or
-  // (with a store that can wake it, QueueBackend::WaitForWork) until any
-  // process makes a job ready. ~0: after an error, wait the whole interval.
+  // (with a store that can wake it, QueueBackend::WaitForWork: one idle
+  // worker at a time waits there) until any process makes a job ready, or
+  // until WakeIdleWorker. ~0: after an error, wait the whole interval.
   void IdleWait(std::uint64_t seen_enqueues);
   // Waits in the store; false if it cannot (then IdleWait sleeps instead).
   bool WaitInStore(std::uint64_t seen_enqueues, TimePoint until);
+  // Wakes one worker sleeping in IdleWait (not the one watching the store),
+  // if any: for a worker whose Dequeue came back full.
+  void WakeIdleWorker();
   void WatchdogLoop();
   // Renews the slot's leases and detects a hung handler; true if the slot
   // kept outcomes (WorkerSlot::acks) for a watchdog tick or more.
@@ -422,6 +426,11 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   CondVar work_cv_;
   std::atomic<std::uint64_t> enqueue_seq_{0};
   std::atomic<int> idle_workers_{0};
+  // An idle worker waits in the store (IdleWait); the others sleep on
+  // work_cv_.
+  bool store_watched_ JOBPACT_GUARDED_BY(work_mu_) = false;
+  // Wake-ups handed to sleepers by WakeIdleWorker, one worker each.
+  int wake_tokens_ JOBPACT_GUARDED_BY(work_mu_) = 0;
   // False once the store said it cannot trim finished jobs by count
   // (kUnimplemented; logged once): later passes only purge by age.
   std::atomic<bool> store_trims_{true};

@@ -26,7 +26,7 @@
 #include "jobpact/testing/matchers.h"
 #include "tests/backends/postgres/commit_cut_proxy.h"
 #include "tests/backends/postgres/postgres_test_server.h"
-#include "tests/support/guards_runner_cases.h"
+#include "tests/support/durable_runner_cases.h"
 
 namespace jobpact {
 namespace postgres {
@@ -1163,11 +1163,11 @@ TEST_F(PostgresBackendTest, TheLeaseStepAnswersTheDedupCheck) {
 // The bundle's locks and claims live in the schema beside the jobs: the
 // runner releases and records them with each completion, and a job with
 // both keys takes them in one statement. The cases are SQLite's too
-// (tests/support/guards_runner_cases.h).
+// (tests/support/durable_runner_cases.h).
 class PostgresRunnerTest : public PostgresBackendTest {
  protected:
-  guards_testing::GuardsTarget Target() {
-    guards_testing::GuardsTarget t;
+  durable_runner_testing::StoreTarget Target() {
+    durable_runner_testing::StoreTarget t;
     t.open = [o = options_](std::shared_ptr<Clock> clock) -> Result<BackendBundle> {
       JOBPACT_ASSIGN_OR_RETURN(std::shared_ptr<PostgresBackend> b,
                                PostgresBackend::Open(o, std::move(clock)));
@@ -1181,11 +1181,21 @@ class PostgresRunnerTest : public PostgresBackendTest {
 };
 
 TEST_F(PostgresRunnerTest, SameKeyJobsRunBackToBackAsIfReleasedAtOnce) {
-  guards_testing::ExpectSameKeyJobsRunBackToBack(Target());
+  durable_runner_testing::ExpectSameKeyJobsRunBackToBack(Target());
 }
 
 TEST_F(PostgresRunnerTest, AClaimLostWhileTheHandlerRanFailsTheAttemptInsteadOfAckingIt) {
-  guards_testing::ExpectAClaimLostFailsTheAttemptInsteadOfAckingIt(Target());
+  durable_runner_testing::ExpectAClaimLostFailsTheAttemptInsteadOfAckingIt(Target());
+}
+
+// Idle workers woken by another process's NOTIFY: one per wake-up, and a
+// full lease wakes the next.
+TEST_F(PostgresRunnerTest, AWakeUpBringsOneIdleWorkerNotAll) {
+  durable_runner_testing::ExpectAWakeUpBringsOneIdleWorkerNotAll(Target());
+}
+
+TEST_F(PostgresRunnerTest, AFullLeaseWakesTheNextIdleWorker) {
+  durable_runner_testing::ExpectAFullLeaseWakesTheNextIdleWorker(Target());
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The JobRunner on the SQLite bundle: its locks and idempotency claims live
 // in the job file, so the runner releases and records them with each
-// completion (Completion::guards). The cases are shared with PostgreSQL
-// (tests/support/guards_runner_cases.h).
+// completion (Completion::guards; the cases are shared with PostgreSQL,
+// tests/support/durable_runner_cases.h); and its idle workers are woken by
+// other processes' commits (QueueBackend::WaitForWork).
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -9,7 +10,7 @@
 
 #include "jobpact/sqlite/sqlite_backend.h"
 #include "tests/backends/sqlite/sqlite_test_files.h"
-#include "tests/support/guards_runner_cases.h"
+#include "tests/support/durable_runner_cases.h"
 
 namespace jobpact {
 namespace sqlite {
@@ -17,8 +18,8 @@ namespace {
 
 class SqliteRunnerTest : public ::testing::Test {
  protected:
-  guards_testing::GuardsTarget Target() {
-    guards_testing::GuardsTarget t;
+  durable_runner_testing::StoreTarget Target() {
+    durable_runner_testing::StoreTarget t;
     const std::string path = dir_.File("jobs.db");
     t.open = [path](std::shared_ptr<Clock> clock) -> Result<BackendBundle> {
       JOBPACT_ASSIGN_OR_RETURN(std::shared_ptr<SqliteBackend> b,
@@ -36,11 +37,19 @@ class SqliteRunnerTest : public ::testing::Test {
 };
 
 TEST_F(SqliteRunnerTest, SameKeyJobsRunBackToBackAsIfReleasedAtOnce) {
-  guards_testing::ExpectSameKeyJobsRunBackToBack(Target());
+  durable_runner_testing::ExpectSameKeyJobsRunBackToBack(Target());
 }
 
 TEST_F(SqliteRunnerTest, AClaimLostWhileTheHandlerRanFailsTheAttemptInsteadOfAckingIt) {
-  guards_testing::ExpectAClaimLostFailsTheAttemptInsteadOfAckingIt(Target());
+  durable_runner_testing::ExpectAClaimLostFailsTheAttemptInsteadOfAckingIt(Target());
+}
+
+// A burst spreads over the idle workers. SQLite's watch wakes on every
+// commit to the file (the runner's own leases and acks too), so here the
+// lease commits also bring the next worker, and the one-worker-per-wake-up
+// case is PostgreSQL's only.
+TEST_F(SqliteRunnerTest, AFullLeaseWakesTheNextIdleWorker) {
+  durable_runner_testing::ExpectAFullLeaseWakesTheNextIdleWorker(Target());
 }
 
 }  // namespace

@@ -1,16 +1,19 @@
-// The JobRunner on a bundle whose locks and idempotency claims live beside
-// its jobs (QueueBackend::CompletesGuards: SQLite, PostgreSQL), so that the
-// runner releases and records them with each completion
-// (Completion::guards) instead of in writes of their own. What that must
-// not change, checked the same way on each such backend:
-//   - a job of the same key right after another still finds the lock free
-//     and the result recorded (no lock_busy, no idempotency_in_progress);
-//   - a claim lost while the handler ran still fails the attempt instead of
-//     acking it.
+// The JobRunner on a durable store that processes share (SQLite,
+// PostgreSQL), checked the same way on each:
+//   - its locks and idempotency claims live beside its jobs
+//     (QueueBackend::CompletesGuards), so the runner releases and records
+//     them with each completion (Completion::guards) instead of in writes of
+//     their own. What that must not change: a job of the same key right
+//     after another still finds the lock free and the result recorded (no
+//     lock_busy, no idempotency_in_progress), and a claim lost while the
+//     handler ran still fails the attempt instead of acking it;
+//   - its idle workers are woken by other processes' enqueues
+//     (QueueBackend::WaitForWork): one worker per wake-up, not all of them,
+//     and a worker whose lease came back full wakes the next.
 // Header-only: each backend's test program calls these from a TEST of its
-// own, with its way of opening a fresh store.
-#ifndef JOBPACT_TESTS_SUPPORT_GUARDS_RUNNER_CASES_H_
-#define JOBPACT_TESTS_SUPPORT_GUARDS_RUNNER_CASES_H_
+// own, with its way of opening a store.
+#ifndef JOBPACT_TESTS_SUPPORT_DURABLE_RUNNER_CASES_H_
+#define JOBPACT_TESTS_SUPPORT_DURABLE_RUNNER_CASES_H_
 
 #include <gtest/gtest.h>
 
@@ -21,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -29,15 +33,17 @@
 #include "jobpact/job.h"
 #include "jobpact/job_runner.h"
 #include "jobpact/job_status.h"
+#include "jobpact/queue_backend_wrapper.h"
 #include "jobpact/testing/manual_clock.h"
 #include "jobpact/transition_event.h"
 
 namespace jobpact {
-namespace guards_testing {
+namespace durable_runner_testing {
 
 // How a backend's test reaches a fresh, empty store.
-struct GuardsTarget {
-  // Opens the store on `clock`; each call of one test opens the same store.
+struct StoreTarget {
+  // Opens the store on `clock`; each call of one test opens the same store
+  // anew, as another process would (a bundle of its own).
   std::function<Result<BackendBundle>(std::shared_ptr<Clock> clock)> open;
   // Deletes every idempotency record behind the runner's back (the
   // backend's own SQL), from inside a handler.
@@ -86,7 +92,7 @@ inline std::string Reasons(const JobRecord& r) {
 // share an idempotency key: each job's lock release and record travel with
 // its completion to the writer, and the next job waits for them instead of
 // being requeued as lock_busy or idempotency_in_progress.
-inline void ExpectSameKeyJobsRunBackToBack(const GuardsTarget& target) {
+inline void ExpectSameKeyJobsRunBackToBack(const StoreTarget& target) {
   auto clock = SystemClock::Default();
   Result<BackendBundle> opened = target.open(clock);
   ASSERT_TRUE(opened.ok()) << opened.status();
@@ -142,7 +148,7 @@ inline void ExpectSameKeyJobsRunBackToBack(const GuardsTarget& target) {
 // runner's back). The record cannot ride with the ack, so the job is not
 // acked as succeeded: the attempt fails as idempotency_record_failed and is
 // retried, as when the record was a write of its own.
-inline void ExpectAClaimLostFailsTheAttemptInsteadOfAckingIt(const GuardsTarget& target) {
+inline void ExpectAClaimLostFailsTheAttemptInsteadOfAckingIt(const StoreTarget& target) {
   auto clock = std::make_shared<testing::ManualClock>();
   Result<BackendBundle> opened = target.open(clock);
   ASSERT_TRUE(opened.ok()) << opened.status();
@@ -179,7 +185,116 @@ inline void ExpectAClaimLostFailsTheAttemptInsteadOfAckingIt(const GuardsTarget&
   EXPECT_EQ((*rec)->state, IdempotencyRecord::State::kCompleted);
 }
 
-}  // namespace guards_testing
+// Counts the runner's Dequeue calls.
+class DequeueCounter : public QueueBackendWrapper {
+ public:
+  using QueueBackendWrapper::QueueBackendWrapper;
+  std::atomic<int> dequeues{0};
+
+  // Waits until no Dequeue came for 300 ms (the workers are idle), up to
+  // 15 s; the count then.
+  int Settled() {
+    int last = -1;
+    for (int i = 0; i < 50 && dequeues.load() != last; ++i) {
+      last = dequeues.load();
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    return dequeues.load();
+  }
+
+ protected:
+  Status Intercept(QueueMethod m, const std::function<Status()>& call) override {
+    if (m == QueueMethod::kDequeue) ++dequeues;
+    return call();
+  }
+};
+
+// A runner of four idle workers, leases of `batch`, polling only once an
+// hour: only the store's wake-ups bring them. Jobs come from `producer`,
+// a bundle of its own, as from another process.
+struct IdleRunner {
+  std::shared_ptr<DequeueCounter> counted;
+  std::unique_ptr<JobRunner> runner;
+  BackendBundle producer;
+};
+
+inline IdleRunner StartIdleRunner(const StoreTarget& target, int batch,
+                                  const std::function<Status(JobContext&)>& handler) {
+  IdleRunner out;
+  Result<BackendBundle> b = target.open(SystemClock::Default());
+  Result<BackendBundle> producer = target.open(SystemClock::Default());
+  EXPECT_TRUE(b.ok() && producer.ok());
+  if (!b.ok() || !producer.ok()) return out;
+  out.producer = *producer;
+  out.counted = std::make_shared<DequeueCounter>(b->queue);
+  b->queue = out.counted;
+  JobRunnerOptions o;
+  o.backend = *b;
+  o.workers = 4;
+  o.dequeue_batch = batch;
+  o.poll_interval = std::chrono::hours(1);
+  o.log_level = LogLevel::kWarn;
+  auto runner = JobRunner::Create(o);
+  EXPECT_TRUE(runner.ok()) << runner.status();
+  if (!runner.ok()) return out;
+  out.runner = std::move(*runner);
+  EXPECT_TRUE(out.runner->Handle("test.job", handler).ok());
+  EXPECT_TRUE(out.runner->Start().ok());
+  return out;
+}
+
+// One job enqueued by another process: one idle worker leases it (and
+// looks once more after it), not all four (a herd of lease transactions of
+// which three find nothing). For a store whose wake-ups are enqueues only
+// (PostgreSQL's NOTIFY; SQLite's watch wakes on every commit to the file).
+inline void ExpectAWakeUpBringsOneIdleWorkerNotAll(const StoreTarget& target) {
+  std::atomic<int> ran{0};
+  IdleRunner r = StartIdleRunner(target, 2, [&](JobContext&) {
+    ++ran;
+    return Status::Ok();
+  });
+  ASSERT_NE(r.runner, nullptr);
+  const int before = r.counted->Settled();
+  ASSERT_TRUE(
+      r.producer.queue->Enqueue(GuardedJob("job_1", "", "", SystemClock::Default()->Now()), {}).ok());
+  const int after = r.counted->Settled();
+  ASSERT_TRUE(r.runner->Shutdown(Seconds(10)).ok());
+  EXPECT_EQ(ran.load(), 1);
+  EXPECT_LE(after - before, 2) << "Dequeue calls for one job; a herd makes one per idle worker";
+}
+
+// Eight jobs enqueued at once by another process, leases of two: the worker
+// woken leases a full batch and wakes the next, and so on, so all four run
+// at once (each handler waits until four run, or 20 s).
+inline void ExpectAFullLeaseWakesTheNextIdleWorker(const StoreTarget& target) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int running = 0;
+  int most = 0;
+  IdleRunner r = StartIdleRunner(target, 2, [&](JobContext&) {
+    std::unique_lock<std::mutex> l(mu);
+    most = std::max(most, ++running);
+    cv.notify_all();
+    cv.wait_for(l, std::chrono::seconds(20), [&] { return most >= 4; });
+    --running;
+    return Status::Ok();
+  });
+  ASSERT_NE(r.runner, nullptr);
+  r.counted->Settled();
+  std::vector<Envelope> jobs;
+  for (int i = 0; i < 8; ++i) {
+    jobs.push_back(GuardedJob("job_" + std::to_string(i), "", "", SystemClock::Default()->Now()));
+  }
+  ASSERT_TRUE(r.producer.queue->EnqueueBatch(jobs, {}).ok());
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait_for(l, std::chrono::seconds(20), [&] { return most >= 4; });
+  }
+  ASSERT_TRUE(r.runner->Shutdown(Seconds(30)).ok());
+  EXPECT_EQ(most, 4) << "workers running at once";
+}
+
+}  // namespace durable_runner_testing
 }  // namespace jobpact
 
-#endif  // JOBPACT_TESTS_SUPPORT_GUARDS_RUNNER_CASES_H_
+#endif  // JOBPACT_TESTS_SUPPORT_DURABLE_RUNNER_CASES_H_
