@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "src/backends/redis/client.h"
+#include "src/backends/redis/guards.h"
 #include "src/backends/redis/keys.h"
 #include "src/backends/redis/stores.h"
 #include "src/internal/checks.h"
@@ -32,25 +33,10 @@ namespace {
 using State = IdempotencyRecord::State;
 
 // KEYS: record, index. ARGV: owner, now, exp, gc ms, key.
-// -> {kind, state, owner, result, exp}; kind 0 claimed, 1 completed,
-//    2 in progress (another owner).
-const Script kClaim(R"lua(
-local h = redis.call('HMGET', KEYS[1], 'state', 'owner', 'result', 'exp')
-if h[1] and tonumber(h[4]) > tonumber(ARGV[2]) then
-  if h[1] == 'c' then return {1, h[1], h[2], h[3] or '', h[4]} end
-  if h[2] ~= ARGV[1] then return {2, h[1], h[2], '', h[4]} end
-  redis.call('HSET', KEYS[1], 'exp', ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], ARGV[4])
-  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[5])
-  return {0, 'p', ARGV[1], '', ARGV[3]}
-end
--- Missing or expired: a fresh claim.
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'state', 'p', 'owner', ARGV[1], 'exp', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[5])
-return {0, 'p', ARGV[1], '', ARGV[3]}
-)lua");
+// -> claim's reply (guards.h).
+const Script kClaim(JOBPACT_REDIS_CLAIM_LUA
+                    "return claim(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], "
+                    "ARGV[5])\n");
 
 // The owner's live claim, shared by Complete and Extend: 1 if h (HMGET
 // state, owner, exp) is a claim by ARGV[1] live at ARGV[2].
@@ -131,23 +117,7 @@ class RedisIdempotencyStore final : public IdempotencyStore {
                                  {std::string(owner), std::to_string(now),
                                   std::to_string(now + ToMicros(claim_ttl)), GcMillis(claim_ttl),
                                   std::string(key)}));
-      std::int64_t kind = -1;
-      std::int64_t exp = 0;
-      if (r.type != Reply::Type::kArray || r.elements.size() != 5 ||
-          !ReplyInt(r.elements[0], &kind) || kind < 0 || kind > 2 ||
-          !ReplyInt(r.elements[4], &exp)) {
-        return UnexpectedReply(*client_, "IdempotencyStore::Claim", r);
-      }
-      ClaimOutcome out;
-      out.kind = kind == 0   ? ClaimOutcome::Kind::kClaimed
-                 : kind == 1 ? ClaimOutcome::Kind::kCompleted
-                             : ClaimOutcome::Kind::kInProgress;
-      out.record.key = std::string(key);
-      out.record.state = r.elements[1].str == "c" ? State::kCompleted : State::kInProgress;
-      out.record.owner = r.elements[2].str;
-      out.record.result = r.elements[3].str;
-      out.record.expires_at = FromMicros(exp);
-      return out;
+      return ParseClaimReply(*client_, "IdempotencyStore::Claim", key, r);
     });
   }
 

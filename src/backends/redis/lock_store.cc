@@ -23,6 +23,7 @@
 
 #include "jobpact/job.h"
 #include "src/backends/redis/client.h"
+#include "src/backends/redis/guards.h"
 #include "src/backends/redis/keys.h"
 #include "src/backends/redis/stores.h"
 #include "src/internal/checks.h"
@@ -33,26 +34,10 @@ namespace redis_internal {
 namespace {
 
 // KEYS: lock, fence counter, index. ARGV: owner, now, exp, gc ms, lock key.
-// -> {1, owner, token, exp} taken (or extended for its owner, same token);
-//    {0, holder, token, exp} held by another owner.
-const Script kAcquire(R"lua(
-local h = redis.call('HMGET', KEYS[1], 'owner', 'token', 'exp')
-if h[1] and tonumber(h[3]) > tonumber(ARGV[2]) then
-  if h[1] ~= ARGV[1] then return {0, h[1], h[2], h[3]} end
-  redis.call('HSET', KEYS[1], 'exp', ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], ARGV[4])
-  redis.call('ZADD', KEYS[3], ARGV[3], ARGV[5])
-  return {1, h[1], h[2], ARGV[3]}
-end
--- Free or expired: a new acquisition, with a new token even for the same
--- owner (someone may have written with a newer token in between).
-local token = redis.call('INCR', KEYS[2])
-redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', token, 'exp', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-redis.call('ZADD', KEYS[3], ARGV[3], ARGV[5])
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[2])
-return {1, ARGV[1], token, ARGV[3]}
-)lua");
+// -> lock_acquire's reply (guards.h).
+const Script kAcquire(JOBPACT_REDIS_LOCK_ACQUIRE_LUA
+                      "return lock_acquire(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], "
+                      "ARGV[3], ARGV[4], ARGV[5])\n");
 
 // KEYS: lock, index. ARGV: owner, now, exp, gc ms, lock key.
 // -> {1, owner, token, exp} renewed; {0} not held by owner (or expired).
@@ -126,12 +111,7 @@ class RedisLockStore final : public LockStore {
           Reply r, client_->Eval(kAcquire, {lock_key, keys_.LockFence(), keys_.LockIndex()},
                                  {std::string(owner), std::to_string(now), std::to_string(exp),
                                   GcMillis(ttl), std::string(key)}));
-      JOBPACT_ASSIGN_OR_RETURN(LockLease lease, ParseLease("LockStore::Acquire", key, r));
-      if (r.elements[0].integer == 0) {
-        return Status::Aborted("lock " + std::string(key) + " is held by " + lease.owner +
-                               " until " + FormatRfc3339(lease.expires_at));
-      }
-      return lease;
+      return ParseAcquireReply(*client_, "LockStore::Acquire", key, r);
     });
   }
 

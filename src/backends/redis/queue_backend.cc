@@ -38,11 +38,13 @@
 #include "jobpact/redis/redis_effect.h"
 #include "jobpact/retry_policy.h"
 #include "jobpact/transitions.h"
+#include "src/backends/redis/guards.h"
 #include "src/backends/redis/queue_codec.h"
 #include "src/backends/redis/queue_scripts.h"
 #include "src/backends/redis/queue_store.h"
 #include "src/backends/redis/stores.h"
 #include "src/internal/backpressure.h"
+#include "src/internal/checks.h"
 #include "src/internal/guarded.h"
 #include "src/internal/time_ns.h"
 
@@ -72,6 +74,13 @@ Status RedisQueueBackend::ConditionStatus(std::string_view what, std::string_vie
   }
   const long long code = r.elements[0].integer;
   const std::string id(job_id);
+  // An idempotency record's state and owner from elements 1 and 2.
+  auto claim_holder = [&r]() -> std::string {
+    const std::string state = r.elements.size() > 1 ? r.elements[1].str : std::string();
+    const std::string owner = r.elements.size() > 2 ? r.elements[2].str : std::string();
+    if (state.empty()) return "no claim";
+    return (state == "c" ? "completed by " : "in progress by ") + owner;
+  };
   switch (code) {
     case 0:
       return Status::Ok();
@@ -87,12 +96,15 @@ Status RedisQueueBackend::ConditionStatus(std::string_view what, std::string_vie
       return Status::Aborted(std::string(what) + ": stale lease on job " + id + " (job epoch " +
                              ep + ", status " + st + "): the job was taken over or finished");
     }
-    case 11:
+    case 12:
       return Status::Aborted(
-          std::string(what) + ": the idempotency claim of job " + id + " is no longer held by " +
-          "this delivery (" + (r.elements.size() > 1 ? r.elements[1].str : std::string()) +
-          " by " + (r.elements.size() > 2 ? r.elements[2].str : std::string()) +
-          "): the completion and its transactional effect were not written");
+          std::string(what) + ": this delivery no longer holds the claim on idempotency key '" +
+          (r.elements.size() > 3 ? r.elements[3].str : std::string()) + "' (" + claim_holder() +
+          "): job " + id + " was not completed");
+    case 11:
+      return Status::Aborted(std::string(what) + ": the idempotency claim of job " + id +
+                             " is no longer held by this delivery (" + claim_holder() +
+                             "): the completion and its transactional effect were not written");
     case static_cast<long long>(StatusCode::kFailedPrecondition):
       return Status::FailedPrecondition(
           std::string(what) + ": the transactional effect of job " + id +
@@ -138,8 +150,8 @@ Status RedisQueueBackend::ChangeArgs(const JobChange& c, const std::string& expi
 }
 
 Status RedisQueueBackend::WriteArgs(const JobChange& c, const std::string& expired_by,
-                                    const redis::RedisEffect* effect,
-                                    std::vector<std::string>* a) const {
+                                    const redis::RedisEffect* effect, std::vector<std::string>* a,
+                                    const CompletionGuards* guards) const {
   // Every change of a stored job adds one history entry at most.
   if (c.append.size() > 1) {
     return Status::Internal("write job: more than one history entry in one change");
@@ -159,19 +171,52 @@ Status RedisQueueBackend::WriteArgs(const JobChange& c, const std::string& expir
   // A transactional success completes this delivery's idempotency claim in
   // the same step (as the SQLite store does in its transaction).
   const std::string& key = r.envelope.idempotency_key;
+  const Duration retention = guards != nullptr ? guards->retention : kIdempotencyRetention;
+  const std::int64_t now_us = ToMicros(r.updated_at);
   if (effect != nullptr && r.status == JobStatus::kSucceeded && !key.empty()) {
     JOBPACT_ASSIGN_OR_RETURN(std::string record_key, keys_.Idempotency(key));
-    const std::int64_t now_us = ToMicros(r.updated_at);
     a->push_back(std::move(record_key));
     a->push_back(std::to_string(now_us));
-    a->push_back(std::to_string(now_us + ToMicros(kIdempotencyRetention)));
-    a->push_back(GcMillis(kIdempotencyRetention));
+    a->push_back(std::to_string(now_us + ToMicros(retention)));
+    a->push_back(GcMillis(retention));
     a->push_back(keys_.IdempotencyIndex());
     a->push_back(key);
     a->push_back(r.result);
   } else {
     a->emplace_back();
   }
+  // The completion's guards (owner: the lease token). With an effect, the
+  // record rides with the effect above, only if the write happens.
+  const bool lock = guards != nullptr && guards->release_lock && !r.envelope.lock_key.empty();
+  std::string act;
+  if (guards != nullptr && !key.empty()) {
+    if (guards->claim == CompletionGuards::Claim::kRecord && effect == nullptr) act = "r";
+    if (guards->claim == CompletionGuards::Claim::kRelease) act = "d";
+  }
+  if (!lock && act.empty()) {
+    a->emplace_back();
+    return Status::Ok();
+  }
+  a->emplace_back("1");
+  std::string record_key;
+  if (!act.empty()) {
+    JOBPACT_ASSIGN_OR_RETURN(record_key, keys_.Idempotency(key));
+  }
+  std::string lock_key;
+  if (lock) {
+    JOBPACT_ASSIGN_OR_RETURN(lock_key, keys_.Lock(r.envelope.lock_key));
+  }
+  a->push_back(std::move(act));
+  a->push_back(std::move(record_key));
+  a->push_back(std::move(lock_key));
+  a->push_back(std::to_string(now_us));
+  a->push_back(std::to_string(now_us + ToMicros(retention)));
+  a->push_back(GcMillis(retention));
+  a->push_back(r.result);
+  a->push_back(keys_.IdempotencyIndex());
+  a->push_back(key);
+  a->push_back(keys_.LockIndex());
+  a->push_back(r.envelope.lock_key);
   return Status::Ok();
 }
 
@@ -306,7 +351,7 @@ std::vector<Status> RedisQueueBackend::WriteJobs(std::vector<JobWrite>& writes) 
       }
     }
     std::vector<std::string> args;
-    Status s = WriteArgs(w.change, std::string(), effect ? &*effect : nullptr, &args);
+    Status s = WriteArgs(w.change, std::string(), effect ? &*effect : nullptr, &args, w.guards);
     if (!s.ok()) {
       out[i] = std::move(s);
       continue;
@@ -475,10 +520,58 @@ Result<std::vector<JobChange>> RedisQueueBackend::RecoverJobs(int max_recoveries
   return recovered;
 }
 
+namespace {
+
+// KEYS: lock, fence counter, lock index, idempotency record, its index.
+// ARGV: owner, now, exp, gc ms, lock name, idempotency key.
+// -> {lock_acquire's reply} if the lock is another owner's, else
+//    {lock_acquire's reply, claim's reply} (guards.h).
+const Script kLockAndClaim(JOBPACT_REDIS_LOCK_ACQUIRE_LUA JOBPACT_REDIS_CLAIM_LUA
+                           "local l = lock_acquire(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], "
+                           "ARGV[3], ARGV[4], ARGV[5])\n"
+                           "if l[1] == 0 then return {l} end\n"
+                           "return {l, claim(KEYS[4], KEYS[5], ARGV[1], ARGV[2], ARGV[3], "
+                           "ARGV[4], ARGV[6])}\n");
+
+}  // namespace
+
+Result<LockLease> RedisQueueBackend::AcquireLockAndClaim(std::string_view lock_key,
+                                                         std::string_view idempotency_key,
+                                                         std::string_view owner, Duration ttl,
+                                                         ClaimOutcome* claim) {
+  constexpr std::string_view kWhat = "AcquireLockAndClaim";
+  return ::jobpact::internal::Guarded(kWhat, [&]() -> Result<LockLease> {
+    JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl(kWhat, lock_key, owner, ttl));
+    JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl(kWhat, idempotency_key, owner));
+    JOBPACT_ASSIGN_OR_RETURN(std::string lock_hash, keys_.Lock(lock_key));
+    JOBPACT_ASSIGN_OR_RETURN(std::string record_hash, keys_.Idempotency(idempotency_key));
+    const std::int64_t now = ToMicros(clock()->Now());
+    const std::int64_t exp = now + ToMicros(ttl);
+    JOBPACT_ASSIGN_OR_RETURN(
+        Reply r, client_->Eval(kLockAndClaim,
+                               {lock_hash, keys_.LockFence(), keys_.LockIndex(), record_hash,
+                                keys_.IdempotencyIndex()},
+                               {std::string(owner), std::to_string(now), std::to_string(exp),
+                                GcMillis(ttl), std::string(lock_key),
+                                std::string(idempotency_key)}));
+    if (r.type != Reply::Type::kArray || r.elements.empty() || r.elements.size() > 2) {
+      return UnexpectedReply(*client_, kWhat, r);
+    }
+    JOBPACT_ASSIGN_OR_RETURN(LockLease lease,
+                             ParseAcquireReply(*client_, kWhat, lock_key, r.elements[0]));
+    if (r.elements.size() != 2) return UnexpectedReply(*client_, kWhat, r);
+    JOBPACT_ASSIGN_OR_RETURN(*claim, ParseClaimReply(*client_, kWhat, idempotency_key, r.elements[1]));
+    return lease;
+  });
+}
+
 std::shared_ptr<StoreBackend> MakeRedisQueueBackend(std::shared_ptr<RedisClient> client,
                                                     const RedisKeys& keys,
-                                                    std::shared_ptr<Clock> clock) {
-  return std::make_shared<RedisQueueBackend>(std::move(client), keys, std::move(clock));
+                                                    std::shared_ptr<Clock> clock,
+                                                    const LockStore* own_locks,
+                                                    const IdempotencyStore* own_idempotency) {
+  return std::make_shared<RedisQueueBackend>(std::move(client), keys, std::move(clock), own_locks,
+                                             own_idempotency);
 }
 
 }  // namespace redis_internal

@@ -17,9 +17,17 @@ namespace redis_internal {
 //   to complete with the write (a transactional success): its record key
 //   ('' none), now and expiry in microseconds, gc ms, the index key, the
 //   key's name, the result.
+// Then the completion's guards (Completion::guards), applied by
+// guarded(): '' none, or '1' and: the claim's action ('' keep, 'r' record,
+// 'd' drop), its record key, the lock key to release ('' none), now in
+// microseconds, the record's expiry and gc ms, the result, the idempotency
+// index and the key's name, the lock index and the lock's name. The owner
+// of both is the lease token (ARGV 4).
 // Returns {0}; {5} unknown job; {10, status, epoch[, 'renewed']} stale;
 // {9, message} an effect op that cannot apply (nothing written); {11,
-// state, owner} the claim is another owner's (nothing written).
+// state, owner} the claim is another owner's (nothing written); {12,
+// state, owner, key} the claim to record is no longer this delivery's
+// (nothing of the job written).
 const char* const kWrite = R"lua(
 local TYPES = nil
 local FG = {}  -- The fin-groups this call added to already.
@@ -161,11 +169,47 @@ count(cur[1], cur[5], cur[6], -1, tn)
 count(A[base + 6], q, t, 1, tn)
 return {0}
 end
+-- one() with the write's guards: the claim recorded first (so a stale
+-- write still leaves it recorded; a claim no longer held stops the write),
+-- then the lock released and a dropped claim deleted whatever became of
+-- the write.
+local function guarded(base)
+local A = ARGV
+local io = 23 + tonumber(A[base + 22]) * 4
+local g = base + io + ((A[base + io] ~= '') and 7 or 1)
+if (A[g] or '') == '' then return one(base) end
+local owner = A[base + 4]
+local act, rk, lk = A[g + 1], A[g + 2], A[g + 3]
+local r = nil
+if act == 'r' then
+  local h = redis.call('HMGET', rk, 'state', 'owner', 'exp')
+  if h[1] ~= 'p' or h[2] ~= owner or tonumber(h[3]) <= tonumber(A[g + 4]) then
+    r = {12, h[1] or '', h[2] or '', A[g + 9]}
+  else
+    redis.call('HSET', rk, 'state', 'c', 'result', A[g + 7], 'exp', A[g + 5])
+    redis.call('PEXPIRE', rk, A[g + 6])
+    redis.call('ZADD', A[g + 8], A[g + 5], A[g + 9])
+  end
+end
+if not r then r = one(base) end
+if lk ~= '' and redis.call('HGET', lk, 'owner') == owner then
+  redis.call('DEL', lk)
+  redis.call('ZREM', A[g + 10], A[g + 11])
+end
+if act == 'd' then
+  local h = redis.call('HMGET', rk, 'state', 'owner')
+  if h[1] == 'p' and h[2] == owner then
+    redis.call('DEL', rk)
+    redis.call('ZREM', A[g + 8], A[g + 9])
+  end
+end
+return r
+end
 )lua";
 
 // One write: ARGV as above.
 const char* const kWriteOne = R"lua(
-local r = one(0)
+local r = guarded(0)
 flush()
 return r
 )lua";
@@ -177,7 +221,7 @@ const char* const kWriteMany = R"lua(
 local out = {}
 local pos = 2
 for i = 1, tonumber(ARGV[1]) do
-  out[i] = one(pos)
+  out[i] = guarded(pos)
   pos = pos + 1 + tonumber(ARGV[pos])
 end
 flush()

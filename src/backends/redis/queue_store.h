@@ -41,12 +41,15 @@ constexpr Duration kIdempotencyRetention = std::chrono::hours(24);
 class RedisQueueBackend final : public StoreBackend {
  public:
   RedisQueueBackend(std::shared_ptr<RedisClient> client, const RedisKeys& keys,
-                    std::shared_ptr<Clock> clock)
+                    std::shared_ptr<Clock> clock, const LockStore* own_locks,
+                    const IdempotencyStore* own_idempotency)
       : StoreBackend(std::move(clock)),
         client_(std::move(client)),
         keys_(keys),
         prefix_(keys.prefix()),
-        script_keys_{prefix_} {}
+        script_keys_{prefix_},
+        own_locks_(own_locks),
+        own_idempotency_(own_idempotency) {}
 
   std::string_view Name() const override { return "redis"; }
 
@@ -54,6 +57,17 @@ class RedisQueueBackend final : public StoreBackend {
   // that makes a job ready pushes to: an idle worker in any process starts
   // the job at once. On its own connection, so waiting holds no pool slot.
   Result<bool> WaitForWork(Duration timeout) override;
+
+  // The bundle's lock and idempotency hashes live in the namespace beside
+  // its jobs: the completion script releases and records them with the
+  // write, and a job with both keys takes them in one script.
+  bool CompletesGuards(const LockStore& locks, const IdempotencyStore& idempotency) const override {
+    return &locks == own_locks_ && &idempotency == own_idempotency_;
+  }
+  bool AppliesGuards() const override { return true; }
+  Result<LockLease> AcquireLockAndClaim(std::string_view lock_key, std::string_view idempotency_key,
+                                        std::string_view owner, Duration ttl,
+                                        ClaimOutcome* claim) override;
 
  protected:
   Result<std::vector<EnqueueResult>> InsertJobs(std::vector<JobChange>& jobs,
@@ -96,7 +110,8 @@ class RedisQueueBackend final : public StoreBackend {
   // The arguments of the write script for `c`; `expired_by` non-empty:
   // only if the stored lease has expired by then. Effect ops appended.
   Status WriteArgs(const JobChange& c, const std::string& expired_by,
-                   const redis::RedisEffect* effect, std::vector<std::string>* args) const;
+                   const redis::RedisEffect* effect, std::vector<std::string>* args,
+                   const CompletionGuards* guards = nullptr) const;
   // The record of fields `f` of job `id`, or -- for a record that no longer
   // decodes -- the record quarantined in its place (written, if `write`),
   // with `*quarantined` set.
@@ -109,6 +124,8 @@ class RedisQueueBackend final : public StoreBackend {
   const RedisKeys keys_;
   const std::string prefix_;
   const std::vector<std::string> script_keys_;  // KEYS of every script: the prefix.
+  const LockStore* const own_locks_;
+  const IdempotencyStore* const own_idempotency_;
 };
 
 }  // namespace redis_internal

@@ -43,9 +43,10 @@ Result<std::shared_ptr<RedisBackend>> RedisBackend::Open(const RedisOptions& opt
     JOBPACT_ASSIGN_OR_RETURN(std::shared_ptr<RedisClient> client, RedisClient::Connect(options));
     auto impl = std::make_unique<Impl>(client, keys, clock);
     // The queue store: the one place it is constructed (queue_backend.h).
-    impl->queue = redis_internal::MakeRedisQueueBackend(client, keys, clock);
     impl->locks = redis_internal::MakeRedisLockStore(client, keys, clock);
     impl->idempotency = redis_internal::MakeRedisIdempotencyStore(client, keys, clock);
+    impl->queue = redis_internal::MakeRedisQueueBackend(client, keys, clock, impl->locks.get(),
+                                                        impl->idempotency.get());
     impl->rate_limits = redis_internal::MakeRedisRateLimitStore(client, keys, clock);
     impl->cache = redis_internal::MakeRedisCacheStore(client, keys, clock);
     return std::shared_ptr<RedisBackend>(new RedisBackend(std::move(impl)));

@@ -20,6 +20,7 @@
 #include "jobpact/testing/matchers.h"
 #include "src/backends/redis/client.h"
 #include "tests/backends/redis/redis_test_server.h"
+#include "tests/support/durable_runner_cases.h"
 
 namespace jobpact {
 namespace redis {
@@ -428,6 +429,48 @@ TEST(RedisBackendDownTest, StoresReturnUnavailableWhileTheServerIsDown) {
   EXPECT_THAT((*b)->cache()->CountByPrefix("k"),
               StatusIs(StatusCode::kUnavailable, HasSubstr(name)));
   EXPECT_THAT(RedisBackend::Open(o, clock), StatusIs(StatusCode::kUnavailable, HasSubstr(name)));
+}
+
+// --- The runner with the guards in the completion (as on SQLite and
+// PostgreSQL) ---
+
+// The bundle's lock and idempotency hashes live in the namespace beside the
+// jobs: the runner releases and records them with each completion, and a
+// job with both keys takes them in one script
+// (tests/support/durable_runner_cases.h).
+class RedisRunnerTest : public RedisBackendTest {
+ protected:
+  durable_runner_testing::StoreTarget Target() {
+    durable_runner_testing::StoreTarget t;
+    t.open = [o = options_](std::shared_ptr<Clock> clock) -> Result<BackendBundle> {
+      JOBPACT_ASSIGN_OR_RETURN(std::shared_ptr<RedisBackend> b, RedisBackend::Open(o, std::move(clock)));
+      return b->bundle();
+    };
+    t.drop_claims = [this] {
+      Result<Reply> keys = raw_->Command({"KEYS", "jobpact:{" + options_.key_namespace + "}:idem:*"});
+      ASSERT_THAT(keys, IsOk());
+      for (const Reply& k : keys->elements) EXPECT_THAT(raw_->Command({"DEL", k.str}), IsOk());
+    };
+    return t;
+  }
+};
+
+TEST_F(RedisRunnerTest, SameKeyJobsRunBackToBackAsIfReleasedAtOnce) {
+  durable_runner_testing::ExpectSameKeyJobsRunBackToBack(Target());
+}
+
+TEST_F(RedisRunnerTest, AClaimLostWhileTheHandlerRanFailsTheAttemptInsteadOfAckingIt) {
+  durable_runner_testing::ExpectAClaimLostFailsTheAttemptInsteadOfAckingIt(Target());
+}
+
+// Idle workers woken through the wake list: one per wake-up, and a full
+// lease wakes the next.
+TEST_F(RedisRunnerTest, AWakeUpBringsOneIdleWorkerNotAll) {
+  durable_runner_testing::ExpectAWakeUpBringsOneIdleWorkerNotAll(Target());
+}
+
+TEST_F(RedisRunnerTest, AFullLeaseWakesTheNextIdleWorker) {
+  durable_runner_testing::ExpectAFullLeaseWakesTheNextIdleWorker(Target());
 }
 
 }  // namespace
