@@ -9,7 +9,11 @@
 //     handler ran still fails the attempt instead of acking it;
 //   - its idle workers are woken by other processes' enqueues
 //     (QueueBackend::WaitForWork): one worker per wake-up, not all of them,
-//     and a worker whose lease came back full wakes the next.
+//     and a worker whose lease came back full wakes the next;
+//   - its lease answers the delivery-time dedup check (DequeueRequest::
+//     dedup_window), sparing the worker a FindDuplicate per job (the
+//     contract suite checks the answers of a store that gives them; this,
+//     that these stores give them).
 // Header-only: each backend's test program calls these from a TEST of its
 // own, with its way of opening a store.
 #ifndef JOBPACT_TESTS_SUPPORT_DURABLE_RUNNER_CASES_H_
@@ -292,6 +296,54 @@ inline void ExpectAFullLeaseWakesTheNextIdleWorker(const StoreTarget& target) {
   }
   ASSERT_TRUE(r.runner->Shutdown(Seconds(30)).ok());
   EXPECT_EQ(most, 4) << "workers running at once";
+}
+
+// The lease step answers the dedup check in rounds: a job leased by an
+// earlier Dequeue, one earlier in the same Dequeue, and a succeeded one are
+// each found.
+inline void ExpectTheLeaseStepAnswersTheDedupCheck(const StoreTarget& target) {
+  auto clock = SystemClock::Default();
+  Result<BackendBundle> b = target.open(clock);
+  ASSERT_TRUE(b.ok()) << b.status();
+  QueueBackend& q = *b->queue;
+  EnqueueOptions no_dedup;
+  no_dedup.dedup_window = Duration::zero();
+  for (const char* id : {"job_1", "job_2", "job_3", "job_4"}) {
+    Envelope e = GuardedJob(id, "", "", clock->Now());
+    e.dedup_key = std::string(id) == "job_4" ? "other" : "k";
+    ASSERT_TRUE(q.Enqueue(e, no_dedup).ok());
+  }
+  DequeueRequest req;
+  req.worker_id = "w1";
+  req.dedup_window = Seconds(60);
+  req.max_jobs = 1;
+  auto first = q.Dequeue(req);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->size(), 1u);
+  EXPECT_TRUE((*first)[0].dedup_checked);
+  EXPECT_EQ((*first)[0].duplicate_of, "");
+  req.max_jobs = 3;
+  auto rest = q.Dequeue(req);
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  ASSERT_EQ(rest->size(), 3u);
+  for (const Delivery& d : *rest) EXPECT_TRUE(d.dedup_checked) << d.job.envelope.job_id;
+  EXPECT_EQ((*rest)[0].duplicate_of, "job_1");
+  EXPECT_EQ((*rest)[1].duplicate_of, "job_1");
+  EXPECT_EQ((*rest)[2].duplicate_of, "");
+  Completion done;
+  done.to = JobStatus::kSucceeded;
+  done.reason = "succeeded";
+  ASSERT_TRUE(q.Complete((*first)[0], done).ok());
+  ASSERT_TRUE(q.Complete((*rest)[0], done).ok());
+  ASSERT_TRUE(q.Complete((*rest)[1], done).ok());
+  Envelope again = GuardedJob("job_5", "", "", clock->Now());
+  again.dedup_key = "k";
+  ASSERT_TRUE(q.Enqueue(again, no_dedup).ok());
+  auto fifth = q.Dequeue(req);
+  ASSERT_TRUE(fifth.ok()) << fifth.status();
+  ASSERT_EQ(fifth->size(), 1u);
+  EXPECT_TRUE((*fifth)[0].dedup_checked);
+  EXPECT_EQ((*fifth)[0].duplicate_of, "job_1");
 }
 
 }  // namespace durable_runner_testing

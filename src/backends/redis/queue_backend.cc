@@ -418,12 +418,16 @@ Status RedisQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint now
   a.push_back(request.worker_id);
   a.push_back(JsonString(request.worker_id));
   a.push_back(JsonString(reason::kDelivered));
+  // The delivery-time dedup check in the lease script (one call per job
+  // fewer for the worker).
+  const bool dedup = request.dedup_window.has_value();
+  a.push_back(dedup ? TimeArgClamped(now - *request.dedup_window) : std::string());
   for (const std::string& q : request.queues) a.push_back(q);
   JOBPACT_ASSIGN_OR_RETURN(Reply r, Run("Dequeue", Scripts().lease, std::move(a)));
   std::vector<Delivery>& out = *deliveries;
   out.reserve(r.elements.size());
   for (Reply& job : r.elements) {
-    if (job.elements.size() != 4) {
+    if (job.elements.size() != (dedup ? 5u : 4u)) {
       return Status::Internal("Dequeue: unexpected reply from redis " + client_->server_name());
     }
     const std::string& id = job.elements[0].str;
@@ -448,6 +452,8 @@ Status RedisQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint now
                     c->record.cancel_requested};
     d.job = std::move(c->record);
     d.job.history = std::move(c->append);
+    d.dedup_checked = dedup;
+    if (dedup) d.duplicate_of = std::move(job.elements[4].str);
   }
   return Status::Ok();
 }

@@ -7,10 +7,14 @@ namespace jobpact {
 namespace redis_internal {
 
 // LeaseJobs. ARGV: 1 now, 2 max_jobs, 3 worker (for the token), 4 the
-// worker as a JSON string, 5 the delivery reason as a JSON string, 6.. the
-// queues (none: all). Returns per job {id, token, lease expiry, the record's
-// fields (F) as they were before the delivery}. Per job: one HMGET, one
-// HSET (the history entry in it), ZREM, ZADD; the counters once per call.
+// worker as a JSON string, 5 the delivery reason as a JSON string, 6 the
+// start of the dedup window ('': no dedup check), 7.. the queues (none:
+// all). Returns per job {id, token, lease expiry, the record's fields (F)
+// as they were before the delivery}, and with a dedup window a fifth: the
+// duplicate FindDuplicate would name once this job is leased ('' none; the
+// delivery-time check, SPEC 3 step 4, in the lease's own step). Per job:
+// one HMGET, one HSET (the history entry in it), ZREM, ZADD; the counters
+// once per call.
 //
 // The order: the ready jobs of every (queue, type, tenant) set not held
 // (its type or queue paused, its type at its concurrency limit, its tenant
@@ -26,10 +30,11 @@ local now = ARGV[1]
 local max = tonumber(ARGV[2])
 promote(now)
 if #TOUCHK > 0 then retenant() end
+local DW = ARGV[6]
 local want = nil
-if #ARGV >= 6 then
+if #ARGV >= 7 then
   want = {}
-  for i = 6, #ARGV do want[ARGV[i]] = true end
+  for i = 7, #ARGV do want[ARGV[i]] = true end
 end
 local pt, pq = {}, {}
 for _, x in ipairs(redis.call('SMEMBERS', P .. 'control-paused-types')) do pt[x] = true end
@@ -271,7 +276,9 @@ while #out < max do
     local jk = PJ .. id
     -- q and t (F's 3rd and 4th; '_' is no field) are the ready set's.
     local f = redis.call('HMGET', jk, 'env', 'd', '_', '_', 'st', 'att', 'ep', 'upd', 'cp',
-                         'tok', 'lexp', 'aud', 'cx', 'vis', 'hn')
+                         'tok', 'lexp', 'aud', 'cx', 'vis', 'hn', 'dk')
+    local dk = f[16]
+    f[16] = nil
     if f[5] ~= 'queued' and f[5] ~= 'retry_scheduled' then
       flush()
       return redis.error_reply('jobpact: index out of step: job ' .. id ..
@@ -316,7 +323,25 @@ while #out < max do
     count('running', q, t, 1, tn)
     f[15] = nil
     f[14] = nil
-    out[#out + 1] = {id, tok, lexp, f}
+    if DW == '' then
+      out[#out + 1] = {id, tok, lexp, f}
+    else
+      -- As kFindDup, after this job's lease and before the next one's.
+      local dup = ''
+      if dk and dk ~= '' then
+        for _, dm in ipairs(redis.call('ZRANGE', P .. 'dedup:' .. dk, 0, -1)) do
+          local oid = string.sub(dm, 7)
+          if oid ~= id then
+            local g = redis.call('HMGET', PJ .. oid, 'st', 'fin')
+            if g[1] == 'running' or (g[1] == 'succeeded' and g[2] and g[2] ~= '' and le(DW, g[2])) then
+              dup = oid
+              break
+            end
+          end
+        end
+      end
+      out[#out + 1] = {id, tok, lexp, f, dup}
+    end
   end
 end
 -- The turns served, and each queue's counter, for the next lease anywhere.

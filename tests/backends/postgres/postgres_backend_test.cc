@@ -1112,52 +1112,6 @@ TEST(PostgresServerDownTest, ARestartMidRunLosesNoAcknowledgedEnqueueOrCompletio
               refused.load());
 }
 
-// The lease step answers the delivery-time dedup check itself (the
-// contract suite checks the answers; this, that PostgreSQL gives them), in
-// rounds of one statement: a job leased in an earlier round, one earlier in
-// the same round, and a succeeded one are each found.
-TEST_F(PostgresBackendTest, TheLeaseStepAnswersTheDedupCheck) {
-  OpenBackend();
-  auto q = backend_->queue();
-  EnqueueOptions no_dedup;
-  no_dedup.dedup_window = Duration::zero();
-  for (const char* id : {"job_1", "job_2", "job_3", "job_4"}) {
-    Envelope e = Job(id);
-    e.dedup_key = std::string(id) == "job_4" ? "other" : "k";
-    ASSERT_THAT(q->Enqueue(e, no_dedup).status(), IsOk());
-  }
-  DequeueRequest req;
-  req.worker_id = "w1";
-  req.dedup_window = Seconds(60);
-  req.max_jobs = 1;
-  auto first = q->Dequeue(req);
-  ASSERT_THAT(first.status(), IsOk());
-  ASSERT_EQ(first->size(), 1u);
-  EXPECT_TRUE((*first)[0].dedup_checked);
-  EXPECT_EQ((*first)[0].duplicate_of, "");
-  req.max_jobs = 3;
-  auto rest = q->Dequeue(req);
-  ASSERT_THAT(rest.status(), IsOk());
-  ASSERT_EQ(rest->size(), 3u);
-  for (const Delivery& d : *rest) EXPECT_TRUE(d.dedup_checked) << d.job.envelope.job_id;
-  EXPECT_EQ((*rest)[0].duplicate_of, "job_1");
-  EXPECT_EQ((*rest)[1].duplicate_of, "job_1");
-  EXPECT_EQ((*rest)[2].duplicate_of, "");
-  Completion done;
-  done.to = JobStatus::kSucceeded;
-  done.reason = "succeeded";
-  ASSERT_THAT(q->Complete((*first)[0], done), IsOk());
-  ASSERT_THAT(q->Complete((*rest)[0], done), IsOk());
-  ASSERT_THAT(q->Complete((*rest)[1], done), IsOk());
-  Envelope again = Job("job_5");
-  again.dedup_key = "k";
-  ASSERT_THAT(q->Enqueue(again, no_dedup).status(), IsOk());
-  auto fifth = q->Dequeue(req);
-  ASSERT_THAT(fifth.status(), IsOk());
-  ASSERT_EQ(fifth->size(), 1u);
-  EXPECT_EQ((*fifth)[0].duplicate_of, "job_1");
-}
-
 // --- The runner with the guards in the completion (as on SQLite) ---
 
 // The bundle's locks and claims live in the schema beside the jobs: the
@@ -1196,6 +1150,10 @@ TEST_F(PostgresRunnerTest, AWakeUpBringsOneIdleWorkerNotAll) {
 
 TEST_F(PostgresRunnerTest, AFullLeaseWakesTheNextIdleWorker) {
   durable_runner_testing::ExpectAFullLeaseWakesTheNextIdleWorker(Target());
+}
+
+TEST_F(PostgresRunnerTest, TheLeaseStepAnswersTheDedupCheck) {
+  durable_runner_testing::ExpectTheLeaseStepAnswersTheDedupCheck(Target());
 }
 
 }  // namespace

@@ -473,6 +473,10 @@ TEST_F(RedisRunnerTest, AFullLeaseWakesTheNextIdleWorker) {
   durable_runner_testing::ExpectAFullLeaseWakesTheNextIdleWorker(Target());
 }
 
+TEST_F(RedisRunnerTest, TheLeaseStepAnswersTheDedupCheck) {
+  durable_runner_testing::ExpectTheLeaseStepAnswersTheDedupCheck(Target());
+}
+
 }  // namespace
 }  // namespace redis
 }  // namespace jobpact

@@ -52,6 +52,10 @@ TEST_F(SqliteRunnerTest, AFullLeaseWakesTheNextIdleWorker) {
   durable_runner_testing::ExpectAFullLeaseWakesTheNextIdleWorker(Target());
 }
 
+TEST_F(SqliteRunnerTest, TheLeaseStepAnswersTheDedupCheck) {
+  durable_runner_testing::ExpectTheLeaseStepAnswersTheDedupCheck(Target());
+}
+
 }  // namespace
 }  // namespace sqlite
 }  // namespace jobpact
