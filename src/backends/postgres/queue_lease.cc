@@ -312,9 +312,8 @@ Status PostgresQueueBackend::FindDuplicatesOn(Connection& conn,
       conn.Exec(core_->Sql("SELECT v.i, d.job_id, d.enqueued_at_ns FROM unnest($1::text[], "
                            "$2::text[]) WITH ORDINALITY AS v(job_id, key, i) CROSS JOIN LATERAL "
                            "(SELECT j.job_id, j.enqueued_at_ns FROM {t}jobs j WHERE j.dedup_key = "
-                           "v.key AND j.job_id <> v.job_id AND (j.status = 'running' OR "
-                           "(j.status = 'succeeded' AND j.finished_at_ns >= $3)) ORDER BY "
-                           "j.enqueued_at_ns, j.job_id LIMIT 1) d"),
+                           "v.key AND j.job_id <> v.job_id AND " JOBPACT_PG_DEDUP_LIVE("j.")
+                           " ORDER BY j.enqueued_at_ns, j.job_id LIMIT 1) d"),
                 p, "Dequeue"));
   // The candidate of each job: (enqueued_at_ns, job id), the smaller wins.
   std::vector<std::pair<std::int64_t, std::string>> best(changes.size());

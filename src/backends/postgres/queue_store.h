@@ -57,6 +57,16 @@
   "CASE WHEN $2::text = 'running' THEN greatest(cancel_requested, $25::integer) ELSE "         \
   "$25::integer END"
 
+// A job that makes another of its dedup key a duplicate (FindDuplicate):
+// running, or succeeded since $3. A CASE, not an OR of the statuses, so
+// that the planner reads the few rows of the key from the dedup index and
+// never joins in an index of every running or finished job (a bitmap of
+// every job succeeded within the window, per lookup: O(jobs)). PREFIX: ""
+// or the table's alias with its dot.
+#define JOBPACT_PG_DEDUP_LIVE(PREFIX)                                                   \
+  "CASE " PREFIX "status WHEN 'running' THEN true WHEN 'succeeded' THEN " PREFIX        \
+  "finished_at_ns >= $3 ELSE false END"
+
 namespace jobpact {
 namespace postgres {
 

@@ -125,8 +125,8 @@ Result<std::optional<std::string>> PostgresQueueBackend::FindDuplicateJob(
     JOBPACT_ASSIGN_OR_RETURN(
         PgResult r,
         conn.Exec(core_->Sql("SELECT job_id FROM {t}jobs WHERE dedup_key = $1 AND job_id <> $2 "
-                             "AND (status = 'running' OR (status = 'succeeded' AND "
-                             "finished_at_ns >= $3)) ORDER BY enqueued_at_ns, job_id LIMIT 1"),
+                             "AND " JOBPACT_PG_DEDUP_LIVE("") " ORDER BY enqueued_at_ns, job_id "
+                             "LIMIT 1"),
                   Params().Add(dedup_key).Add(self_job_id).Add(ToNs(since)), "FindDuplicate"));
     if (r.rows() > 0) found = r.Text(0, 0);
     return Status::Ok();
