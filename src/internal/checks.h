@@ -40,6 +40,16 @@ inline Status CheckKeyOwnerTtl(std::string_view what, std::string_view key,
   return Status::Ok();
 }
 
+// QueueBackend::AcquireLockAndClaim's arguments: both keys, the owner and
+// the ttl as CheckKeyOwnerTtl takes them.
+inline Status CheckLockAndClaim(std::string_view what, std::string_view lock_key,
+                                std::string_view idempotency_key, std::string_view owner,
+                                Duration ttl) {
+  Status s = CheckKeyOwnerTtl(what, lock_key, owner, ttl);
+  if (s.ok()) s = CheckKeyOwnerTtl(what, idempotency_key, owner);
+  return s;
+}
+
 // kInvalidArgument, naming `what`, for a cache key that is empty, longer
 // than kMaxStoreKeyBytes or holds a NUL byte (jobpact/cache_store.h): the
 // same keys for every CacheStore and the cache guard.

@@ -1,5 +1,6 @@
 // Private: a LockLease from a stored lock row (key, owner, fencing token,
-// expiry in integer nanoseconds), as the SQL lock stores read it back.
+// expiry in integer nanoseconds), as the SQL lock stores read it back, and
+// the ClaimOutcome of an idempotency claim just taken.
 #ifndef JOBPACT_SRC_INTERNAL_LOCK_LEASE_H_
 #define JOBPACT_SRC_INTERNAL_LOCK_LEASE_H_
 
@@ -8,6 +9,7 @@
 #include <string_view>
 #include <utility>
 
+#include "jobpact/idempotency_store.h"
 #include "jobpact/lock_store.h"
 #include "src/internal/time_ns.h"
 
@@ -22,6 +24,18 @@ inline LockLease MakeLockLease(std::string_view key, std::string owner, std::uin
   l.fencing_token = token;
   l.expires_at = TimeFromNs(expires_ns);
   return l;
+}
+
+// kClaimed: `owner` holds `key` in progress until `expires_ns`.
+inline ClaimOutcome MakeClaimed(std::string_view key, std::string_view owner,
+                                std::int64_t expires_ns) {
+  ClaimOutcome out;
+  out.kind = ClaimOutcome::Kind::kClaimed;
+  out.record.key = std::string(key);
+  out.record.state = IdempotencyRecord::State::kInProgress;
+  out.record.owner = std::string(owner);
+  out.record.expires_at = TimeFromNs(expires_ns);
+  return out;
 }
 
 }  // namespace internal

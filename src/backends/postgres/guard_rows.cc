@@ -13,6 +13,7 @@ namespace jobpact {
 namespace postgres {
 namespace internal {
 
+using ::jobpact::internal::MakeClaimed;
 using ::jobpact::internal::MakeLockLease;
 using ::jobpact::internal::TimeFromNs;
 using Core = PostgresBackend::Core;
@@ -46,16 +47,6 @@ Status LockHeld(Core& core, Connection& conn, std::string_view key, std::string_
   const std::string until =
       held.rows() > 0 ? " until " + FormatRfc3339(TimeFromNs(held.Int(0, 1))) : "";
   return Status::Aborted("lock " + std::string(key) + " is held by " + holder + until);
-}
-
-ClaimOutcome Claimed(std::string_view key, std::string_view owner, std::int64_t expires_ns) {
-  ClaimOutcome out;
-  out.kind = ClaimOutcome::Kind::kClaimed;
-  out.record.key = std::string(key);
-  out.record.state = IdempotencyRecord::State::kInProgress;
-  out.record.owner = std::string(owner);
-  out.record.expires_at = TimeFromNs(expires_ns);
-  return out;
 }
 
 // The claim found instead of taken: columns col..col+3 of row 0 (state,
@@ -125,7 +116,7 @@ Result<ClaimOutcome> ClaimRow(Core& core, Connection& conn, std::string_view key
                          "SELECT false, state, owner, result, expires_at_ns FROM {t}idempotency "
                          "WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM claim)"),
                 Params().Add(key).Add(owner).Add(expires_ns).Add(now_ns), what));
-  if (r.rows() > 0 && r.Text(0, 0) == "t") return Claimed(key, owner, expires_ns);
+  if (r.rows() > 0 && r.Text(0, 0) == "t") return MakeClaimed(key, owner, expires_ns);
   return Found(core, conn, key, std::move(r), 1, what);
 }
 
@@ -152,7 +143,7 @@ Result<LockLease> AcquireLockAndClaimRows(Core& core, Connection& conn, std::str
   LockLease lease = MakeLockLease(lock_key, std::string(owner),
                                   static_cast<std::uint64_t>(r.Int(0, 0)), expires_ns);
   if (r.Text(0, 1) == "t") {
-    *claim = Claimed(idempotency_key, owner, expires_ns);
+    *claim = MakeClaimed(idempotency_key, owner, expires_ns);
   } else {
     JOBPACT_ASSIGN_OR_RETURN(*claim, Found(core, conn, idempotency_key, std::move(r), 2, what));
   }

@@ -318,8 +318,8 @@ Result<LockLease> PostgresQueueBackend::AcquireLockAndClaim(std::string_view loc
                                                             ClaimOutcome* claim) {
   constexpr std::string_view kWhat = "AcquireLockAndClaim";
   return ::jobpact::internal::Guarded(kWhat, [&]() -> Result<LockLease> {
-    JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl(kWhat, lock_key, owner, ttl));
-    JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl(kWhat, idempotency_key, owner));
+    JOBPACT_RETURN_IF_ERROR(
+        ::jobpact::internal::CheckLockAndClaim(kWhat, lock_key, idempotency_key, owner, ttl));
     LockLease lease;
     // One statement, committed on its own (guard_rows.h).
     JOBPACT_PG_RETURN_IF_ERROR(core_->Autocommit(kWhat, [&](Connection& conn) -> Status {

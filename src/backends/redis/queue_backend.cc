@@ -547,8 +547,8 @@ Result<LockLease> RedisQueueBackend::AcquireLockAndClaim(std::string_view lock_k
                                                          ClaimOutcome* claim) {
   constexpr std::string_view kWhat = "AcquireLockAndClaim";
   return ::jobpact::internal::Guarded(kWhat, [&]() -> Result<LockLease> {
-    JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl(kWhat, lock_key, owner, ttl));
-    JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl(kWhat, idempotency_key, owner));
+    JOBPACT_RETURN_IF_ERROR(
+        ::jobpact::internal::CheckLockAndClaim(kWhat, lock_key, idempotency_key, owner, ttl));
     JOBPACT_ASSIGN_OR_RETURN(std::string lock_hash, keys_.Lock(lock_key));
     JOBPACT_ASSIGN_OR_RETURN(std::string record_hash, keys_.Idempotency(idempotency_key));
     const std::int64_t now = ToMicros(clock()->Now());

@@ -125,12 +125,7 @@ Result<ClaimOutcome> ClaimRow(Connection& conn, std::string_view key, std::strin
   Stmt st(raw);
   st.Bind(1, key).Bind(2, owner).Bind(3, expires_ns);
   JOBPACT_RETURN_IF_ERROR(StepDone(conn, st, what));
-  out.kind = ClaimOutcome::Kind::kClaimed;
-  out.record.key = std::string(key);
-  out.record.state = IdempotencyRecord::State::kInProgress;
-  out.record.owner = std::string(owner);
-  out.record.expires_at = TimeFromNs(expires_ns);
-  return out;
+  return ::jobpact::internal::MakeClaimed(key, owner, expires_ns);
 }
 
 Status ReleaseLockRow(Connection& conn, std::string_view key, std::string_view owner,

@@ -449,8 +449,8 @@ Result<LockLease> SqliteQueueBackend::AcquireLockAndClaim(std::string_view lock_
                                                           ClaimOutcome* claim) {
   constexpr std::string_view kWhat = "AcquireLockAndClaim";
   return ::jobpact::internal::Guarded(kWhat, [&]() -> Result<LockLease> {
-    JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl(kWhat, lock_key, owner, ttl));
-    JOBPACT_RETURN_IF_ERROR(::jobpact::internal::CheckKeyOwnerTtl(kWhat, idempotency_key, owner));
+    JOBPACT_RETURN_IF_ERROR(
+        ::jobpact::internal::CheckLockAndClaim(kWhat, lock_key, idempotency_key, owner, ttl));
     LockLease lease;
     JOBPACT_SQLITE_RETURN_IF_ERROR(core_->Write(kWhat, [&](Connection& conn) -> Status {
       const std::int64_t now_ns = ToNs(core_->Now());
