@@ -204,13 +204,17 @@ void RunnerCore::IdleWait(std::uint64_t seen_enqueues) {
   // one would find nothing. The watcher, leaving with its wake-up, hands
   // the watch to a sleeper; a worker whose lease came back full wakes one
   // more (WakeIdleWorker), so a burst still spreads over the workers.
-  bool may_watch = seen_enqueues != ~std::uint64_t{0};
+  // ~0 (after a failed Dequeue): the whole interval, whatever is enqueued,
+  // so that a store that is down is not asked again at once, in a loop.
+  const bool after_error = seen_enqueues == ~std::uint64_t{0};
+  bool may_watch = !after_error;
   const TimePoint until = clock().Now() + options_.poll_interval;
   MutexLock l(work_mu_);
   idle_workers_.fetch_add(1, std::memory_order_seq_cst);
-  while (!stopping_.load() && enqueue_seq_.load(std::memory_order_seq_cst) == seen_enqueues &&
+  while (!stopping_.load() &&
+         (after_error || enqueue_seq_.load(std::memory_order_seq_cst) == seen_enqueues) &&
          clock().Now() < until) {
-    if (wake_tokens_ > 0) {
+    if (wake_tokens_ > 0 && !after_error) {
       --wake_tokens_;
       break;
     }

@@ -398,6 +398,30 @@ TEST(RunnerThreadsTest, AnIdleWorkerWaitsInAStoreThatCanWakeIt) {
   EXPECT_THAT((*runner)->Shutdown(std::chrono::seconds(10)), IsOk());
 }
 
+// A store that is down: the worker logs the failed Dequeue and asks again
+// a poll interval later, not at once in a loop (a log line and a call per
+// loop, for as long as the store is down). The ManualClock stands still,
+// so a second call before the test moves it is the loop.
+TEST(RunnerThreadsTest, AFailedDequeueWaitsAPollIntervalBeforeTheNext) {
+  Harness h([](JobRunnerOptions& o) {
+    o.workers = 1;
+    o.poll_interval = std::chrono::seconds(1);
+    o.log_level = LogLevel::kOff;
+  });
+  h.faults().FailNext(testing::QueueMethod::kDequeue, Status::Unavailable("store down"), 1000);
+  ASSERT_THAT(h.Handle("t", [](JobContext&) { return Status::Ok(); }), IsOk());
+  ASSERT_THAT(h.runner().Start(), IsOk());
+  ASSERT_TRUE(WaitFor([&] { return h.faults().Calls(testing::QueueMethod::kDequeue) >= 1; }));
+  // Even this runner's own enqueue does not cut the wait short.
+  ASSERT_THAT(h.Enqueue("t").status(), IsOk());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(h.faults().Calls(testing::QueueMethod::kDequeue), 1);
+  h.clock().Advance(std::chrono::seconds(1));
+  EXPECT_TRUE(WaitFor([&] { return h.faults().Calls(testing::QueueMethod::kDequeue) >= 2; }));
+  h.faults().Clear();
+  EXPECT_THAT(h.runner().Shutdown(std::chrono::seconds(10)), IsOk());
+}
+
 TEST(RunnerThreadsTest, AStoreThatCannotWaitLeavesTheWorkerToItsOwnEnqueues) {
   // The in-memory store cannot wait (kUnimplemented): the runner's own
   // enqueue still wakes its idle worker at once.
