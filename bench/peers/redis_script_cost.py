@@ -112,7 +112,7 @@ try:
     ns = 'jobpact:{cost}:'
     head = lambda s: ['EVALSHA', sha[s], '1', ns]
     now = str(T0 + 10**9)
-    lease = lambda m: head('lease') + [now, str(m), 'w', '"w"', '"delivered"', '']
+    lease = lambda m: head('lease') + [now, str(m), 'w', '"w"', '"delivered"', '', '']
     # Lease tokens are "w#<n>", n counting up from 1 in the namespace.
     calls = a.calls
     measure('insert, 1 job', [head('insert') + [str(T0 - 300 * 10**9), '1'] + insert_args(i)

@@ -123,6 +123,17 @@ struct Delivery {
   // (empty: no duplicate). False: the caller asks FindDuplicate itself.
   bool dedup_checked = false;
   std::string duplicate_of;
+  // Set by a store that took the delivery's guards in its lease step, when
+  // asked to (DequeueRequest::take_guards): the lock on envelope.lock_key
+  // and the claim on envelope.idempotency_key, whichever the job has, are
+  // held by lease.token until the lease time + envelope.visibility_timeout,
+  // as LockStore::Acquire and an IdempotencyStore::Claim answered kClaimed
+  // would have left them (fencing_token: the lock's). The store takes both
+  // or neither: false when it was not asked, the job has no key, a
+  // duplicate was found, the lock is busy or the key completed or claimed;
+  // the caller then takes them itself, the usual way.
+  bool guards_taken = false;
+  std::uint64_t fencing_token = 0;
   // The leasing store's own note of where it keeps the job, so that it can
   // find the record again at completion without a lookup by id (the in-memory
   // store sets it). Opaque to everyone else and copied with the delivery; a
@@ -160,6 +171,16 @@ struct DequeueRequest {
   // FindDuplicate call (a lock or a round trip) per job, and two jobs with
   // one key leased in one step cannot both find the other.
   std::optional<Duration> dedup_window;
+  // If true, a store that keeps the locks and claims beside its jobs
+  // (CompletesGuards) may take each leased job's lock and idempotency claim
+  // inside the lease step, owned by the lease token, and report it in
+  // Delivery::guards_taken: the caller is then spared a write of their own
+  // per job (steps 5 and 6 of SPEC 3 ride with the lease, as step 9 rides
+  // with the completion). Ask only where CompletesGuards() is true for the
+  // caller's own stores; the caller must then give them back with the
+  // delivery's completion (Completion::guards), whatever its outcome, and
+  // renew them with the lease while the delivery waits to start.
+  bool take_guards = false;
 };
 
 // The one outcome of a delivery, written atomically by Complete().

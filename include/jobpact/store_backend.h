@@ -230,6 +230,9 @@ class JOBPACT_EXPORT StoreBackend : public QueueBackend, public QueueAdmin {
   // over jobs stay as they are (never leased and handed back). Each as
   // engine::Deliver(record, token, now) gives it, with a token unique per
   // delivery in this store (request.worker_id kept in it for diagnosis).
+  // A store that AppliesGuards() takes each leased job's lock and claim in
+  // the same step when asked (DequeueRequest::take_guards), as
+  // Delivery::guards_taken says; others leave guards_taken false.
   // The deliveries go into `*out` (empty on entry, unless
   // ReusesDeliveries(); its capacity is the caller's to reuse); on an error
   // nothing may be left in it.

@@ -256,8 +256,12 @@ DequeueRequest RunnerCore::MakeDequeueRequest(std::string worker_id) const {
   request.queues = options_.queues;
   request.max_jobs = options_.dequeue_batch;
   request.worker_id = std::move(worker_id);
-  // Lets the store check dedup in the lease step (pipeline step 4).
+  // Lets the store check dedup in the lease step (pipeline step 4) and,
+  // where it keeps the locks and claims beside the jobs, take them there
+  // too (steps 5 and 6): they then ride with the lease as step 9 rides
+  // with the completion.
   request.dedup_window = options_.dedup_window;
+  request.take_guards = guards_with_acks_;
   return request;
 }
 
@@ -322,7 +326,7 @@ void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
         }
       }
       if (!rest.empty()) {
-        for (const Delivery& r : rest) GiveBack(r, reason::kShutdown);
+        for (const Delivery& r : rest) GiveBack(r, reason::kShutdown, false);
         break;
       }
       // The kept outcomes are of quick jobs of one type; a job of another
@@ -403,12 +407,13 @@ bool RunnerCore::WatchSlot(const std::shared_ptr<WorkerSlot>& slot, TimePoint no
       }
     }
   }
-  // Jobs waiting behind the running one keep their leases too.
+  // Jobs waiting behind the running one keep their leases (and the guards
+  // taken with them) too.
   for (std::size_t i = slot->next; i < slot->batch.size(); ++i) {
-    const Delivery& d = slot->batch[i];
+    Delivery& d = slot->batch[i];
     const Duration vis = d.job.envelope.visibility_timeout;
     if (slot->batch_lease_expires[i] - now > vis - vis / 3) continue;
-    Result<Lease> renewed = options_.queue->Renew(d.lease, vis, {});
+    Result<Lease> renewed = RenewWaiting(d);
     if (renewed.ok()) slot->batch_lease_expires[i] = renewed->expires_at;
     // On failure EnsureLease() decides at start.
   }
@@ -545,20 +550,22 @@ Status RunnerCore::Shutdown(Duration grace) {
   for (const auto& slot : slots) {
     // Outcomes a worker still inside a handler kept: written, not given back.
     if (per_worker_acks_) FlushAcks(*slot, false);
-    std::vector<Delivery> leases;
+    std::optional<Delivery> running;
+    std::vector<Delivery> waiting;
     {
       MutexLock l(slot->mu);
       if (slot->running && !slot->given_back) {
         slot->given_back = true;
         slot->job.cancel->shutdown.store(true, std::memory_order_release);
-        leases.push_back(*slot->job.delivery);
+        running = *slot->job.delivery;
       }
       for (std::size_t i = slot->next; i < slot->batch.size(); ++i) {
-        leases.push_back(slot->batch[i]);
+        waiting.push_back(slot->batch[i]);
       }
       slot->next = slot->batch.size();
     }
-    for (const Delivery& r : leases) GiveBack(r, reason::kShutdown);
+    if (running) GiveBack(*running, reason::kShutdown, true);
+    for (const Delivery& r : waiting) GiveBack(r, reason::kShutdown, false);
   }
   // 5. Join what finished; detach what is still inside a handler (it holds
   // the core alive and exits when the handler returns).

@@ -46,6 +46,13 @@ MetricLabels JobLabels(const Envelope& env) {
 void RunnerCore::ProcessDelivery(Delivery& d, WorkerSlot* slot, HandlerCache& cache) {
   deliveries_.fetch_add(1, std::memory_order_relaxed);
   DeliveryRun run(d, slot, cache, clock().Now());
+  if (d.guards_taken) {
+    // Steps 5 and 6 were taken by the lease step: held from here, so that a
+    // delivery ended before them gives them back with its completion.
+    run.lock_held = !d.job.envelope.lock_key.empty();
+    run.fencing = d.fencing_token;
+    run.claim_held = !d.job.envelope.idempotency_key.empty();
+  }
   ReportDelivered(run);
   std::optional<Completion> c = Validate(run);  // 1
   if (!c) c = CheckCancelled(run);              // Cancel
@@ -66,7 +73,7 @@ bool RunnerCore::EnsureLease(Delivery& d) {
   // Renewal is due once a third of the lease has passed (SPEC 11); before
   // that the lease certainly outlasts a start.
   if (d.lease.expires_at - now > vis - vis / 3) return true;
-  Result<Lease> renewed = options_.queue->Renew(d.lease, vis, {});
+  Result<Lease> renewed = RenewWaiting(d);
   if (renewed.ok()) {
     d.lease.expires_at = renewed->expires_at;
     return true;
@@ -75,10 +82,33 @@ bool RunnerCore::EnsureLease(Delivery& d) {
   if (code == StatusCode::kAborted || code == StatusCode::kNotFound) {
     logger_.Log(LogLevel::kWarn, "lease_lost_before_start", &d.job.envelope,
                 {{"error", renewed.status().ToString()}});
+    ReleaseLeasedGuards(d);
     return false;
   }
   // The store is unreachable: start only if the lease is certainly ours.
-  return now < d.lease.expires_at;
+  if (now < d.lease.expires_at) return true;
+  ReleaseLeasedGuards(d);
+  return false;
+}
+
+Result<Lease> RunnerCore::RenewWaiting(Delivery& d) {
+  const Envelope& env = d.job.envelope;
+  const Duration vis = env.visibility_timeout;
+  Result<Lease> renewed = options_.queue->Renew(d.lease, vis, {});
+  if (!renewed.ok() || !d.guards_taken) return renewed;
+  bool held = env.lock_key.empty() || options_.locks->Renew(env.lock_key, d.lease.token, vis).ok();
+  if (held && !env.idempotency_key.empty()) {
+    held = options_.idempotency->Extend(env.idempotency_key, d.lease.token, vis).ok();
+  }
+  if (!held) ReleaseLeasedGuards(d);
+  return renewed;
+}
+
+void RunnerCore::ReleaseLeasedGuards(Delivery& d) {
+  if (!d.guards_taken) return;
+  d.guards_taken = false;
+  if (!d.job.envelope.lock_key.empty()) ReleaseLock(d);
+  if (!d.job.envelope.idempotency_key.empty()) ReleaseClaim(d);
 }
 
 void RunnerCore::ReportDelivered(const DeliveryRun& run) const {
@@ -208,7 +238,7 @@ std::optional<Completion> RunnerCore::CheckDedup(const DeliveryRun& run) {
 // 5. Lock.
 std::optional<Completion> RunnerCore::AcquireLock(DeliveryRun& run) {
   const Envelope& env = run.env();
-  if (env.lock_key.empty()) return std::nullopt;
+  if (env.lock_key.empty() || run.lock_held) return std::nullopt;  // Held: taken with the lease.
   // A job of this key that finished here may still hold it, its release
   // on the way with its completion: wait for that rather than requeue.
   if (guards_with_acks_ && completions_ != nullptr) {
@@ -246,7 +276,7 @@ std::optional<Completion> RunnerCore::AcquireLock(DeliveryRun& run) {
 // 6. Idempotency.
 std::optional<Completion> RunnerCore::ClaimIdempotency(DeliveryRun& run) {
   const Envelope& env = run.env();
-  if (env.idempotency_key.empty()) return std::nullopt;
+  if (env.idempotency_key.empty() || run.claim_held) return std::nullopt;  // Taken with the lease.
   Result<ClaimOutcome> claim = Status::Unknown("");
   if (run.claim.has_value()) {
     claim = std::move(*run.claim);  // Taken with the lock.
@@ -530,8 +560,12 @@ void RunnerCore::Finish(DeliveryRun& run, Completion c) {
     // same atomic step, instead of two more writes (CompletionGuards).
     c.guards.release_lock = run.lock_held;
     if (run.claim_held) {
-      c.guards.claim = c.to == JobStatus::kSucceeded ? CompletionGuards::Claim::kRecord
-                                                     : CompletionGuards::Claim::kRelease;
+      // Only the handler's success records the key: a claim the lease step
+      // took for a delivery ended before the handler (a duplicate, too,
+      // ends as succeeded) is dropped.
+      c.guards.claim = c.to == JobStatus::kSucceeded && run.handler_ran
+                           ? CompletionGuards::Claim::kRecord
+                           : CompletionGuards::Claim::kRelease;
       c.guards.retention = options_.idempotency_retention;
     }
   } else {

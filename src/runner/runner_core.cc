@@ -245,7 +245,7 @@ void RunnerCore::OnCircuitChange(const CircuitStateChange& change) {
                {"failure_rate", change.failure_rate}});
 }
 
-void RunnerCore::GiveBack(const Delivery& d, std::string_view why) {
+void RunnerCore::GiveBack(const Delivery& d, std::string_view why, bool started) {
   const Envelope& env = d.job.envelope;
   const TimePoint now = clock().Now();
   Completion c;
@@ -253,6 +253,10 @@ void RunnerCore::GiveBack(const Delivery& d, std::string_view why) {
   c.reason = std::string(why);
   c.ready_at = now;
   c.spend_attempt = false;
+  if (d.guards_taken && !started) {
+    c.guards.release_lock = !env.lock_key.empty();
+    if (!env.idempotency_key.empty()) c.guards.claim = CompletionGuards::Claim::kRelease;
+  }
   Status s = options_.queue->Complete(d, c);
   if (!s.ok()) {
     logger_.Log(LogLevel::kWarn, "give_back_failed", &env, {{"error", s.ToString()}});

@@ -220,8 +220,17 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // one Completion, which Finish() writes.
   void ProcessDelivery(Delivery& d, WorkerSlot* slot, HandlerCache& cache);
   // Makes sure the lease of a delivery that waited in a batch is still ours,
-  // renewing it if a renewal is due. False: skip it (it runs elsewhere).
+  // renewing it if a renewal is due. False: skip it (it runs elsewhere); the
+  // guards its lease step took are given back.
   bool EnsureLease(Delivery& d);
+  // Renews the lease of a delivery that has not started, with the guards
+  // its lease step took (Delivery::guards_taken): they were taken with the
+  // lease, for as long, so they are renewed with it. Guards that cannot be
+  // renewed are given back and the pipeline takes them the usual way.
+  Result<Lease> RenewWaiting(Delivery& d);
+  // Releases the guards the lease step took for `d` (owner only; a guard
+  // no longer held is left alone) and clears d.guards_taken.
+  void ReleaseLeasedGuards(Delivery& d);
   // The -> running transition of a delivery.
   void ReportDelivered(const DeliveryRun& run) const;
   // 1. Validate.
@@ -338,8 +347,11 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // --- Shared (runner_core.cc) ---
   // The circuit state gauge of one dependency.
   void SetCircuitGauge(std::string_view dependency, CircuitState state);
-  // Gives a lease back (running -> queued, no attempt spent).
-  void GiveBack(const Delivery& d, std::string_view why);
+  // Gives a lease back (running -> queued, no attempt spent). A delivery
+  // that has not started gives back the guards its lease step took in the
+  // same write (`started`: it has, and its handler may still be writing, so
+  // they are left to expire with their TTL).
+  void GiveBack(const Delivery& d, std::string_view why, bool started);
   // Valid while `cache` holds its map (the worker's whole delivery).
   const HandlerEntry* FindHandler(std::string_view job_type, HandlerCache& cache);
   // options_.retry_budgets->ForJobType(job_type), through the cache.

@@ -13,7 +13,11 @@
 //   - its lease answers the delivery-time dedup check (DequeueRequest::
 //     dedup_window), sparing the worker a FindDuplicate per job (the
 //     contract suite checks the answers of a store that gives them; this,
-//     that these stores give them).
+//     that these stores give them);
+//   - its lease takes each job's lock and claim (DequeueRequest::
+//     take_guards), sparing the worker a write per keyed job: the handler
+//     still runs holding both, a delivery that waits renews them with its
+//     lease, and shutdown gives back those of jobs that never started.
 // Header-only: each backend's test program calls these from a TEST of its
 // own, with its way of opening a store.
 #ifndef JOBPACT_TESTS_SUPPORT_DURABLE_RUNNER_CASES_H_
@@ -344,6 +348,186 @@ inline void ExpectTheLeaseStepAnswersTheDedupCheck(const StoreTarget& target) {
   ASSERT_EQ(fifth->size(), 1u);
   EXPECT_TRUE((*fifth)[0].dedup_checked);
   EXPECT_EQ((*fifth)[0].duplicate_of, "job_1");
+}
+
+// Counts the runner's calls of AcquireLockAndClaim (SPEC 3 steps 5 and 6
+// in one write of their own).
+class GuardCallCounter : public QueueBackendWrapper {
+ public:
+  using QueueBackendWrapper::QueueBackendWrapper;
+  std::atomic<int> lock_and_claims{0};
+
+  Result<LockLease> AcquireLockAndClaim(std::string_view lock_key, std::string_view idempotency_key,
+                                        std::string_view owner, Duration ttl,
+                                        ClaimOutcome* claim) override {
+    ++lock_and_claims;
+    return QueueBackendWrapper::AcquireLockAndClaim(lock_key, idempotency_key, owner, ttl, claim);
+  }
+};
+
+// The lease step takes each job's lock and claim (DequeueRequest::
+// take_guards): the runner writes nothing of its own for them, the handler
+// runs holding both (the lock's fencing token is its context's), and each
+// job still ends with its lock released and its result recorded.
+inline void ExpectTheLeaseStepTakesTheGuardsTheRunnerNeeds(const StoreTarget& target) {
+  auto clock = std::make_shared<testing::ManualClock>();
+  Result<BackendBundle> opened = target.open(clock);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  BackendBundle b = *opened;
+  auto counted = std::make_shared<GuardCallCounter>(b.queue);
+  b.queue = counted;
+  constexpr int kJobs = 6;
+  std::vector<Envelope> jobs;
+  for (int i = 0; i < kJobs; ++i) {
+    const std::string n = std::to_string(i);
+    jobs.push_back(GuardedJob("job_" + n, "order:" + n, "charge:" + n, clock->Now()));
+  }
+  ASSERT_TRUE(b.queue->EnqueueBatch(jobs, {}).ok());
+  JobRunnerOptions o;
+  o.backend = b;
+  o.clock = clock;
+  o.dequeue_batch = 8;
+  o.log_level = LogLevel::kOff;
+  auto runner = JobRunner::Create(o);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  int held = 0;
+  ASSERT_TRUE((*runner)->Handle("test.job", [&](JobContext& ctx) {
+                          const Envelope& env = ctx.envelope();
+                          auto lock = b.locks->Inspect(env.lock_key);
+                          auto claim = b.idempotency->Get(env.idempotency_key);
+                          if (lock.ok() && lock->has_value() &&
+                              (*lock)->fencing_token == ctx.fencing_token() && claim.ok() &&
+                              claim->has_value() &&
+                              (*claim)->state == IdempotencyRecord::State::kInProgress &&
+                              (*claim)->owner == (*lock)->owner) {
+                            ++held;
+                          }
+                          ctx.SetResult("charged " + env.job_id);
+                          return Status::Ok();
+                        }).ok());
+  ASSERT_TRUE((*runner)->RunUntilIdle().ok());
+  EXPECT_EQ(held, kJobs) << "handlers that ran holding their lock and claim";
+  EXPECT_EQ(counted->lock_and_claims.load(), 0) << "the runner took guards the lease took";
+  for (const Envelope& env : jobs) {
+    auto r = b.admin->Get(env.job_id);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, JobStatus::kSucceeded) << env.job_id << ": " << Reasons(*r);
+    auto lock = b.locks->Inspect(env.lock_key);
+    ASSERT_TRUE(lock.ok());
+    EXPECT_FALSE(lock->has_value()) << env.lock_key << " was not released";
+    auto rec = b.idempotency->Get(env.idempotency_key);
+    ASSERT_TRUE(rec.ok() && rec->has_value()) << env.idempotency_key;
+    EXPECT_EQ((*rec)->state, IdempotencyRecord::State::kCompleted);
+    EXPECT_EQ((*rec)->result, "charged " + env.job_id);
+  }
+}
+
+// Guards taken with the lease expire with it, so a delivery that waits in
+// its batch renews them with its lease: the second job of a batch, whose
+// lease is renewed at its start, runs holding a lock renewed as far; the
+// third, whose lease and guards expired while it waited, takes them again
+// the usual way and runs holding them.
+inline void ExpectGuardsTakenWithTheLeaseAreRenewedWithIt(const StoreTarget& target) {
+  auto clock = std::make_shared<testing::ManualClock>();
+  Result<BackendBundle> opened = target.open(clock);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  const BackendBundle& b = *opened;
+  const TimePoint t0 = clock->Now();
+  std::vector<Envelope> jobs;
+  for (int i = 1; i <= 3; ++i) {
+    const std::string n = std::to_string(i);
+    jobs.push_back(GuardedJob("job_" + n, "order:" + n, "charge:" + n, t0));
+  }
+  const Duration vis = jobs[0].visibility_timeout;
+  ASSERT_TRUE(b.queue->EnqueueBatch(jobs, {}).ok());
+  JobRunnerOptions o;
+  o.backend = b;
+  o.clock = clock;
+  o.dequeue_batch = 3;
+  o.log_level = LogLevel::kOff;
+  auto runner = JobRunner::Create(o);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  std::vector<std::string> seen;
+  ASSERT_TRUE((*runner)->Handle("test.job", [&](JobContext& ctx) {
+                          const Envelope& env = ctx.envelope();
+                          auto lock = b.locks->Inspect(env.lock_key);
+                          auto claim = b.idempotency->Get(env.idempotency_key);
+                          const bool live = lock.ok() && lock->has_value() &&
+                                            (*lock)->expires_at > clock->Now() && claim.ok() &&
+                                            claim->has_value() &&
+                                            (*claim)->expires_at > clock->Now();
+                          std::string line = env.job_id + (live ? " held" : " NOT held");
+                          if (env.job_id == "job_2" && live) {
+                            line += (*lock)->expires_at > t0 + vis ? " renewed" : " NOT renewed";
+                            line += (*claim)->expires_at > t0 + vis ? " renewed" : " NOT renewed";
+                          }
+                          seen.push_back(line);
+                          if (env.job_id == "job_1") clock->Advance(vis / 2);
+                          if (env.job_id == "job_2") clock->Advance(vis * 6 / 10);
+                          return Status::Ok();
+                        }).ok());
+  ASSERT_TRUE((*runner)->RunUntilIdle().ok());
+  EXPECT_EQ(seen, (std::vector<std::string>{"job_1 held", "job_2 held renewed renewed",
+                                            "job_3 held"}));
+  for (const Envelope& env : jobs) {
+    auto r = b.admin->Get(env.job_id);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, JobStatus::kSucceeded) << env.job_id << ": " << Reasons(*r);
+    auto lock = b.locks->Inspect(env.lock_key);
+    ASSERT_TRUE(lock.ok());
+    EXPECT_FALSE(lock->has_value()) << env.lock_key << " was not released";
+  }
+}
+
+// Shutdown gives back the jobs still waiting in a worker's batch with the
+// guards their lease took, in the same write: their locks are free and
+// their keys unclaimed at once, not held until the TTL runs out.
+inline void ExpectShutdownGivesBackTheGuardsOfJobsThatDidNotStart(const StoreTarget& target) {
+  auto clock = SystemClock::Default();
+  Result<BackendBundle> opened = target.open(clock);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  const BackendBundle& b = *opened;
+  std::vector<Envelope> jobs;
+  for (int i = 1; i <= 4; ++i) {
+    const std::string n = std::to_string(i);
+    jobs.push_back(GuardedJob("job_" + n, "order:" + n, "charge:" + n, clock->Now()));
+  }
+  ASSERT_TRUE(b.queue->EnqueueBatch(jobs, {}).ok());
+  JobRunnerOptions o;
+  o.backend = b;
+  o.workers = 1;
+  o.dequeue_batch = 4;
+  o.log_level = LogLevel::kOff;
+  auto runner = JobRunner::Create(o);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  auto started = std::make_shared<std::atomic<bool>>(false);
+  auto release = std::make_shared<std::atomic<bool>>(false);
+  ASSERT_TRUE((*runner)->Handle("test.job", [started, release](JobContext&) {
+                          started->store(true);
+                          for (int i = 0; i < 2000 && !release->load(); ++i) {
+                            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                          }
+                          return Status::Ok();
+                        }).ok());
+  ASSERT_TRUE((*runner)->Start().ok());
+  for (int i = 0; i < 2000 && !started->load(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(started->load());
+  (*runner)->Shutdown(std::chrono::milliseconds(100)).IgnoreError();
+  for (int i = 2; i <= 4; ++i) {
+    const std::string n = std::to_string(i);
+    auto r = b.admin->Get("job_" + n);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, JobStatus::kQueued) << "job_" << n << ": " << Reasons(*r);
+    auto lock = b.locks->Inspect("order:" + n);
+    ASSERT_TRUE(lock.ok());
+    EXPECT_FALSE(lock->has_value()) << "order:" << n << " is still held";
+    auto rec = b.idempotency->Get("charge:" + n);
+    ASSERT_TRUE(rec.ok());
+    EXPECT_FALSE(rec->has_value()) << "charge:" << n << " is still claimed";
+  }
+  release->store(true);
 }
 
 }  // namespace durable_runner_testing

@@ -157,6 +157,8 @@ Status InMemoryQueueBackend::Impl::LeaseJobs(const DequeueRequest& request, Time
     d.lease.expires_at = e.record.lease_expires_at;
     d.lease.cancel_requested = e.record.cancel_requested;
     d.store_note = {id_, &e, erasures_};
+    d.guards_taken = false;  // This store keeps no guards (DequeueRequest::take_guards).
+    d.fencing_token = 0;
     // The delivery-time dedup check, in this step (no second lock).
     d.dedup_checked = request.dedup_window.has_value();
     d.duplicate_of.clear();

@@ -150,6 +150,59 @@ Result<LockLease> AcquireLockAndClaimRows(Core& core, Connection& conn, std::str
   return lease;
 }
 
+Status TakeGuardRows(Core& core, Connection& conn, std::vector<GuardTake>& items,
+                     std::int64_t now_ns, std::string_view what) {
+  if (items.empty()) return Status::Ok();
+  std::vector<Params> columns(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    columns[i].Add(items[i].lock_key).Add(items[i].idempotency_key).Add(items[i].owner).Add(
+        items[i].expires_ns);
+  }
+  Params p;
+  for (const std::string& column : ArrayColumns(columns, 4)) p.Add(column);
+  p.Add(now_ns);
+  // free: the items whose lock and key have no live row in the statement's
+  // snapshot. A row committed after it makes the upsert find a live row and
+  // skip the item (ON CONFLICT waits for the other transaction and checks
+  // the row as committed); a claim is inserted only beside a lock taken.
+  JOBPACT_ASSIGN_OR_RETURN(
+      PgResult r,
+      conn.Exec(
+          core.Sql(
+              "WITH v AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], "
+              "$4::bigint[]) WITH ORDINALITY AS v(lk, ik, owner, expires, i)), free AS (SELECT "
+              "v.* FROM v WHERE (v.lk = '' OR NOT EXISTS (SELECT 1 FROM {t}locks l WHERE l.key "
+              "= v.lk AND l.expires_at_ns > $5)) AND (v.ik = '' OR NOT EXISTS (SELECT 1 FROM "
+              "{t}idempotency d WHERE d.key = v.ik AND d.expires_at_ns > $5))), got_lock AS "
+              "(INSERT INTO {t}locks AS l (key, owner, fencing_token, expires_at_ns) SELECT lk, "
+              "owner, nextval('{t}lock_fencing_tokens'), expires FROM free WHERE lk <> '' ON "
+              "CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, expires_at_ns = "
+              "EXCLUDED.expires_at_ns, fencing_token = EXCLUDED.fencing_token WHERE "
+              "l.expires_at_ns <= $5 RETURNING key, fencing_token), got_claim AS (INSERT INTO "
+              "{t}idempotency AS i (key, state, owner, result, expires_at_ns) SELECT ik, "
+              "'in_progress', owner, '', expires FROM free WHERE ik <> '' AND (lk = '' OR lk IN "
+              "(SELECT key FROM got_lock)) ON CONFLICT (key) DO UPDATE SET state = "
+              "'in_progress', owner = EXCLUDED.owner, result = '', expires_at_ns = "
+              "EXCLUDED.expires_at_ns WHERE i.expires_at_ns <= $5 RETURNING key) SELECT v.i, "
+              "coalesce(g.fencing_token, 0), v.ik <> '' AND v.ik IN (SELECT key FROM got_claim) "
+              "FROM v LEFT JOIN got_lock g ON v.lk <> '' AND g.key = v.lk"),
+          p, what));
+  std::vector<GuardRow> give_back;
+  for (int row = 0; row < r.rows(); ++row) {
+    GuardTake& item = items[static_cast<std::size_t>(r.Int(row, 0) - 1)];
+    const std::int64_t fencing = r.Int(row, 1);
+    const bool lock_ok = item.lock_key.empty() || fencing > 0;
+    const bool claim_ok = item.idempotency_key.empty() || r.Text(row, 2) == "t";
+    item.taken = lock_ok && claim_ok;
+    if (item.taken) {
+      item.fencing = static_cast<std::uint64_t>(fencing);
+    } else if (fencing > 0) {
+      give_back.push_back(GuardRow{item.lock_key, item.owner, {}, 0});
+    }
+  }
+  return ReleaseLockRows(core, conn, give_back, what);
+}
+
 Status RecordClaimRows(Core& core, Connection& conn, const std::vector<GuardRow>& rows,
                        std::int64_t now_ns, std::vector<bool>* recorded, std::string_view what) {
   recorded->assign(rows.size(), false);

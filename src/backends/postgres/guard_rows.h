@@ -50,6 +50,26 @@ Result<LockLease> AcquireLockAndClaimRows(PostgresBackend::Core& core, Connectio
                                           std::int64_t expires_ns, ClaimOutcome* claim,
                                           std::string_view what);
 
+// One job's guards for the lease step to take (DequeueRequest::take_guards):
+// its lock and idempotency keys (either may be empty) and its lease token,
+// which owns both until `expires_ns`; TakeGuardRows fills in the rest.
+struct GuardTake {
+  std::string_view lock_key;
+  std::string_view idempotency_key;
+  std::string_view owner;
+  std::int64_t expires_ns = 0;
+  bool taken = false;             // Both (whichever the job has) taken.
+  std::uint64_t fencing = 0;      // The lock's token, if taken.
+};
+
+// Takes each item's lock and claim, both or neither, in one statement (and
+// one more, rarely, to give back a lock whose claim a concurrent
+// transaction took first): nothing of an item is taken if its lock is live
+// or its key has a live record (completed or claimed). Keys must be unique
+// among the items (the caller leaves out repeats: the first takes them).
+Status TakeGuardRows(PostgresBackend::Core& core, Connection& conn, std::vector<GuardTake>& items,
+                     std::int64_t now_ns, std::string_view what);
+
 // One guard of a completion: a key and the owner (the delivery's lease
 // token) whose row it is.
 struct GuardRow {

@@ -4,12 +4,14 @@
 // lease recovery.
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "jobpact/transitions.h"
+#include "src/backends/postgres/guard_rows.h"
 #include "src/backends/postgres/queue_store.h"
 #include "src/internal/job_row_codec.h"
 #include "src/internal/time_ns.h"
@@ -254,9 +256,35 @@ Status PostgresQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint 
           if (!m) return Status::Internal("Dequeue: a leased job changed under its row lock");
         }
       }
+      // Steps 5 and 6 in this transaction too (DequeueRequest::take_guards),
+      // for the jobs that go on to them: a commit per keyed job fewer.
+      std::vector<internal::GuardTake> takes;
+      std::vector<std::size_t> take_of;
+      if (request.take_guards) {
+        std::set<std::string> keys;  // A key once per statement.
+        for (std::size_t k = 0; k < changes.size(); ++k) {
+          const Envelope& env = changes[k].record.envelope;
+          if (!duplicate_of[k].empty() || (env.lock_key.empty() && env.idempotency_key.empty()) ||
+              (!env.lock_key.empty() && !keys.insert("l" + env.lock_key).second) ||
+              (!env.idempotency_key.empty() && !keys.insert("i" + env.idempotency_key).second)) {
+            continue;
+          }
+          takes.push_back(internal::GuardTake{env.lock_key, env.idempotency_key,
+                                              changes[k].record.lease_token,
+                                              ToNs(changes[k].record.lease_expires_at)});
+          take_of.push_back(k);
+        }
+        JOBPACT_RETURN_IF_ERROR(internal::TakeGuardRows(*core_, conn, takes, now_ns, "Dequeue"));
+      }
+      std::vector<const internal::GuardTake*> taken(changes.size(), nullptr);
+      for (std::size_t t = 0; t < takes.size(); ++t) taken[take_of[t]] = &takes[t];
       for (std::size_t k = 0; k < changes.size(); ++k) {
         JobChange& c = changes[k];
         Delivery d;
+        if (taken[k] != nullptr && taken[k]->taken) {
+          d.guards_taken = true;
+          d.fencing_token = taken[k]->fencing;
+        }
         d.lease = Lease{c.record.envelope.job_id, c.record.lease_token, c.record.epoch,
                         c.record.lease_expires_at, c.record.cancel_requested};
         d.dedup_checked = request.dedup_window.has_value();

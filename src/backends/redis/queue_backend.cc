@@ -290,9 +290,17 @@ Result<std::vector<EnqueueResult>> RedisQueueBackend::InsertJobs(std::vector<Job
     // fin cp tok lexp aud cx: sent only where one is not at its default.
     const bool defaults = v[3].empty() && v[5].empty() && v[6].empty() && v[7] == "0" &&
                           v[8] == "[]" && v[9] == "0";
-    a.emplace_back(defaults ? "0" : "1");
+    // The guard keys, for the lease step to take them (a key no script
+    // may name is left to the usual calls, which refuse it by name).
+    const bool lock_ok = !env.lock_key.empty() && keys_.Lock(env.lock_key).ok();
+    const bool claim_ok = !env.idempotency_key.empty() && keys_.Idempotency(env.idempotency_key).ok();
+    a.emplace_back(std::to_string((defaults ? 0 : 1) + (lock_ok || claim_ok ? 2 : 0)));
     if (!defaults) {
       for (int k : {3, 5, 6, 7, 8, 9}) a.push_back(std::move(v[static_cast<std::size_t>(k)]));
+    }
+    if (lock_ok || claim_ok) {
+      a.push_back(lock_ok ? env.lock_key : std::string());
+      a.push_back(claim_ok ? env.idempotency_key : std::string());
     }
   }
   JOBPACT_ASSIGN_OR_RETURN(Reply r, Run("Enqueue", Scripts().insert, std::move(a)));
@@ -422,12 +430,14 @@ Status RedisQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint now
   // fewer for the worker).
   const bool dedup = request.dedup_window.has_value();
   a.push_back(dedup ? TimeArgClamped(now - *request.dedup_window) : std::string());
+  // And the guards (steps 5 and 6), for the stores beside the jobs only.
+  a.push_back(request.take_guards && own_locks_ != nullptr && own_idempotency_ != nullptr ? "1" : "");
   for (const std::string& q : request.queues) a.push_back(q);
   JOBPACT_ASSIGN_OR_RETURN(Reply r, Run("Dequeue", Scripts().lease, std::move(a)));
   std::vector<Delivery>& out = *deliveries;
   out.reserve(r.elements.size());
   for (Reply& job : r.elements) {
-    if (job.elements.size() != (dedup ? 5u : 4u)) {
+    if (job.elements.size() != 6) {
       return Status::Internal("Dequeue: unexpected reply from redis " + client_->server_name());
     }
     const std::string& id = job.elements[0].str;
@@ -454,6 +464,10 @@ Status RedisQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint now
     d.job.history = std::move(c->append);
     d.dedup_checked = dedup;
     if (dedup) d.duplicate_of = std::move(job.elements[4].str);
+    if (!job.elements[5].str.empty()) {
+      d.guards_taken = true;
+      d.fencing_token = static_cast<std::uint64_t>(std::stoull(job.elements[5].str));
+    }
   }
   return Status::Ok();
 }

@@ -11,7 +11,8 @@
 //                       write replaces), the fields the scripts check or
 //                       change on their own (st att ep upd tok lexp cp aud
 //                       cx fin), the fixed ones they need (q t vis dk enq
-//                       tn),
+//                       tn lk ik: lk and ik the lock and idempotency keys,
+//                       for the lease step to take them, absent for none),
 //                       and where the job is indexed (ixk: the index key
 //                       after P, ixm: its member there; rk, rsc: its ready
 //                       set and score, for the move from scheduled to
@@ -89,6 +90,7 @@
 #include <string>
 
 #include "jobpact/queue_backend.h"
+#include "src/backends/redis/guards.h"
 #include "src/backends/redis/queue_scripts_lua.h"
 
 namespace jobpact {
@@ -396,7 +398,7 @@ return redis.error_reply(tostring(r))
 const QueueScripts& Scripts() {
   static const QueueScripts* const scripts = new QueueScripts{
       Script(WithLib(kInsert)),   Script(WithLib(std::string(kWrite) + kWriteOne)),
-      Script(WithLib(kLease)),    Script(WithLib(kRenew)),
+      Script(WithLib(std::string(JOBPACT_REDIS_LOCK_ACQUIRE_LUA JOBPACT_REDIS_CLAIM_LUA) + kLease)),    Script(WithLib(kRenew)),
       Script(WithLib(kExpired)),  Script(WithLib(kCancel)),
       Script(WithLib(kLoad)),     Script(WithLib(kScanIds)),
       Script(WithLib(kScanTime)), Script(WithLib(kFindDup)),

@@ -8,7 +8,11 @@ namespace redis_internal {
 // InsertJobs. ARGV: window_start ('' no dedup), n, then per job 19 values
 //   id dk env q t vis enq st att upd ep d ixk ixm ixscore rsc
 //   history_entry tn flag
-// and, where flag is '1', 6 more: fin cp tok lexp aud cx. tn: the tenant
+// and, where flag has bit 1, 6 more: fin cp tok lexp aud cx; then, where
+// it has bit 2, 2 more: lk ik (the lock and idempotency keys, '' none,
+// kept for the lease step to take them: DequeueRequest::take_guards; absent
+// for none, and for every job stored before they were kept, whose guards
+// the runner takes the usual way). tn: the tenant
 // (TenantPart, '' none), which also picks the ready set (ixk is
 // ready:<q>|<t> for every tenant; the script adds |<tn>). Flag '0': those
 // are at their defaults ('' '' '' '0' '[]' '0'), as for almost every new
@@ -26,7 +30,10 @@ do
   local o = 3
   for i = 1, n do
     at[i] = o
-    if ARGV[o + 18] == '1' then o = o + 25 else o = o + 19 end
+    local fl = tonumber(ARGV[o + 18])
+    o = o + 19
+    if fl % 2 == 1 then o = o + 6 end
+    if fl >= 2 then o = o + 2 end
   end
 end
 -- One EXISTS per 256 ids; only where one is taken, which.
@@ -107,9 +114,16 @@ for i = 1, n do
       redis.call('HSET', jk, 'tn', tn)
       if ready then touch(q, t, tn) end
     end
-    if ARGV[o + 18] == '1' then
+    local fl = tonumber(ARGV[o + 18])
+    local g = o + 19
+    if fl % 2 == 1 then
       redis.call('HSET', jk, 'fin', ARGV[o + 19], 'cp', ARGV[o + 20], 'tok', ARGV[o + 21],
         'lexp', ARGV[o + 22], 'aud', ARGV[o + 23], 'cx', ARGV[o + 24])
+      g = o + 25
+    end
+    if fl >= 2 then
+      if ARGV[g] ~= '' then redis.call('HSET', jk, 'lk', ARGV[g]) end
+      if ARGV[g + 1] ~= '' then redis.call('HSET', jk, 'ik', ARGV[g + 1]) end
     end
     if ixk ~= '' then
       zset(P .. ixk, ARGV[o + 13], ARGV[o + 14])

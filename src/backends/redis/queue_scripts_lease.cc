@@ -8,13 +8,16 @@ namespace redis_internal {
 
 // LeaseJobs. ARGV: 1 now, 2 max_jobs, 3 worker (for the token), 4 the
 // worker as a JSON string, 5 the delivery reason as a JSON string, 6 the
-// start of the dedup window ('': no dedup check), 7.. the queues (none:
-// all). Returns per job {id, token, lease expiry, the record's fields (F)
-// as they were before the delivery}, and with a dedup window a fifth: the
-// duplicate FindDuplicate would name once this job is leased ('' none; the
-// delivery-time check, SPEC 3 step 4, in the lease's own step). Per job:
-// one HMGET, one HSET (the history entry in it), ZREM, ZADD; the counters
-// once per call.
+// start of the dedup window ('': no dedup check), 7 '1' to take the guards
+// ('' not), 8.. the queues (none: all). Returns per job {id, token, lease
+// expiry, the record's fields (F) as they were before the delivery, the
+// duplicate FindDuplicate would name once this job is leased ('' none, or
+// no dedup window; the delivery-time check, SPEC 3 step 4, in the lease's
+// own step), the guards taken ('' none; else the lock's fencing token, '0'
+// for a job with no lock key: SPEC 3 steps 5 and 6 in the lease's step,
+// both or neither, owned by the lease token until the lease expires)}.
+// Per job: one HMGET, one HSET (the history entry in it), ZREM, ZADD; the
+// counters once per call; with guards, their calls (lock_acquire, claim).
 //
 // The order: the ready jobs of every (queue, type, tenant) set not held
 // (its type or queue paused, its type at its concurrency limit, its tenant
@@ -31,10 +34,11 @@ local max = tonumber(ARGV[2])
 promote(now)
 if #TOUCHK > 0 then retenant() end
 local DW = ARGV[6]
+local TG = ARGV[7] == '1'
 local want = nil
-if #ARGV >= 7 then
+if #ARGV >= 8 then
   want = {}
-  for i = 7, #ARGV do want[ARGV[i]] = true end
+  for i = 8, #ARGV do want[ARGV[i]] = true end
 end
 local pt, pq = {}, {}
 for _, x in ipairs(redis.call('SMEMBERS', P .. 'control-paused-types')) do pt[x] = true end
@@ -212,6 +216,37 @@ local function open(u)
 end
 local turned = {}  -- "<q>|<tn>" whose turn this call changed.
 
+-- SPEC 3 steps 5 and 6 for a job just leased: its lock (key lk) and its
+-- idempotency claim (key ik), either may be nil, for its lease token until
+-- its lease expires, both or neither: nothing is written if the lock is
+-- live or the key has a live record. The lock and claim hashes keep
+-- microseconds (lock_store.cc, idempotency_store.cc); the jobs keep ns.
+-- Returns '' (not taken) or the lock's fencing token ('0': no lock).
+local function us(ns)
+  if #ns <= 3 then return '0' end
+  return string.sub(ns, 1, -4)
+end
+local function take_guards(lk, ik, tok, now_ns, exp_ns, vis)
+  local now, exp = us(now_ns), us(exp_ns)
+  local lkey, ikey
+  if lk then
+    lkey = P .. 'lock:' .. lk
+    local h = redis.call('HMGET', lkey, 'owner', 'exp')
+    if h[1] and tonumber(h[2]) > tonumber(now) then return '' end
+  end
+  if ik then
+    ikey = P .. 'idem:' .. ik
+    local h = redis.call('HMGET', ikey, 'state', 'exp')
+    if h[1] and tonumber(h[2]) > tonumber(now) then return '' end
+  end
+  local gc = fmt(msof(vis) + 3600000)
+  local fence = '0'
+  if lkey then
+    fence = lock_acquire(lkey, P .. 'lock-fence', P .. 'locks', tok, now, exp, gc, lk)[3]
+  end
+  if ikey then claim(ikey, P .. 'idem-index', tok, now, exp, gc, ik) end
+  return tostring(fence)
+end
 local tail = '","to":"running","at_ns":' .. now .. ',"reason":' .. ARGV[5] .. ',"worker":' ..
              ARGV[4] .. '}'
 -- The next unit to serve, nil for none. Per queue: priority, turn, age;
@@ -276,9 +311,9 @@ while #out < max do
     local jk = PJ .. id
     -- q and t (F's 3rd and 4th; '_' is no field) are the ready set's.
     local f = redis.call('HMGET', jk, 'env', 'd', '_', '_', 'st', 'att', 'ep', 'upd', 'cp',
-                         'tok', 'lexp', 'aud', 'cx', 'vis', 'hn', 'dk')
-    local dk = f[16]
-    f[16] = nil
+                         'tok', 'lexp', 'aud', 'cx', 'vis', 'hn', 'dk', 'lk', 'ik')
+    local dk, lk, ik = f[16], f[17], f[18]
+    f[16], f[17], f[18] = nil, nil, nil
     if f[5] ~= 'queued' and f[5] ~= 'retry_scheduled' then
       flush()
       return redis.error_reply('jobpact: index out of step: job ' .. id ..
@@ -323,11 +358,9 @@ while #out < max do
     count('running', q, t, 1, tn)
     f[15] = nil
     f[14] = nil
-    if DW == '' then
-      out[#out + 1] = {id, tok, lexp, f}
-    else
+    local dup = ''
+    if DW ~= '' then
       -- As kFindDup, after this job's lease and before the next one's.
-      local dup = ''
       if dk and dk ~= '' then
         for _, dm in ipairs(redis.call('ZRANGE', P .. 'dedup:' .. dk, 0, -1)) do
           local oid = string.sub(dm, 7)
@@ -340,8 +373,10 @@ while #out < max do
           end
         end
       end
-      out[#out + 1] = {id, tok, lexp, f, dup}
     end
+    local gt = ''
+    if TG and dup == '' and (lk or ik) then gt = take_guards(lk, ik, tok, now, lexp, vis) end
+    out[#out + 1] = {id, tok, lexp, f, dup, gt}
   end
 end
 -- The turns served, and each queue's counter, for the next lease anywhere.

@@ -29,6 +29,50 @@ Status ChangeOwnClaim(Connection& conn, const char* sql, std::string_view key,
                          " (expired, released, completed or taken)");
 }
 
+Result<LockLease> WriteLock(Connection& conn, std::string_view key, std::string_view owner,
+                            std::uint64_t token, std::int64_t expires_ns, std::string_view what) {
+  JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                           conn.Prepare("INSERT OR REPLACE INTO jobpact_locks (key, owner, "
+                                        "fencing_token, expires_at_ns) VALUES (?1, ?2, ?3, ?4)"));
+  Stmt st(raw);
+  st.Bind(1, key).Bind(2, owner).Bind(3, static_cast<std::int64_t>(token)).Bind(4, expires_ns);
+  const int rc = st.Step();
+  if (rc != SQLITE_DONE) return conn.Error(rc, what);
+  return MakeLockLease(key, std::string(owner), token, expires_ns);
+}
+
+// A new lock on `key` for `owner` (no live lock on it), with the next
+// fencing token of the file's counter.
+Result<LockLease> WriteNewLock(Connection& conn, std::string_view key, std::string_view owner,
+                               std::int64_t expires_ns, std::string_view what) {
+  std::uint64_t token;
+  {
+    JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                             conn.Prepare("UPDATE jobpact_counters SET value = value + 1 WHERE "
+                                          "name = 'lock_fencing_token' RETURNING value"));
+    Stmt st(raw);
+    int rc = st.Step();
+    if (rc != SQLITE_ROW) return conn.Error(rc, what);
+    token = static_cast<std::uint64_t>(st.Int(0));
+    rc = st.Step();
+    if (rc != SQLITE_DONE) return conn.Error(rc, what);
+  }
+  return WriteLock(conn, key, owner, token, expires_ns, what);
+}
+
+// `owner`'s in-progress claim on `key` until `expires_ns`, over whatever
+// record was there.
+Status WriteClaim(Connection& conn, std::string_view key, std::string_view owner,
+                  std::int64_t expires_ns, std::string_view what) {
+  JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                           conn.Prepare("INSERT OR REPLACE INTO jobpact_idempotency (key, state, "
+                                        "owner, result, expires_at_ns) VALUES (?1, "
+                                        "'in_progress', ?2, '', ?3)"));
+  Stmt st(raw);
+  st.Bind(1, key).Bind(2, owner).Bind(3, expires_ns);
+  return StepDone(conn, st, what);
+}
+
 }  // namespace
 
 Result<std::optional<LockRow>> ReadLock(Connection& conn, std::string_view key,
@@ -57,28 +101,9 @@ Result<LockLease> AcquireLockRow(Connection& conn, std::string_view key, std::st
     return Status::Aborted("lock " + std::string(key) + " is held by " + held->owner + " until " +
                            FormatRfc3339(TimeFromNs(held->expires_ns)));
   }
-  std::uint64_t token;
-  if (held) {
-    token = held->token;  // Re-acquire by the owner: extend, same token.
-  } else {
-    JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                             conn.Prepare("UPDATE jobpact_counters SET value = value + 1 WHERE "
-                                          "name = 'lock_fencing_token' RETURNING value"));
-    Stmt st(raw);
-    int rc = st.Step();
-    if (rc != SQLITE_ROW) return conn.Error(rc, what);
-    token = static_cast<std::uint64_t>(st.Int(0));
-    rc = st.Step();
-    if (rc != SQLITE_DONE) return conn.Error(rc, what);
-  }
-  JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                           conn.Prepare("INSERT OR REPLACE INTO jobpact_locks (key, owner, "
-                                        "fencing_token, expires_at_ns) VALUES (?1, ?2, ?3, ?4)"));
-  Stmt st(raw);
-  st.Bind(1, key).Bind(2, owner).Bind(3, static_cast<std::int64_t>(token)).Bind(4, expires_ns);
-  const int rc = st.Step();
-  if (rc != SQLITE_DONE) return conn.Error(rc, what);
-  return MakeLockLease(key, std::string(owner), token, expires_ns);
+  // Re-acquire by the owner: extend, same token.
+  if (held) return WriteLock(conn, key, owner, held->token, expires_ns, what);
+  return WriteNewLock(conn, key, owner, expires_ns, what);
 }
 
 Result<std::optional<IdempotencyRecord>> ReadLiveClaim(Connection& conn, std::string_view key,
@@ -118,14 +143,33 @@ Result<ClaimOutcome> ClaimRow(Connection& conn, std::string_view key, std::strin
     return out;
   }
   // Missing, expired, or our own claim: (re)claim until expires_ns.
-  JOBPACT_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                           conn.Prepare("INSERT OR REPLACE INTO jobpact_idempotency (key, state, "
-                                        "owner, result, expires_at_ns) VALUES (?1, "
-                                        "'in_progress', ?2, '', ?3)"));
-  Stmt st(raw);
-  st.Bind(1, key).Bind(2, owner).Bind(3, expires_ns);
-  JOBPACT_RETURN_IF_ERROR(StepDone(conn, st, what));
+  JOBPACT_RETURN_IF_ERROR(WriteClaim(conn, key, owner, expires_ns, what));
   return ::jobpact::internal::MakeClaimed(key, owner, expires_ns);
+}
+
+Result<bool> TakeGuardRows(Connection& conn, std::string_view lock_key,
+                           std::string_view idempotency_key, std::string_view owner,
+                           std::int64_t now_ns, std::int64_t expires_ns, std::uint64_t* fencing,
+                           std::string_view what) {
+  // Both are read before either is written, so that a refusal writes nothing.
+  if (!lock_key.empty()) {
+    JOBPACT_ASSIGN_OR_RETURN(std::optional<LockRow> held, ReadLock(conn, lock_key, now_ns, what));
+    if (held) return false;  // Busy (a new owner holds nothing yet).
+  }
+  if (!idempotency_key.empty()) {
+    JOBPACT_ASSIGN_OR_RETURN(std::optional<IdempotencyRecord> live,
+                             ReadLiveClaim(conn, idempotency_key, now_ns, what));
+    if (live) return false;  // Completed, or claimed by another delivery.
+  }
+  if (!lock_key.empty()) {
+    JOBPACT_ASSIGN_OR_RETURN(LockLease lease,
+                             WriteNewLock(conn, lock_key, owner, expires_ns, what));
+    *fencing = lease.fencing_token;
+  }
+  if (!idempotency_key.empty()) {
+    JOBPACT_RETURN_IF_ERROR(WriteClaim(conn, idempotency_key, owner, expires_ns, what));
+  }
+  return true;
 }
 
 Status ReleaseLockRow(Connection& conn, std::string_view key, std::string_view owner,

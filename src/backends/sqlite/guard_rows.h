@@ -55,6 +55,17 @@ Result<std::optional<IdempotencyRecord>> ReadLiveClaim(Connection& conn, std::st
 Result<ClaimOutcome> ClaimRow(Connection& conn, std::string_view key, std::string_view owner,
                               std::int64_t now_ns, std::int64_t expires_ns, std::string_view what);
 
+// The lease step's take of a delivery's guards (DequeueRequest::take_guards):
+// a new lock on `lock_key` and an in-progress claim on `idempotency_key`
+// (each only if not empty) for `owner` until `expires_ns`, both or neither.
+// False, with nothing written, if the lock is live (held by anyone: the
+// owner is a new lease token) or the key has a live record (completed or
+// claimed); else true, with the lock's fencing token in `*fencing`.
+Result<bool> TakeGuardRows(Connection& conn, std::string_view lock_key,
+                           std::string_view idempotency_key, std::string_view owner,
+                           std::int64_t now_ns, std::int64_t expires_ns, std::uint64_t* fencing,
+                           std::string_view what);
+
 // Marks the owner's live in-progress claim on `key` completed with `result`
 // until `expires_ns`. kAborted if the owner holds no live claim on it.
 Status CompleteClaimRow(Connection& conn, std::string_view key, std::string_view owner,

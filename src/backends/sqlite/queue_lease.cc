@@ -166,6 +166,17 @@ Status SqliteQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint no
             if (dup.has_value()) d.duplicate_of = std::move(*dup);
           }
         }
+        // Steps 5 and 6 in this transaction too, for a job that goes on
+        // to them: a write transaction per keyed job fewer.
+        const Envelope& env = c.record.envelope;
+        if (request.take_guards && d.duplicate_of.empty() &&
+            (!env.lock_key.empty() || !env.idempotency_key.empty())) {
+          JOBPACT_ASSIGN_OR_RETURN(
+              d.guards_taken,
+              internal::TakeGuardRows(conn, env.lock_key, env.idempotency_key, d.lease.token,
+                                      now_ns, ToNs(d.lease.expires_at),
+                                      &d.fencing_token, "Dequeue"));
+        }
         d.job = std::move(c.record);
         d.job.history = std::move(c.append);
         out.push_back(std::move(d));

@@ -3,6 +3,8 @@
 // records or drops the claim in the completion's own atomic step, with the
 // same outcomes as the separate calls made before the ack; a StoreBackend
 // that does not refuses a completion that asks for it, and writes nothing.
+#include <algorithm>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -265,6 +267,147 @@ TEST_P(CompletionGuardsContract, AcquireLockAndClaimGivesWhatTheTwoCallsWouldGiv
             StatusCode::kInvalidArgument);
   EXPECT_EQ(queue_->AcquireLockAndClaim("order:5", "", "w5", Seconds(30), &claim).status().code(),
             StatusCode::kInvalidArgument);
+}
+
+// Steps 5 and 6 in the lease step (DequeueRequest::take_guards): each
+// leased job's lock and claim, owned by its lease token until its lease
+// expires, as Acquire and a claim answered kClaimed would leave them.
+TEST_P(CompletionGuardsContract, TheLeaseStepTakesTheGuardsOfEachLeasedJob) {
+  Envelope both = Keyed(MakeJob("job_1"));
+  Envelope claim_only = MakeJob("job_2");
+  claim_only.idempotency_key = "charge:job_2";
+  Envelope lock_only = MakeJob("job_3");
+  lock_only.lock_key = "order:job_3";
+  Put(both);
+  Put(claim_only);
+  Put(lock_only);
+  Put(MakeJob("job_4"));
+  DequeueRequest req;
+  req.max_jobs = 4;
+  req.take_guards = true;
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> ds, queue_->Dequeue(req));
+  ASSERT_EQ(ds.size(), 4u);
+  if (!queue_->CompletesGuards(*locks_, *idem_)) {
+    // A store that keeps no guards beside its jobs takes none.
+    for (const Delivery& d : ds) EXPECT_FALSE(d.guards_taken) << d.job.envelope.job_id;
+    EXPECT_TRUE(LockFree(*locks_, "order:job_1"));
+    EXPECT_FALSE(Record(*idem_, "charge:job_1").has_value());
+    return;
+  }
+  std::map<std::string, Delivery> by_id;
+  for (Delivery& d : ds) by_id[d.job.envelope.job_id] = d;
+  const Delivery& d1 = by_id["job_1"];
+  const Delivery& d2 = by_id["job_2"];
+  const Delivery& d3 = by_id["job_3"];
+  EXPECT_TRUE(d1.guards_taken);
+  EXPECT_TRUE(d2.guards_taken);
+  EXPECT_TRUE(d3.guards_taken);
+  EXPECT_FALSE(by_id["job_4"].guards_taken);  // Nothing to take.
+  for (const Delivery* d : {&d1, &d3}) {
+    JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<LockLease> lock,
+                                 locks_->Inspect(d->job.envelope.lock_key));
+    ASSERT_TRUE(lock.has_value()) << d->job.envelope.job_id;
+    EXPECT_EQ(lock->owner, d->lease.token);
+    EXPECT_EQ(lock->fencing_token, d->fencing_token);
+    EXPECT_EQ(lock->expires_at, d->lease.expires_at);
+  }
+  EXPECT_NE(d1.fencing_token, d3.fencing_token);
+  for (const Delivery* d : {&d1, &d2}) {
+    std::optional<IdempotencyRecord> rec = Record(*idem_, d->job.envelope.idempotency_key);
+    ASSERT_TRUE(rec.has_value()) << d->job.envelope.job_id;
+    EXPECT_EQ(rec->state, IdempotencyRecord::State::kInProgress);
+    EXPECT_EQ(rec->owner, d->lease.token);
+    EXPECT_EQ(rec->expires_at, d->lease.expires_at);
+  }
+  EXPECT_FALSE(Record(*idem_, "charge:job_3").has_value());
+  // Fencing tokens still grow past the ones the lease step gave.
+  JOBPACT_ASSERT_OK_AND_ASSIGN(LockLease later, locks_->Acquire("order:9", "w9", Seconds(30)));
+  EXPECT_GT(later.fencing_token, std::max(d1.fencing_token, d3.fencing_token));
+  // They are the delivery's own: renewed by its token, given back with its
+  // completion.
+  JOBPACT_ASSERT_OK_AND_ASSIGN(LockLease renewed,
+                               locks_->Renew("order:job_1", d1.lease.token, Seconds(60)));
+  EXPECT_EQ(renewed.fencing_token, d1.fencing_token);
+  EXPECT_THAT(idem_->Extend("charge:job_1", d1.lease.token, Seconds(60)), IsOk());
+  EXPECT_THAT(queue_->Complete(d1, Succeeded("inv_1")), IsOk());
+  EXPECT_TRUE(LockFree(*locks_, "order:job_1"));
+  std::optional<IdempotencyRecord> done = Record(*idem_, "charge:job_1");
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->state, IdempotencyRecord::State::kCompleted);
+  EXPECT_EQ(done->result, "inv_1");
+
+  // Not asked: not taken.
+  Put(Keyed(MakeJob("job_5")));
+  req.take_guards = false;
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> unasked, queue_->Dequeue(req));
+  ASSERT_EQ(unasked.size(), 1u);
+  EXPECT_FALSE(unasked[0].guards_taken);
+  EXPECT_TRUE(LockFree(*locks_, "order:job_5"));
+  EXPECT_FALSE(Record(*idem_, "charge:job_5").has_value());
+}
+
+// Both or neither: a busy lock, a key claimed elsewhere or completed, or a
+// duplicate leaves the job's guards untaken and unwritten, for the caller to
+// take the usual way (and hear why).
+TEST_P(CompletionGuardsContract, TheLeaseStepTakesNeitherGuardWhenEitherIsUnavailable) {
+  JOBPACT_SKIP_UNLESS_APPLIED();
+  ASSERT_THAT(locks_->Acquire("order:job_1", "other", Seconds(30)).status(), IsOk());
+  JOBPACT_ASSERT_OK_AND_ASSIGN(ClaimOutcome c2, idem_->Claim("charge:job_2", "other", Seconds(30)));
+  ASSERT_EQ(c2.kind, ClaimOutcome::Kind::kClaimed);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(ClaimOutcome c3, idem_->Claim("charge:job_3", "other", Seconds(30)));
+  ASSERT_EQ(c3.kind, ClaimOutcome::Kind::kClaimed);
+  ASSERT_THAT(idem_->Complete("charge:job_3", "other", "done", std::chrono::hours(1)), IsOk());
+  EnqueueOptions no_dedup;
+  no_dedup.dedup_window = Duration::zero();
+  for (const char* id : {"job_1", "job_2", "job_3", "job_4", "job_5", "job_6", "job_7"}) {
+    Envelope e = Keyed(MakeJob(id));
+    const std::string sid = id;
+    if (sid == "job_4" || sid == "job_5") e.lock_key = "order:shared";
+    if (sid == "job_6" || sid == "job_7") e.dedup_key = "k";
+    ASSERT_THAT(queue_->Enqueue(e, no_dedup).status(), IsOk());
+  }
+  DequeueRequest req;
+  req.max_jobs = 7;
+  req.take_guards = true;
+  req.dedup_window = Seconds(10);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::vector<Delivery> ds, queue_->Dequeue(req));
+  ASSERT_EQ(ds.size(), 7u);
+  std::map<std::string, Delivery> by_id;
+  for (Delivery& d : ds) by_id[d.job.envelope.job_id] = d;
+
+  // The lock busy: the claim is not taken.
+  EXPECT_FALSE(by_id["job_1"].guards_taken);
+  EXPECT_FALSE(Record(*idem_, "charge:job_1").has_value());
+  // The key claimed elsewhere, or completed: the lock is not taken.
+  EXPECT_FALSE(by_id["job_2"].guards_taken);
+  EXPECT_TRUE(LockFree(*locks_, "order:job_2"));
+  EXPECT_EQ(Record(*idem_, "charge:job_2")->owner, "other");
+  EXPECT_FALSE(by_id["job_3"].guards_taken);
+  EXPECT_TRUE(LockFree(*locks_, "order:job_3"));
+  EXPECT_EQ(Record(*idem_, "charge:job_3")->state, IdempotencyRecord::State::kCompleted);
+  // Two jobs of one lock in one step: the first takes it, the second
+  // takes nothing (not even its own free claim).
+  const bool first4 = by_id["job_4"].guards_taken;
+  const Delivery& taker = by_id[first4 ? "job_4" : "job_5"];
+  const Delivery& loser = by_id[first4 ? "job_5" : "job_4"];
+  EXPECT_TRUE(taker.guards_taken);
+  EXPECT_FALSE(loser.guards_taken);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<LockLease> shared, locks_->Inspect("order:shared"));
+  ASSERT_TRUE(shared.has_value());
+  EXPECT_EQ(shared->owner, taker.lease.token);
+  EXPECT_FALSE(Record(*idem_, loser.job.envelope.idempotency_key).has_value());
+  // A duplicate goes no further than step 4: nothing taken for it.
+  const Delivery& d6 = by_id["job_6"];
+  const Delivery& d7 = by_id["job_7"];
+  if (d6.dedup_checked) {
+    const Delivery& dup = d6.duplicate_of.empty() ? d7 : d6;
+    const Delivery& orig = d6.duplicate_of.empty() ? d6 : d7;
+    ASSERT_FALSE(dup.duplicate_of.empty());
+    EXPECT_FALSE(dup.guards_taken);
+    EXPECT_TRUE(LockFree(*locks_, dup.job.envelope.lock_key));
+    EXPECT_FALSE(Record(*idem_, dup.job.envelope.idempotency_key).has_value());
+    EXPECT_TRUE(orig.guards_taken);
+  }
 }
 
 }  // namespace

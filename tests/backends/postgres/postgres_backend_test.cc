@@ -1156,6 +1156,18 @@ TEST_F(PostgresRunnerTest, TheLeaseStepAnswersTheDedupCheck) {
   durable_runner_testing::ExpectTheLeaseStepAnswersTheDedupCheck(Target());
 }
 
+TEST_F(PostgresRunnerTest, TheLeaseStepTakesTheGuardsTheRunnerNeeds) {
+  durable_runner_testing::ExpectTheLeaseStepTakesTheGuardsTheRunnerNeeds(Target());
+}
+
+TEST_F(PostgresRunnerTest, GuardsTakenWithTheLeaseAreRenewedWithIt) {
+  durable_runner_testing::ExpectGuardsTakenWithTheLeaseAreRenewedWithIt(Target());
+}
+
+TEST_F(PostgresRunnerTest, ShutdownGivesBackTheGuardsOfJobsThatDidNotStart) {
+  durable_runner_testing::ExpectShutdownGivesBackTheGuardsOfJobsThatDidNotStart(Target());
+}
+
 }  // namespace
 }  // namespace postgres
 }  // namespace jobpact

@@ -477,6 +477,18 @@ TEST_F(RedisRunnerTest, TheLeaseStepAnswersTheDedupCheck) {
   durable_runner_testing::ExpectTheLeaseStepAnswersTheDedupCheck(Target());
 }
 
+TEST_F(RedisRunnerTest, TheLeaseStepTakesTheGuardsTheRunnerNeeds) {
+  durable_runner_testing::ExpectTheLeaseStepTakesTheGuardsTheRunnerNeeds(Target());
+}
+
+TEST_F(RedisRunnerTest, GuardsTakenWithTheLeaseAreRenewedWithIt) {
+  durable_runner_testing::ExpectGuardsTakenWithTheLeaseAreRenewedWithIt(Target());
+}
+
+TEST_F(RedisRunnerTest, ShutdownGivesBackTheGuardsOfJobsThatDidNotStart) {
+  durable_runner_testing::ExpectShutdownGivesBackTheGuardsOfJobsThatDidNotStart(Target());
+}
+
 }  // namespace
 }  // namespace redis
 }  // namespace jobpact

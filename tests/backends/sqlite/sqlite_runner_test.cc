@@ -56,6 +56,18 @@ TEST_F(SqliteRunnerTest, TheLeaseStepAnswersTheDedupCheck) {
   durable_runner_testing::ExpectTheLeaseStepAnswersTheDedupCheck(Target());
 }
 
+TEST_F(SqliteRunnerTest, TheLeaseStepTakesTheGuardsTheRunnerNeeds) {
+  durable_runner_testing::ExpectTheLeaseStepTakesTheGuardsTheRunnerNeeds(Target());
+}
+
+TEST_F(SqliteRunnerTest, GuardsTakenWithTheLeaseAreRenewedWithIt) {
+  durable_runner_testing::ExpectGuardsTakenWithTheLeaseAreRenewedWithIt(Target());
+}
+
+TEST_F(SqliteRunnerTest, ShutdownGivesBackTheGuardsOfJobsThatDidNotStart) {
+  durable_runner_testing::ExpectShutdownGivesBackTheGuardsOfJobsThatDidNotStart(Target());
+}
+
 }  // namespace
 }  // namespace sqlite
 }  // namespace jobpact
