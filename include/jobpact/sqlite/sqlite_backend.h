@@ -179,7 +179,7 @@ class JOBPACT_EXPORT SqliteBackend {
  public:
   // The schema version this build writes; Open() migrates older files to
   // it and refuses newer ones.
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
 
   // Opens (creating if missing) the database at `path` (a file name, or an
   // SQLite URI such as "file:/var/lib/app/jobs.db?mode=ro") and runs the

@@ -155,12 +155,13 @@ Result<std::vector<EnqueueResult>> SqliteQueueBackend::InsertOn(Connection& conn
     const JobRecord& r = c.record;
     const Envelope& env = r.envelope;
     if (dedup && !env.dedup_key.empty()) {
-      // The most recent live job with this key within the window.
+      // The most recent live job with this key within the window
+      // (comparisons, not NOT IN: see JOBPACT_SQLITE_FINAL_JOB).
       JOBPACT_ASSIGN_OR_RETURN(
           sqlite3_stmt * raw,
           conn.Prepare("SELECT job_id, status FROM jobpact_jobs WHERE dedup_key = ?1 AND "
-                       "enqueued_at_ns > ?2 AND status NOT IN ('discarded', 'failed', "
-                       "'dead_lettered') ORDER BY enqueued_at_ns DESC, job_id DESC LIMIT 1"));
+                       "enqueued_at_ns > ?2 AND status <> 'discarded' AND status <> 'failed' AND "
+                       "status <> 'dead_lettered' ORDER BY enqueued_at_ns DESC, job_id DESC LIMIT 1"));
       Stmt st(raw);
       st.Bind(1, env.dedup_key).Bind(2, window_start_ns);
       int rc = st.Step();

@@ -44,6 +44,15 @@
 #include "src/internal/checks.h"
 #include "src/internal/guarded.h"
 
+// The condition of the partial indexes of final jobs (schema version 6),
+// repeated verbatim by the queries that use them (SQLite uses a partial
+// index only when the query's WHERE implies its condition term by term).
+// Comparisons, not an IN list: SQLite builds a temporary b-tree for an IN
+// list of three or more values each time a statement runs, and the
+// condition is evaluated by every INSERT and status UPDATE.
+#define JOBPACT_SQLITE_FINAL_JOB \
+  "status = 'succeeded' OR status = 'failed' OR status = 'discarded'"
+
 namespace jobpact {
 namespace sqlite {
 

@@ -144,7 +144,7 @@ Result<int> SqliteQueueBackend::DeleteJobs(JobPlacement placement, TimePoint old
     return PurgeInChunks(
         "PurgeFinished",
         "DELETE FROM jobpact_jobs WHERE rowid IN (SELECT rowid FROM jobpact_jobs WHERE "
-        "status IN ('succeeded', 'failed', 'discarded') AND finished_at_ns < ?1 LIMIT 1000)",
+        "(" JOBPACT_SQLITE_FINAL_JOB ") AND finished_at_ns < ?1 LIMIT 1000)",
         older_than);
   }
   return Status::InvalidArgument("DeleteJobs: only DLQ entries and final jobs are purged");
@@ -158,7 +158,7 @@ Result<int> SqliteQueueBackend::DeleteSurplusJobs(JobStatus status, std::int64_t
   // type, the oldest jobs up to that one. The cutoff stays right however
   // the store changed in between: jobs finishing since are newer (the kept
   // ones only grow), and a purge by age removes the oldest first.
-  constexpr const char* kFinal = "status IN ('succeeded', 'failed', 'discarded')";
+  constexpr const char* kFinal = "(" JOBPACT_SQLITE_FINAL_JOB ")";
   const std::string st(JobStatusName(status));
   std::vector<jobpact::internal::RetentionCutoff> cutoffs;
   JOBPACT_SQLITE_RETURN_IF_ERROR(core_->Read("TrimFinished", true, [&](Connection& conn) -> Status {
