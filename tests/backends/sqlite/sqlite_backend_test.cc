@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -113,6 +114,47 @@ TEST_F(SqliteBackendTest, NewFileGetsTheCurrentSchemaInWalMode) {
             std::to_string(SqliteBackend::kSchemaVersion));
   EXPECT_EQ(raw.Query("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(raw.Query("SELECT count(*) FROM sqlite_master WHERE name = 'jobpact_jobs'"), "1");
+}
+
+// Schema version 6: SQLite evaluates a partial index's condition for each
+// row an INSERT or a status UPDATE writes, and codes an IN list of three or
+// more values as a temporary b-tree built each time the statement runs (two
+// per enqueued job before version 6, half a bulk enqueue's instructions).
+// No index condition may have one; the final-job indexes' condition as the
+// purge and trim queries repeat it (JOBPACT_SQLITE_FINAL_JOB) still lets the
+// planner use them.
+TEST_F(SqliteBackendTest, IndexConditionsBuildNoTemporaryTablePerRow) {
+  auto backend = MustOpen();
+  ASSERT_NE(backend, nullptr);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  auto rows = [&](const std::string& sql) {
+    std::vector<std::string> out;
+    sqlite3_stmt* st = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sql;
+    while (st != nullptr && sqlite3_step(st) == SQLITE_ROW) {
+      const unsigned char* t = sqlite3_column_text(st, sqlite3_column_count(st) - 1);
+      out.emplace_back(t == nullptr ? "" : reinterpret_cast<const char*>(t));
+    }
+    sqlite3_finalize(st);
+    return out;
+  };
+  const std::regex long_in_list(R"(IN\s*\([^)]*,[^)]*,)", std::regex::icase);
+  const std::vector<std::string> indexes =
+      rows("SELECT sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL");
+  EXPECT_GE(indexes.size(), 8u);
+  for (const std::string& sql : indexes) {
+    EXPECT_FALSE(std::regex_search(sql, long_in_list)) << sql;
+  }
+  const std::string final_job =
+      "(status = 'succeeded' OR status = 'failed' OR status = 'discarded')";
+  EXPECT_THAT(rows("EXPLAIN QUERY PLAN SELECT rowid FROM jobpact_jobs WHERE " + final_job +
+                   " AND finished_at_ns < 1 LIMIT 1000"),
+              ::testing::Contains(::testing::HasSubstr("INDEX jobpact_jobs_finished")));
+  EXPECT_THAT(rows("EXPLAIN QUERY PLAN SELECT job_type FROM jobpact_jobs WHERE " + final_job +
+                   " AND status = 'succeeded' AND job_type > '' ORDER BY status, job_type LIMIT 1"),
+              ::testing::Contains(::testing::HasSubstr("jobpact_jobs_finished_by_type")));
+  sqlite3_close(db);
 }
 
 TEST_F(SqliteBackendTest, ReopeningKeepsJobsAndLeases) {
