@@ -516,6 +516,54 @@ TEST_F(PostgresBackendTest, NoNameOrPayloadCanInjectSql) {
             "9");
 }
 
+// The lease takes a job's lock and claim both or neither
+// (DequeueRequest::take_guards), also when another transaction commits the
+// claim while the lease runs: the lease's snapshot saw the key free, so it
+// took the lock, then found the claim's row taken at its insert (waiting for
+// the other transaction), and gave the lock back in its own transaction.
+TEST_F(PostgresBackendTest, TheLeaseGivesBackALockWhoseClaimAnotherTransactionTookFirst) {
+  OpenBackend();
+  Envelope e = Job("job_1");
+  e.lock_key = "order:1";
+  e.idempotency_key = "charge:1";
+  ASSERT_THAT(backend_->queue()->Enqueue(e, {}).status(), IsOk());
+  pt::PgConnPtr other = pt::Connect(options_);
+  ASSERT_NE(other, nullptr);
+  auto exec = [](PGconn* c, const std::string& sql) {
+    PGresult* r = PQexec(c, sql.c_str());
+    const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok) ADD_FAILURE() << sql << ": " << PQresultErrorMessage(r);
+    PQclear(r);
+  };
+  const std::int64_t expires_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          (clock_->Now() + Seconds(30)).time_since_epoch())
+          .count();
+  exec(other.get(), "BEGIN");
+  exec(other.get(), "INSERT INTO \"" + options_.schema +
+                        "\".idempotency (key, state, owner, expires_at_ns) VALUES ('charge:1', "
+                        "'in_progress', 'other', " + std::to_string(expires_ns) + ")");
+  std::thread committer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    exec(other.get(), "COMMIT");
+  });
+  DequeueRequest req;
+  req.worker_id = "w1";
+  req.take_guards = true;
+  Result<std::vector<Delivery>> leased = backend_->queue()->Dequeue(req);
+  committer.join();
+  ASSERT_THAT(leased.status(), IsOk());
+  ASSERT_EQ(leased->size(), 1u);
+  EXPECT_FALSE((*leased)[0].guards_taken);
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<LockLease> lock,
+                               backend_->locks()->Inspect("order:1"));
+  EXPECT_FALSE(lock.has_value()) << "the lock was not given back: held by " << lock->owner;
+  JOBPACT_ASSERT_OK_AND_ASSIGN(std::optional<IdempotencyRecord> claim,
+                               backend_->idempotency()->Get("charge:1"));
+  ASSERT_TRUE(claim.has_value());
+  EXPECT_EQ(claim->owner, "other");
+}
+
 TEST_F(PostgresBackendTest, ABatchOfCompletionsRollsBackOnlyTheRefusedOnes) {
   OpenBackend();
   QueueBackend& q = *backend_->queue();
