@@ -47,12 +47,23 @@ Status SqliteQueueBackend::UpdateRow(Connection& conn, const JobChange& c,
   if (c.append.size() > 1) {
     return Status::Internal("write job: more than one history entry in one change");
   }
+  // The entry is appended as text: the stored array is compact JSON that
+  // only this library writes (HistoryJson, and this), and ?25 one object of
+  // HistoryEntryJson, so "[...]" + "," + entry + "]" is the array with the
+  // entry appended, without parsing the history (json_insert parsed it,
+  // and json_array_length again, at every lease and every completion: most
+  // of a SQLite drain's JSON work). Only an array long enough to hold
+  // kMaxHistory entries (each at least kMinEntry characters) is counted, and
+  // its oldest entry dropped, with the JSON functions.
+  constexpr std::size_t kMinEntry = 40;  // {"from":"","to":"","at_ns":0,"reason":""}
   static const std::string with_entry =
-      std::string("UPDATE jobpact_jobs SET ") + kUpdateSet +
-      ", history = json_insert(CASE WHEN json_array_length(history) >= " +
+      std::string("UPDATE jobpact_jobs SET ") + kUpdateSet + ", history = CASE WHEN length(history) >= " +
+      std::to_string(kMaxHistory * kMinEntry) + " AND json_array_length(history) >= " +
       std::to_string(kMaxHistory) +
-      " THEN json_remove(history, '$[0]') ELSE history END, '$[#]', json(?25)) "
-      "WHERE job_id = ?1 AND status = ?2 AND epoch = ?3 AND coalesce(lease_token, '') = ?4";
+      " THEN json_insert(json_remove(history, '$[0]'), '$[#]', json(?25)) WHEN history = '[]' "
+      "THEN '[' || ?25 || ']' ELSE substr(history, 1, length(history) - 1) || ',' || ?25 || "
+      "']' END WHERE job_id = ?1 AND status = ?2 AND epoch = ?3 AND coalesce(lease_token, '') "
+      "= ?4";
   static const std::string without_entry =
       std::string("UPDATE jobpact_jobs SET ") + kUpdateSet +
       " WHERE job_id = ?1 AND status = ?2 AND epoch = ?3 AND coalesce(lease_token, '') = ?4";
