@@ -365,6 +365,44 @@ class GuardCallCounter : public QueueBackendWrapper {
   }
 };
 
+// Jobs job_<i> with lock key order:<i> and idempotency key charge:<i>, for
+// i in [first, last], enqueued in one batch.
+inline std::vector<Envelope> EnqueueKeyedJobs(const BackendBundle& b, int first, int last,
+                                              TimePoint now) {
+  std::vector<Envelope> jobs;
+  for (int i = first; i <= last; ++i) {
+    const std::string n = std::to_string(i);
+    jobs.push_back(GuardedJob("job_" + n, "order:" + n, "charge:" + n, now));
+  }
+  EXPECT_TRUE(b.queue->EnqueueBatch(jobs, {}).ok());
+  return jobs;
+}
+
+// Each of `jobs` succeeded, and its lock was released.
+inline void ExpectSucceededWithLocksFree(const BackendBundle& b, const std::vector<Envelope>& jobs) {
+  for (const Envelope& env : jobs) {
+    auto r = b.admin->Get(env.job_id);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, JobStatus::kSucceeded) << env.job_id << ": " << Reasons(*r);
+    auto lock = b.locks->Inspect(env.lock_key);
+    ASSERT_TRUE(lock.ok());
+    EXPECT_FALSE(lock->has_value()) << env.lock_key << " was not released";
+  }
+}
+
+// A runner on `b` for RunUntilIdle on a manual clock, leases of `batch`.
+inline std::unique_ptr<JobRunner> ManualClockRunner(const BackendBundle& b,
+                                                    std::shared_ptr<Clock> clock, int batch) {
+  JobRunnerOptions o;
+  o.backend = b;
+  o.clock = std::move(clock);
+  o.dequeue_batch = batch;
+  o.log_level = LogLevel::kOff;
+  auto runner = JobRunner::Create(o);
+  EXPECT_TRUE(runner.ok()) << runner.status();
+  return runner.ok() ? std::move(*runner) : nullptr;
+}
+
 // The lease step takes each job's lock and claim (DequeueRequest::
 // take_guards): the runner writes nothing of its own for them, the handler
 // runs holding both (the lock's fencing token is its context's), and each
@@ -377,21 +415,11 @@ inline void ExpectTheLeaseStepTakesTheGuardsTheRunnerNeeds(const StoreTarget& ta
   auto counted = std::make_shared<GuardCallCounter>(b.queue);
   b.queue = counted;
   constexpr int kJobs = 6;
-  std::vector<Envelope> jobs;
-  for (int i = 0; i < kJobs; ++i) {
-    const std::string n = std::to_string(i);
-    jobs.push_back(GuardedJob("job_" + n, "order:" + n, "charge:" + n, clock->Now()));
-  }
-  ASSERT_TRUE(b.queue->EnqueueBatch(jobs, {}).ok());
-  JobRunnerOptions o;
-  o.backend = b;
-  o.clock = clock;
-  o.dequeue_batch = 8;
-  o.log_level = LogLevel::kOff;
-  auto runner = JobRunner::Create(o);
-  ASSERT_TRUE(runner.ok()) << runner.status();
+  const std::vector<Envelope> jobs = EnqueueKeyedJobs(b, 1, kJobs, clock->Now());
+  std::unique_ptr<JobRunner> runner = ManualClockRunner(b, clock, 8);
+  ASSERT_NE(runner, nullptr);
   int held = 0;
-  ASSERT_TRUE((*runner)->Handle("test.job", [&](JobContext& ctx) {
+  ASSERT_TRUE(runner->Handle("test.job", [&](JobContext& ctx) {
                           const Envelope& env = ctx.envelope();
                           auto lock = b.locks->Inspect(env.lock_key);
                           auto claim = b.idempotency->Get(env.idempotency_key);
@@ -405,16 +433,11 @@ inline void ExpectTheLeaseStepTakesTheGuardsTheRunnerNeeds(const StoreTarget& ta
                           ctx.SetResult("charged " + env.job_id);
                           return Status::Ok();
                         }).ok());
-  ASSERT_TRUE((*runner)->RunUntilIdle().ok());
+  ASSERT_TRUE(runner->RunUntilIdle().ok());
   EXPECT_EQ(held, kJobs) << "handlers that ran holding their lock and claim";
   EXPECT_EQ(counted->lock_and_claims.load(), 0) << "the runner took guards the lease took";
+  ExpectSucceededWithLocksFree(b, jobs);
   for (const Envelope& env : jobs) {
-    auto r = b.admin->Get(env.job_id);
-    ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_EQ(r->status, JobStatus::kSucceeded) << env.job_id << ": " << Reasons(*r);
-    auto lock = b.locks->Inspect(env.lock_key);
-    ASSERT_TRUE(lock.ok());
-    EXPECT_FALSE(lock->has_value()) << env.lock_key << " was not released";
     auto rec = b.idempotency->Get(env.idempotency_key);
     ASSERT_TRUE(rec.ok() && rec->has_value()) << env.idempotency_key;
     EXPECT_EQ((*rec)->state, IdempotencyRecord::State::kCompleted);
@@ -433,22 +456,12 @@ inline void ExpectGuardsTakenWithTheLeaseAreRenewedWithIt(const StoreTarget& tar
   ASSERT_TRUE(opened.ok()) << opened.status();
   const BackendBundle& b = *opened;
   const TimePoint t0 = clock->Now();
-  std::vector<Envelope> jobs;
-  for (int i = 1; i <= 3; ++i) {
-    const std::string n = std::to_string(i);
-    jobs.push_back(GuardedJob("job_" + n, "order:" + n, "charge:" + n, t0));
-  }
+  const std::vector<Envelope> jobs = EnqueueKeyedJobs(b, 1, 3, t0);
   const Duration vis = jobs[0].visibility_timeout;
-  ASSERT_TRUE(b.queue->EnqueueBatch(jobs, {}).ok());
-  JobRunnerOptions o;
-  o.backend = b;
-  o.clock = clock;
-  o.dequeue_batch = 3;
-  o.log_level = LogLevel::kOff;
-  auto runner = JobRunner::Create(o);
-  ASSERT_TRUE(runner.ok()) << runner.status();
+  std::unique_ptr<JobRunner> runner = ManualClockRunner(b, clock, 3);
+  ASSERT_NE(runner, nullptr);
   std::vector<std::string> seen;
-  ASSERT_TRUE((*runner)->Handle("test.job", [&](JobContext& ctx) {
+  ASSERT_TRUE(runner->Handle("test.job", [&](JobContext& ctx) {
                           const Envelope& env = ctx.envelope();
                           auto lock = b.locks->Inspect(env.lock_key);
                           auto claim = b.idempotency->Get(env.idempotency_key);
@@ -466,17 +479,10 @@ inline void ExpectGuardsTakenWithTheLeaseAreRenewedWithIt(const StoreTarget& tar
                           if (env.job_id == "job_2") clock->Advance(vis * 6 / 10);
                           return Status::Ok();
                         }).ok());
-  ASSERT_TRUE((*runner)->RunUntilIdle().ok());
+  ASSERT_TRUE(runner->RunUntilIdle().ok());
   EXPECT_EQ(seen, (std::vector<std::string>{"job_1 held", "job_2 held renewed renewed",
                                             "job_3 held"}));
-  for (const Envelope& env : jobs) {
-    auto r = b.admin->Get(env.job_id);
-    ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_EQ(r->status, JobStatus::kSucceeded) << env.job_id << ": " << Reasons(*r);
-    auto lock = b.locks->Inspect(env.lock_key);
-    ASSERT_TRUE(lock.ok());
-    EXPECT_FALSE(lock->has_value()) << env.lock_key << " was not released";
-  }
+  ExpectSucceededWithLocksFree(b, jobs);
 }
 
 // Shutdown gives back the jobs still waiting in a worker's batch with the
@@ -487,12 +493,7 @@ inline void ExpectShutdownGivesBackTheGuardsOfJobsThatDidNotStart(const StoreTar
   Result<BackendBundle> opened = target.open(clock);
   ASSERT_TRUE(opened.ok()) << opened.status();
   const BackendBundle& b = *opened;
-  std::vector<Envelope> jobs;
-  for (int i = 1; i <= 4; ++i) {
-    const std::string n = std::to_string(i);
-    jobs.push_back(GuardedJob("job_" + n, "order:" + n, "charge:" + n, clock->Now()));
-  }
-  ASSERT_TRUE(b.queue->EnqueueBatch(jobs, {}).ok());
+  EnqueueKeyedJobs(b, 1, 4, clock->Now());
   JobRunnerOptions o;
   o.backend = b;
   o.workers = 1;
