@@ -499,6 +499,9 @@ inline void ExpectShutdownGivesBackTheGuardsOfJobsThatDidNotStart(const StoreTar
   o.workers = 1;
   o.dequeue_batch = 4;
   o.log_level = LogLevel::kOff;
+  // The references to the queue outside the runner (the bundle's, its
+  // admin side's, these options').
+  const long own_refs = b.queue.use_count();
   auto runner = JobRunner::Create(o);
   ASSERT_TRUE(runner.ok()) << runner.status();
   auto started = std::make_shared<std::atomic<bool>>(false);
@@ -528,7 +531,17 @@ inline void ExpectShutdownGivesBackTheGuardsOfJobsThatDidNotStart(const StoreTar
     ASSERT_TRUE(rec.ok());
     EXPECT_FALSE(rec->has_value()) << "charge:" << n << " is still claimed";
   }
+  // The runner left the handler's worker running, detached (it writes the
+  // job's late outcome when the handler returns). Let it return, and wait
+  // until that worker has let go of the runner's core (which holds the only
+  // other references to the stores), so that it is done with the stores and
+  // the library's statics before the test, and maybe the process, ends.
   release->store(true);
+  runner->reset();
+  for (int i = 0; i < 2000 && b.queue.use_count() > own_refs; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(b.queue.use_count(), own_refs) << "the detached worker still holds the runner";
 }
 
 }  // namespace durable_runner_testing
