@@ -189,9 +189,9 @@ CREATE INDEX jobpact_jobs_finished_by_type
     // three or more values builds a temporary b-tree each time a statement
     // runs: two per job enqueued and per status change, about half of the
     // instructions of a bulk enqueue (callgrind, docs/benchmarks.md). The
-    // queries that use them repeat the new condition (kFinalJob in
-    // queue_store.h); a library of version 5 still reads and writes the
-    // file, its final-job queries without these indexes.
+    // queries that use them repeat the new condition
+    // (JOBPACT_SQLITE_FINAL_JOB in queue_store.h). As after every
+    // migration, an older library refuses the file (a newer schema).
     R"sql(
 DROP INDEX jobpact_jobs_finished;
 CREATE INDEX jobpact_jobs_finished ON jobpact_jobs (finished_at_ns)
