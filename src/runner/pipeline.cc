@@ -93,14 +93,11 @@ bool RunnerCore::EnsureLease(Delivery& d) {
 
 Result<Lease> RunnerCore::RenewWaiting(Delivery& d) {
   const Envelope& env = d.job.envelope;
-  const Duration vis = env.visibility_timeout;
-  Result<Lease> renewed = options_.queue->Renew(d.lease, vis, {});
+  Result<Lease> renewed = options_.queue->Renew(d.lease, env.visibility_timeout, {});
   if (!renewed.ok() || !d.guards_taken) return renewed;
-  bool held = env.lock_key.empty() || options_.locks->Renew(env.lock_key, d.lease.token, vis).ok();
-  if (held && !env.idempotency_key.empty()) {
-    held = options_.idempotency->Extend(env.idempotency_key, d.lease.token, vis).ok();
+  if (!RenewGuards(d, !env.lock_key.empty(), !env.idempotency_key.empty()).ok()) {
+    ReleaseLeasedGuards(d);
   }
-  if (!held) ReleaseLeasedGuards(d);
   return renewed;
 }
 

@@ -299,20 +299,30 @@ Status RunnerCore::RenewDelivery(const Delivery& d, bool lock_held, bool claim_h
     }
     first = lease.status();
   }
+  Status guards = RenewGuards(d, lock_held, claim_held);
+  if (guards.code() == StatusCode::kAborted) return guards;
+  if (first.ok()) first = guards;
+  if (!dependency_slot.empty()) {
+    Result<LockLease> slot = options_.locks->Renew(dependency_slot, d.lease.token, ttl);
+    if (!slot.ok()) {
+      logger_.Log(LogLevel::kWarn, "dependency_slot_renew_failed", &env,
+                  {{"slot", std::string(dependency_slot)}, {"error", slot.status().ToString()}});
+    }
+  }
+  return first;
+}
+
+Status RunnerCore::RenewGuards(const Delivery& d, bool lock_held, bool claim_held) {
+  const Envelope& env = d.job.envelope;
+  const Duration ttl = env.visibility_timeout;
+  Status first;
   if (lock_held) {
     Result<LockLease> lock = options_.locks->Renew(env.lock_key, d.lease.token, ttl);
     if (!lock.ok()) {
       if (lock.status().code() == StatusCode::kAborted) {
         return Status::Aborted("lock '" + env.lock_key + "' lost: " + lock.status().message());
       }
-      if (first.ok()) first = lock.status();
-    }
-  }
-  if (!dependency_slot.empty()) {
-    Result<LockLease> slot = options_.locks->Renew(dependency_slot, d.lease.token, ttl);
-    if (!slot.ok()) {
-      logger_.Log(LogLevel::kWarn, "dependency_slot_renew_failed", &env,
-                  {{"slot", std::string(dependency_slot)}, {"error", slot.status().ToString()}});
+      first = lock.status();
     }
   }
   if (claim_held) {

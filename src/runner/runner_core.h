@@ -195,6 +195,9 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   Status RenewDelivery(const Delivery& d, bool lock_held, bool claim_held,
                        std::string_view dependency_slot, std::string_view checkpoint,
                        CancelFlags* cancel);
+  // The lock and idempotency claim part of it: kAborted naming the one
+  // lost, else the first other error.
+  Status RenewGuards(const Delivery& d, bool lock_held, bool claim_held);
 
  private:
   enum class State { kCreated, kRunning, kStopping, kStopped };

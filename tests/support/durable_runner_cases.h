@@ -445,6 +445,57 @@ inline void ExpectTheLeaseStepTakesTheGuardsTheRunnerNeeds(const StoreTarget& ta
   }
 }
 
+// Asks the store to take the guards but not to check dedup in the lease:
+// so a duplicate is leased with its guards taken, and found by the runner.
+class NoLeaseDedup : public QueueBackendWrapper {
+ public:
+  using QueueBackendWrapper::QueueBackendWrapper;
+  Result<std::vector<Delivery>> Dequeue(const DequeueRequest& request) override {
+    DequeueRequest r = request;
+    r.dedup_window.reset();
+    return QueueBackendWrapper::Dequeue(r);
+  }
+};
+
+// A delivery that ends as succeeded without its handler (a duplicate, SPEC
+// 3 step 4) gives back the claim its lease took: the key is not recorded
+// with the duplicate's result, so a later job of that key still runs.
+inline void ExpectADuplicateDropsTheClaimItsLeaseTook(const StoreTarget& target) {
+  auto clock = std::make_shared<testing::ManualClock>();
+  Result<BackendBundle> opened = target.open(clock);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  BackendBundle b = *opened;
+  b.queue = std::make_shared<NoLeaseDedup>(b.queue);
+  EnqueueOptions no_dedup;
+  no_dedup.dedup_window = Duration::zero();
+  for (const char* id : {"job_1", "job_2"}) {
+    Envelope e = GuardedJob(id, std::string("order:") + id, std::string("charge:") + id,
+                            clock->Now());
+    e.dedup_key = "k";
+    ASSERT_TRUE(b.queue->Enqueue(e, no_dedup).ok());
+  }
+  std::unique_ptr<JobRunner> runner = ManualClockRunner(b, clock, 1);
+  ASSERT_NE(runner, nullptr);
+  int runs = 0;
+  ASSERT_TRUE(runner->Handle("test.job", [&](JobContext& ctx) {
+                      ++runs;
+                      ctx.SetResult("charged");
+                      return Status::Ok();
+                    }).ok());
+  ASSERT_TRUE(runner->RunUntilIdle().ok());
+  EXPECT_EQ(runs, 1);
+  auto second = b.admin->Get("job_2");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->status, JobStatus::kSucceeded) << Reasons(*second);
+  EXPECT_EQ(second->reason, reason::kDuplicate) << Reasons(*second);
+  auto rec = b.idempotency->Get("charge:job_2");
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_FALSE(rec->has_value()) << "the duplicate recorded its key: " << (*rec)->result;
+  auto lock = b.locks->Inspect("order:job_2");
+  ASSERT_TRUE(lock.ok());
+  EXPECT_FALSE(lock->has_value()) << "the duplicate kept its lock";
+}
+
 // Guards taken with the lease expire with it, so a delivery that waits in
 // its batch renews them with its lease: the second job of a batch, whose
 // lease is renewed at its start, runs holding a lock renewed as far; the

@@ -261,12 +261,13 @@ Status PostgresQueueBackend::LeaseJobs(const DequeueRequest& request, TimePoint 
       std::vector<internal::GuardTake> takes;
       std::vector<std::size_t> take_of;
       if (request.take_guards) {
-        std::set<std::string> keys;  // A key once per statement.
+        // A key once per statement (views into `changes`, which outlive them).
+        std::set<std::string_view> locks, claims;
         for (std::size_t k = 0; k < changes.size(); ++k) {
           const Envelope& env = changes[k].record.envelope;
           if (!duplicate_of[k].empty() || (env.lock_key.empty() && env.idempotency_key.empty()) ||
-              (!env.lock_key.empty() && !keys.insert("l" + env.lock_key).second) ||
-              (!env.idempotency_key.empty() && !keys.insert("i" + env.idempotency_key).second)) {
+              (!env.lock_key.empty() && !locks.insert(env.lock_key).second) ||
+              (!env.idempotency_key.empty() && !claims.insert(env.idempotency_key).second)) {
             continue;
           }
           takes.push_back(internal::GuardTake{env.lock_key, env.idempotency_key,

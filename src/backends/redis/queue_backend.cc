@@ -292,8 +292,10 @@ Result<std::vector<EnqueueResult>> RedisQueueBackend::InsertJobs(std::vector<Job
                           v[8] == "[]" && v[9] == "0";
     // The guard keys, for the lease step to take them (a key no script
     // may name is left to the usual calls, which refuse it by name).
-    const bool lock_ok = !env.lock_key.empty() && keys_.Lock(env.lock_key).ok();
-    const bool claim_ok = !env.idempotency_key.empty() && keys_.Idempotency(env.idempotency_key).ok();
+    const bool lock_ok =
+        !env.lock_key.empty() && RedisKeys::CheckKey("lock key", env.lock_key).ok();
+    const bool claim_ok = !env.idempotency_key.empty() &&
+                          RedisKeys::CheckKey("idempotency key", env.idempotency_key).ok();
     a.emplace_back(std::to_string((defaults ? 0 : 1) + (lock_ok || claim_ok ? 2 : 0)));
     if (!defaults) {
       for (int k : {3, 5, 6, 7, 8, 9}) a.push_back(std::move(v[static_cast<std::size_t>(k)]));

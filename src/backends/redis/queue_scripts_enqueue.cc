@@ -122,8 +122,10 @@ for i = 1, n do
       g = o + 25
     end
     if fl >= 2 then
-      if ARGV[g] ~= '' then redis.call('HSET', jk, 'lk', ARGV[g]) end
-      if ARGV[g + 1] ~= '' then redis.call('HSET', jk, 'ik', ARGV[g + 1]) end
+      local kv = {}
+      if ARGV[g] ~= '' then kv[#kv + 1] = 'lk'; kv[#kv + 1] = ARGV[g] end
+      if ARGV[g + 1] ~= '' then kv[#kv + 1] = 'ik'; kv[#kv + 1] = ARGV[g + 1] end
+      redis.call('HSET', jk, unpack(kv))
     end
     if ixk ~= '' then
       zset(P .. ixk, ARGV[o + 13], ARGV[o + 14])

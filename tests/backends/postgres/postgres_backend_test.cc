@@ -1208,6 +1208,10 @@ TEST_F(PostgresRunnerTest, TheLeaseStepTakesTheGuardsTheRunnerNeeds) {
   durable_runner_testing::ExpectTheLeaseStepTakesTheGuardsTheRunnerNeeds(Target());
 }
 
+TEST_F(PostgresRunnerTest, ADuplicateDropsTheClaimItsLeaseTook) {
+  durable_runner_testing::ExpectADuplicateDropsTheClaimItsLeaseTook(Target());
+}
+
 TEST_F(PostgresRunnerTest, GuardsTakenWithTheLeaseAreRenewedWithIt) {
   durable_runner_testing::ExpectGuardsTakenWithTheLeaseAreRenewedWithIt(Target());
 }

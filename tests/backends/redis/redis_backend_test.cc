@@ -481,6 +481,10 @@ TEST_F(RedisRunnerTest, TheLeaseStepTakesTheGuardsTheRunnerNeeds) {
   durable_runner_testing::ExpectTheLeaseStepTakesTheGuardsTheRunnerNeeds(Target());
 }
 
+TEST_F(RedisRunnerTest, ADuplicateDropsTheClaimItsLeaseTook) {
+  durable_runner_testing::ExpectADuplicateDropsTheClaimItsLeaseTook(Target());
+}
+
 TEST_F(RedisRunnerTest, GuardsTakenWithTheLeaseAreRenewedWithIt) {
   durable_runner_testing::ExpectGuardsTakenWithTheLeaseAreRenewedWithIt(Target());
 }

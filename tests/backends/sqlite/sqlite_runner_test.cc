@@ -60,6 +60,10 @@ TEST_F(SqliteRunnerTest, TheLeaseStepTakesTheGuardsTheRunnerNeeds) {
   durable_runner_testing::ExpectTheLeaseStepTakesTheGuardsTheRunnerNeeds(Target());
 }
 
+TEST_F(SqliteRunnerTest, ADuplicateDropsTheClaimItsLeaseTook) {
+  durable_runner_testing::ExpectADuplicateDropsTheClaimItsLeaseTook(Target());
+}
+
 TEST_F(SqliteRunnerTest, GuardsTakenWithTheLeaseAreRenewedWithIt) {
   durable_runner_testing::ExpectGuardsTakenWithTheLeaseAreRenewedWithIt(Target());
 }
