@@ -92,11 +92,14 @@ build_tsan() {
 }
 
 # configure_fuzz_build DIR: the clang build of scripts/fuzz (libFuzzer +
-# ASan + UBSan), shared with scripts/thread_safety. Configured once; a
-# build directory made before the HTTP endpoint and the conformance suite
-# were part of it gains them here (the thread safety analysis compiles
-# every library target, and a reconfigure of an existing directory is a
-# matter of seconds).
+# ASan + UBSan on everything), shared with scripts/thread_safety (which
+# compiles its library targets) and with scripts/test's AddressSanitizer +
+# UBSan run of the test suite (its test programs): one clang build of the
+# library serves all three. Configured once; a build directory made before
+# the HTTP endpoint, the conformance suite or the tests were part of it
+# gains them here (a reconfigure of an existing directory is a matter of
+# seconds). scripts/fuzz and scripts/thread_safety build only their own
+# targets, so the tests cost them nothing.
 configure_fuzz_build() {
   local dir="$1"
   if [ ! -f "$dir/CMakeCache.txt" ]; then
@@ -106,14 +109,15 @@ configure_fuzz_build() {
     log "Configuring $dir (clang, libFuzzer + ASan + UBSan)"
     CC=clang CXX=clang++ cmake -S "$JOBPACT_ROOT" -B "$dir" -G Ninja \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
-      -DJOBPACT_FUZZ=ON -DJOBPACT_BUILD_TESTS=OFF \
+      -DJOBPACT_FUZZ=ON -DJOBPACT_BUILD_TESTS=ON \
       -DJOBPACT_BUILD_EXAMPLES=OFF -DJOBPACT_INSTALL=OFF -DJOBPACT_WITH_SQLITE=ON \
       -DJOBPACT_WITH_REDIS=ON -DJOBPACT_WITH_POSTGRES=ON -DJOBPACT_WITH_HTTP=ON \
       -DJOBPACT_BUILD_CONTRACT=ON
   elif ! grep -q '^JOBPACT_WITH_HTTP:BOOL=ON' "$dir/CMakeCache.txt" ||
-       ! grep -q '^JOBPACT_BUILD_CONTRACT:BOOL=ON' "$dir/CMakeCache.txt"; then
-    log "Reconfiguring $dir with the HTTP endpoint and the conformance suite"
-    cmake "$dir" -DJOBPACT_WITH_HTTP=ON -DJOBPACT_BUILD_CONTRACT=ON >/dev/null
+       ! grep -q '^JOBPACT_BUILD_CONTRACT:BOOL=ON' "$dir/CMakeCache.txt" ||
+       ! grep -q '^JOBPACT_BUILD_TESTS:BOOL=ON' "$dir/CMakeCache.txt"; then
+    log "Reconfiguring $dir with the HTTP endpoint, the conformance suite and the tests"
+    cmake "$dir" -DJOBPACT_WITH_HTTP=ON -DJOBPACT_BUILD_CONTRACT=ON -DJOBPACT_BUILD_TESTS=ON >/dev/null
   fi
 }
 

@@ -340,10 +340,10 @@ TEST(TransitionsTest, OperatorTextMustBeValidUtf8) {
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("NUL")));
   DlqAction accented = kOperator;
   accented.actor = "Zo\xc3\xab";  // "Zoë": UTF-8 is fine.
-  accented.reason = "r\xc3\xa9essai \xf0\x9f\x94\x81";
+  accented.reason = "r\xc3\xa9" "essai \xf0\x9f\x94\x81";  // "réessai 🔁"
   JOBPACT_ASSERT_OK_AND_ASSIGN(JobChange replay, engine::Replay(dead, accented, kT0));
   ASSERT_FALSE(replay.record.audit.empty());
-  EXPECT_THAT(replay.record.audit.back(), HasSubstr(" by Zo\xc3\xab: r\xc3\xa9essai"));
+  EXPECT_THAT(replay.record.audit.back(), HasSubstr(" by Zo\xc3\xab: r\xc3\xa9" "essai"));
 }
 
 // A handler's error text may quote binary input. It is a diagnostic, kept
