@@ -122,7 +122,7 @@ struct Delivery {
   // id, lease time - window) would have answered in that same atomic step
   // (empty: no duplicate). False: the caller asks FindDuplicate itself.
   bool dedup_checked = false;
-  std::string duplicate_of;
+  std::string duplicate_of{};
   // Set by a store that took the delivery's guards in its lease step, when
   // asked to (DequeueRequest::take_guards): the lock on envelope.lock_key
   // and the claim on envelope.idempotency_key, whichever the job has, are
@@ -143,7 +143,7 @@ struct Delivery {
     void* record = nullptr;     // Where that store keeps the job.
     std::uint64_t version = 0;  // That store's own check that `record` still holds.
   };
-  StoreNote store_note;
+  StoreNote store_note{};
 };
 
 struct EnqueueOptions {
@@ -158,6 +158,8 @@ struct EnqueueResult {
   JobStatus status = JobStatus::kQueued;  // Of the returned job.
 };
 
+// Every member has an initializer, so that a brace-initialization naming only
+// the first ones ({{"q"}, 16, "w1"}) draws no -Wmissing-field-initializers.
 struct DequeueRequest {
   // Queues to take from; empty means every queue.
   std::vector<std::string> queues;
@@ -170,7 +172,7 @@ struct DequeueRequest {
   // Delivery::dedup_checked / duplicate_of: the caller is then spared one
   // FindDuplicate call (a lock or a round trip) per job, and two jobs with
   // one key leased in one step cannot both find the other.
-  std::optional<Duration> dedup_window;
+  std::optional<Duration> dedup_window = std::nullopt;
   // If true, a store that keeps the locks and claims beside its jobs
   // (CompletesGuards) may take each leased job's lock and idempotency claim
   // inside the lease step, owned by the lease token, and report it in
