@@ -48,7 +48,7 @@
 // Usage: jobpact_peer_bench --url redis://127.0.0.1:PORT/0 | postgres://USER@127.0.0.1:PORT/DB
 //          | sqlite:///tmp/DIR/jobpact.db[?synchronous=normal|full]
 //          [--pg-pid PID] [--workloads noop,idem,...] [--jobs 20000] [--fail-jobs 5000]
-//          [--latency-jobs 500] [--workers 10] [--label TEXT]
+//          [--latency-jobs 500] [--workers 10] [--dequeue-batch 16] [--label TEXT]
 #include <dirent.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -88,6 +88,7 @@ struct Args {
   int fail_jobs = 5000;
   int latency_jobs = 500;
   int workers = 10;
+  int dequeue_batch = 0;  // 0: JobRunnerOptions' default.
   std::string label;
 };
 
@@ -360,7 +361,7 @@ struct Rig {
 
 // One connection per worker thread and a few for the runner's own calls
 // (maintenance, enqueue), as a service would size it.
-Rig MakeRig(const Server& server, const std::string& ns, int workers,
+Rig MakeRig(const Server& server, const std::string& ns, int workers, int dequeue_batch = 0,
             jobpact::Duration poll_interval = jobpact::Millis(100)) {
   Rig rig;
   auto opened = jobpact::OpenBackend(server.UrlFor(ns, workers + 2));
@@ -371,6 +372,7 @@ Rig MakeRig(const Server& server, const std::string& ns, int workers,
   jobpact::JobRunnerOptions ro;
   ro.backend = *opened;
   ro.workers = workers;
+  if (dequeue_batch > 0) ro.dequeue_batch = dequeue_batch;
   ro.poll_interval = poll_interval;
   // Errors only: no line per transition or per retry (the peers log none).
   ro.log_level = jobpact::LogLevel::kError;
@@ -421,7 +423,7 @@ void Drain(const Args& a, const Server& server, const std::string& workload) {
   const bool full = workload == "full";
   const bool keys = workload == "idem" || full;
   const int jobs = fail_once ? a.fail_jobs : a.jobs;
-  Rig rig = MakeRig(server, ns, a.workers);
+  Rig rig = MakeRig(server, ns, a.workers, a.dequeue_batch);
   jobpact::Status s = rig.runner->Handle(
       "bench.job",
       [fail_once](jobpact::JobContext& ctx) -> jobpact::Status {
@@ -485,7 +487,7 @@ void Latency(const Args& a, const Server& server, const std::string& workload) {
   const bool local = workload == "latency_local";
   const std::string ns = "peer_" + workload;
   server.Reset(ns);
-  Rig rig = MakeRig(server, ns, a.workers,
+  Rig rig = MakeRig(server, ns, a.workers, a.dequeue_batch,
                     workload == "latency_poll1" ? jobpact::Millis(1) : jobpact::Millis(100));
   const int n = a.latency_jobs;
   std::vector<std::atomic<std::int64_t>> enq_ns(n), start_ns(n);
@@ -571,6 +573,8 @@ Args ParseArgs(int argc, char** argv) {
       a.latency_jobs = std::max(1, std::atoi(l));
     } else if (const char* k = value("--workers")) {
       a.workers = std::max(1, std::atoi(k));
+    } else if (const char* db = value("--dequeue-batch")) {
+      a.dequeue_batch = std::max(1, std::atoi(db));
     } else if (const char* pid = value("--pg-pid")) {
       a.pg_pid = std::atoi(pid);
     } else if (const char* b = value("--label")) {
@@ -581,7 +585,7 @@ Args ParseArgs(int argc, char** argv) {
                    "|sqlite:///DIR/NAME.db[?synchronous=normal|full] "
                    "[--pg-pid PID] [--workloads "
                    "noop,idem,full,failonce,latency,latency_local,latency_poll1] [--jobs N] [--fail-jobs N] "
-                   "[--latency-jobs N] [--workers N] [--label TEXT]\n");
+                   "[--latency-jobs N] [--workers N] [--dequeue-batch N] [--label TEXT]\n");
       std::exit(2);
     }
   }

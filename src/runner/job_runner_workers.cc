@@ -265,6 +265,65 @@ DequeueRequest RunnerCore::MakeDequeueRequest(std::string worker_id) const {
   return request;
 }
 
+Status RunnerCore::TakeBatch(const DequeueRequest& request, std::vector<Delivery>* batch,
+                             bool* full) {
+  // Ten workers leasing each for itself are ten store transactions in
+  // flight on the same first ready jobs: each skips the rows the others
+  // locked (PostgreSQL's SKIP LOCKED, SQLite's and Redis's serialised
+  // writes), and each pays its transaction's fixed cost for 16 jobs. Here
+  // a worker that needs work while another leases waits for that lease,
+  // which asks for a batch for every such worker; the batches are the same
+  // size as before, so no worker holds more jobs than it would alone.
+  MutexLock l(lease_mu_);
+  *full = false;
+  const std::uint64_t seen_lease = leases_ended_;
+  while (leasing_ && leased_for_others_.empty()) {
+    ++lease_waiters_;
+    lease_cv_.Wait(lease_mu_);
+    --lease_waiters_;
+  }
+  if (!leased_for_others_.empty()) {
+    batch->swap(leased_for_others_.back());
+    leased_for_others_.pop_back();
+    return Status::Ok();
+  }
+  // Stopping: no new lease. Or a lease ended while this worker waited
+  // without a batch for it: the store had no more ready then, or it
+  // failed; the caller waits for work rather than leasing again at once.
+  if (stopping_.load(std::memory_order_acquire) ||
+      (leases_ended_ != seen_lease && last_lease_short_)) {
+    batch->clear();
+    return Status::Ok();
+  }
+  leasing_ = true;
+  const int others = lease_waiters_;
+  DequeueRequest shared = request;
+  shared.max_jobs = request.max_jobs * (1 + others);
+  Status s;
+  {
+    MutexUnlock unlocked(lease_mu_);
+    s = options_.queue->DequeueInto(shared, batch);
+  }
+  leasing_ = false;
+  ++leases_ended_;
+  if (!s.ok()) batch->clear();
+  *full = static_cast<int>(batch->size()) >= shared.max_jobs;
+  last_lease_short_ = !*full;
+  // This worker's batch is the first max_jobs; the rest, in batches of
+  // max_jobs, wait for the others (each waiter takes one). Moved from the
+  // tail, so the first jobs in lease order stay with this worker.
+  const std::size_t per = static_cast<std::size_t>(request.max_jobs);
+  while (batch->size() > per) {
+    const std::size_t from = per + (batch->size() - per - 1) / per * per;
+    std::vector<Delivery> theirs(std::make_move_iterator(batch->begin() + from),
+                                 std::make_move_iterator(batch->end()));
+    batch->erase(batch->begin() + from, batch->end());
+    leased_for_others_.push_back(std::move(theirs));
+  }
+  lease_cv_.NotifyAll();
+  return s;
+}
+
 void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
   HandlerCache cache;
   const DequeueRequest request = MakeDequeueRequest(slot->id);
@@ -275,7 +334,8 @@ void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
   std::vector<Delivery> batch;
   while (!stopping_.load(std::memory_order_acquire)) {
     const std::uint64_t seen = enqueue_seq_.load(std::memory_order_seq_cst);
-    Status dequeued = options_.queue->DequeueInto(request, &batch);
+    bool full = false;
+    Status dequeued = TakeBatch(request, &batch, &full);
     if (!dequeued.ok()) {
       logger_.Log(LogLevel::kError, "dequeue_failed", nullptr,
                   {{"worker_id", slot->id}, {"error", dequeued.ToString()}});
@@ -287,8 +347,8 @@ void RunnerCore::WorkerLoop(const std::shared_ptr<WorkerSlot>& slot) {
       IdleWait(seen);
       continue;
     }
-    // A full batch: more may be ready than this worker took.
-    if (static_cast<int>(batch.size()) >= request.max_jobs) WakeIdleWorker();
+    // A full lease: more may be ready than it took.
+    if (full) WakeIdleWorker();
     {
       MutexLock l(slot->mu);
       slot->batch.swap(batch);
@@ -566,6 +626,16 @@ Status RunnerCore::Shutdown(Duration grace) {
     }
     if (running) GiveBack(*running, reason::kShutdown, true);
     for (const Delivery& r : waiting) GiveBack(r, reason::kShutdown, false);
+  }
+  // Batches a shared lease took for workers that did not take them (none
+  // when every waiter took its own, the usual case).
+  std::vector<std::vector<Delivery>> unclaimed;
+  {
+    MutexLock l(lease_mu_);
+    unclaimed.swap(leased_for_others_);
+  }
+  for (const std::vector<Delivery>& b : unclaimed) {
+    for (const Delivery& r : b) GiveBack(r, reason::kShutdown, false);
   }
   // 5. Join what finished; detach what is still inside a handler (it holds
   // the core alive and exits when the handler returns).

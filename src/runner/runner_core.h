@@ -374,6 +374,12 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   void WorkerLoop(const std::shared_ptr<WorkerSlot>& slot);
   // The Dequeue request of every worker (and of RunUntilIdle).
   DequeueRequest MakeDequeueRequest(std::string worker_id) const;
+  // A worker's next batch (up to request.max_jobs deliveries, into the
+  // emptied `batch`). One lease is in flight per runner: a worker that
+  // needs work while another leases waits for that lease, which took a
+  // batch for it too (the shared lease). Sets `*full` when the lease came
+  // back with all it asked for (more may be ready). Empty: no work now.
+  Status TakeBatch(const DequeueRequest& request, std::vector<Delivery>* batch, bool* full);
   // Waits for work after an empty Dequeue: up to poll_interval, or until an
   // enqueue of this runner moves enqueue_seq_ past `seen_enqueues`, or
   // (with a store that can wake it, QueueBackend::WaitForWork: one idle
@@ -435,6 +441,19 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   int next_worker_index_ JOBPACT_GUARDED_BY(mu_) = 0;
   std::atomic<bool> stopping_{false};      // Workers stop taking work.
   std::atomic<bool> stop_background_{false};  // Watchdog and maintenance exit.
+
+  // The shared lease (TakeBatch): one Dequeue in flight per runner, for
+  // the leasing worker and for those that came to lease meanwhile; their
+  // batches wait in leased_for_others_ until they take them.
+  PlainMutex lease_mu_;
+  CondVar lease_cv_;  // A lease ended, or stopping.
+  bool leasing_ JOBPACT_GUARDED_BY(lease_mu_) = false;
+  int lease_waiters_ JOBPACT_GUARDED_BY(lease_mu_) = 0;
+  // Counts the leases ended; a waiter whose lease came back short (the
+  // store had no more ready) leaves empty-handed instead of leasing again.
+  std::uint64_t leases_ended_ JOBPACT_GUARDED_BY(lease_mu_) = 0;
+  bool last_lease_short_ JOBPACT_GUARDED_BY(lease_mu_) = false;
+  std::vector<std::vector<Delivery>> leased_for_others_ JOBPACT_GUARDED_BY(lease_mu_);
 
   // Idle workers wait here; Enqueue wakes one.
   PlainMutex work_mu_;
