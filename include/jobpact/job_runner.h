@@ -111,14 +111,16 @@ struct JobRunnerOptions {
   // Queues this runner takes from; empty: every queue.
   std::vector<std::string> queues;
   int workers = 2;
-  // Jobs leased per backend call.
+  // Jobs a worker takes at a time. One lease (backend call) is in flight
+  // per runner; it asks for dequeue_batch jobs for its worker and for each
+  // worker waiting for it, and each takes dequeue_batch of them.
   int dequeue_batch = 16;
   // Longest idle wait before polling the backend again (an Enqueue on this
   // runner wakes idle workers at once). With a backend that wakes idle
   // workers (QueueBackend::WaitForWork: SQLite, PostgreSQL, Redis), one idle
   // worker of the runner waits there and the others sleep: a wake-up brings
-  // one worker, and a worker whose Dequeue came back full
-  // (dequeue_batch jobs) wakes the next.
+  // one worker, and a lease that came back with all it asked for wakes
+  // the next.
   Duration poll_interval = Millis(100);
   // How a started runner writes its jobs' outcomes (the ack, SPEC 3 step 9).
   //   kAuto: grouped if the queue says grouping pays

@@ -274,8 +274,9 @@ Status RunnerCore::TakeBatch(const DequeueRequest& request, std::vector<Delivery
   // a worker that needs work while another leases waits for that lease,
   // which asks for a batch for every such worker; the batches are the same
   // size as before, so no worker holds more jobs than it would alone.
-  MutexLock l(lease_mu_);
   *full = false;
+  std::vector<Delivery> spent;  // Freed after the lock is released.
+  MutexLock l(lease_mu_);
   const std::uint64_t seen_lease = leases_ended_;
   while (leasing_ && leased_for_others_.empty()) {
     ++lease_waiters_;
@@ -283,6 +284,7 @@ Status RunnerCore::TakeBatch(const DequeueRequest& request, std::vector<Delivery
     --lease_waiters_;
   }
   if (!leased_for_others_.empty()) {
+    spent.swap(*batch);
     batch->swap(leased_for_others_.back());
     leased_for_others_.pop_back();
     return Status::Ok();
@@ -292,7 +294,7 @@ Status RunnerCore::TakeBatch(const DequeueRequest& request, std::vector<Delivery
   // failed; the caller waits for work rather than leasing again at once.
   if (stopping_.load(std::memory_order_acquire) ||
       (leases_ended_ != seen_lease && last_lease_short_)) {
-    batch->clear();
+    spent.swap(*batch);
     return Status::Ok();
   }
   leasing_ = true;

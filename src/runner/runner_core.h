@@ -389,7 +389,7 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // Waits in the store; false if it cannot (then IdleWait sleeps instead).
   bool WaitInStore(std::uint64_t seen_enqueues, TimePoint until);
   // Wakes one worker sleeping in IdleWait (not the one watching the store),
-  // if any: for a worker whose Dequeue came back full.
+  // if any: for a lease that came back full.
   void WakeIdleWorker();
   void WatchdogLoop();
   // Renews the slot's leases and detects a hung handler; true if the slot
