@@ -268,9 +268,9 @@ DequeueRequest RunnerCore::MakeDequeueRequest(std::string worker_id) const {
 Status RunnerCore::TakeBatch(const DequeueRequest& request, std::vector<Delivery>* batch,
                              bool* full) {
   // Ten workers leasing each for itself are ten store transactions in
-  // flight on the same first ready jobs: each skips the rows the others
-  // locked (PostgreSQL's SKIP LOCKED, SQLite's and Redis's serialised
-  // writes), and each pays its transaction's fixed cost for 16 jobs. Here
+  // flight on the same first ready jobs: on PostgreSQL each skips the rows
+  // the others locked (SKIP LOCKED), on SQLite and Redis they queue behind
+  // each other, and each pays its transaction's fixed cost for 16 jobs. Here
   // a worker that needs work while another leases waits for that lease,
   // which asks for a batch for every such worker; the batches are the same
   // size as before, so no worker holds more jobs than it would alone.
