@@ -985,6 +985,30 @@ TEST_F(PostgresBackendTest, AReadOnlyServerIsAClearError) {
   Sql("DROP ROLE " + role);
 }
 
+TEST_F(PostgresBackendTest, TheBackendsSessionsRunWithoutJit) {
+  // With JIT, a lease whose planned cost passed jit_above_cost was compiled
+  // each time (~60 ms, against ~3 ms for the statement). A statement
+  // timeout set beside it still applies.
+  PostgresOptions o = options_;
+  o.statement_timeout = Millis(5000);
+  backend_ = MustOpen(o);
+  ASSERT_NE(backend_, nullptr);
+  QueueBackend& q = *backend_->queue();
+  ASSERT_THAT(q.Enqueue(Job("job_1"), {}).status(), IsOk());
+  Delivery d = TakeOne(q);
+  std::string settings;
+  Completion c;
+  c.transactional_effect = [&settings](void* native) -> Status {
+    PGresult* r = PQexec(static_cast<PGconn*>(native),
+                         "SELECT current_setting('jit') || ' ' || current_setting('statement_timeout')");
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) settings = PQgetvalue(r, 0, 0);
+    PQclear(r);
+    return Status::Ok();
+  };
+  ASSERT_THAT(q.Complete(d, c), IsOk());
+  EXPECT_EQ(settings, "off 5s");
+}
+
 TEST_F(PostgresBackendTest, AConnectionLostMidTransactionRollsBackAndReconnects) {
   OpenBackend();
   QueueBackend& q = *backend_->queue();
