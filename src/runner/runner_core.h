@@ -446,7 +446,7 @@ class RunnerCore : public std::enable_shared_from_this<RunnerCore> {
   // the leasing worker and for those that came to lease meanwhile; their
   // batches wait in leased_for_others_ until they take them.
   PlainMutex lease_mu_;
-  CondVar lease_cv_;  // A lease ended, or stopping.
+  CondVar lease_cv_;  // A lease ended (waiters wait only while one is in flight).
   bool leasing_ JOBPACT_GUARDED_BY(lease_mu_) = false;
   int lease_waiters_ JOBPACT_GUARDED_BY(lease_mu_) = 0;
   // Counts the leases ended; a waiter whose lease came back short (the
